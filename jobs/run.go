@@ -1,0 +1,90 @@
+package jobs
+
+import (
+	"fmt"
+	"time"
+)
+
+// Run is one logical execution of a job. Attempts of the same run are retries.
+type Run struct {
+	ID          string
+	Job         string
+	Status      Status
+	Attempt     int // number of the current or last attempt; 0 before the first
+	MaxAttempts int
+	Trigger     Trigger
+	ScheduledAt time.Time // the tick, the at time, or when a trigger was made
+	NotBefore   time.Time
+	NotAfter    time.Time // zero: no deadline
+	CreatedAt   time.Time
+	StartedAt   time.Time // start of the current or last attempt
+	FinishedAt  time.Time
+	Node        string // node of the current or last attempt
+	Incarnation string // process incarnation of the current or last attempt
+	ExitCode    *int
+	Error       string
+	Reason      Reason
+	DedupID     string
+	RerunOf     string
+	Payload     string
+	Retry       RetryPolicy // the policy the run was made with
+	NoRetryExitCodes []int
+	CancelRequested bool // a user asked to cancel a running attempt
+	Progress        int  // 0-100, reported by the job
+	ProgressMessage string
+}
+
+// Active reports whether the run is not finished.
+func (r *Run) Active() bool { return !r.Status.Terminal() }
+
+// Event is one entry of a run's history.
+type Event struct {
+	RunID   string
+	Time    time.Time
+	Node    string
+	Attempt int
+	From    Status // empty for the creation event
+	To      Status
+	Reason  Reason
+	Message string
+}
+
+// Attempt is one execution of a run on a node.
+type Attempt struct {
+	RunID       string
+	Number      int
+	Node        string
+	Incarnation string
+	StartedAt   time.Time
+	FinishedAt  time.Time
+	Status      Status // status the run moved to when this attempt ended; running while it runs
+	ExitCode    *int
+	Error       string
+	Reason      Reason
+	Output      string // bounded: head, truncation marker, tail
+	OutputBytes int64  // total bytes the attempt wrote
+	Truncated   bool
+}
+
+// Fence identifies the attempt a write is about. A store rejects a write
+// whose fence does not match the run's current attempt and incarnation.
+type Fence struct {
+	RunID       string
+	Attempt     int
+	Incarnation string
+}
+
+func (f Fence) String() string {
+	return fmt.Sprintf("run %s attempt %d incarnation %s", f.RunID, f.Attempt, f.Incarnation)
+}
+
+// Result is what an attempt produced.
+type Result struct {
+	ExitCode    *int // nil for a Go handler or a process that never started or died by a signal
+	Err         error
+	StartFailed bool
+	Reason      Reason // set when the attempt was stopped: timeout, cancelled, replaced, shutdown
+	Output      string
+	OutputBytes int64
+	Truncated   bool
+}
