@@ -259,7 +259,10 @@ func Run(ctx context.Context, spec Spec) Result {
 		Dir:   p.dir,
 		Env:   p.env,
 		Files: []*os.File{devNull, pw, pw},
-		Sys:   &syscall.SysProcAttr{Setpgid: true, Credential: p.cred},
+		// Pdeathsig: if the daemon dies (SIGKILL, OOM) the job's leader dies
+		// with it, so the attempt that the restarted daemon retries does not
+		// overlap an orphan. Under systemd the cgroup kill covers the rest.
+		Sys: &syscall.SysProcAttr{Setpgid: true, Credential: p.cred, Pdeathsig: syscall.SIGKILL},
 	})
 	// The child has its own copies; the parent's write end must go so the
 	// pipe reaches EOF when the job's processes are done with it.
