@@ -1,0 +1,347 @@
+package config
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/schedulerd/schedulerd/jobs"
+)
+
+// Bounds of a config file.
+const (
+	// MaxFileSize is the size of the largest config file accepted, in bytes.
+	MaxFileSize = 16 << 20
+	// MaxJobs is the largest number of [[job]] tables in one config.
+	MaxJobs = 100000
+	// MaxErrors is the number of problems reported; a last *Error counts
+	// the others.
+	MaxErrors = 200
+)
+
+// Config is a validated config file.
+type Config struct {
+	// Path is the file the config was read from, as given to Load or Parse.
+	Path   string
+	Daemon Daemon
+	// Jobs are in file order. Each has had WithDefaults applied and has
+	// passed Validate.
+	Jobs []*jobs.Definition
+}
+
+// Daemon holds the settings of the [daemon] section, with defaults applied.
+type Daemon struct {
+	// NodeID names this node in the store; unique per cluster. Default
+	// (also for ""): the hostname.
+	NodeID string
+	// Store is where the state lives: "" for SQLite in StateDir, a
+	// "postgres://" or "postgresql://" URL, or "sqlite:PATH" or a plain file
+	// path for SQLite. StorePath gives the SQLite file.
+	Store string
+	// StateDir is an absolute directory (a relative state_dir is taken
+	// from the working directory). Default: the first entry of
+	// $STATE_DIRECTORY, else ./var.
+	StateDir string
+	// Socket is the absolute path of the control socket. Default:
+	// $RUNTIME_DIRECTORY/schedulerd.sock, else <StateDir>/schedulerd.sock.
+	Socket string
+	// SocketGroup is a group allowed to use the socket besides its owner
+	// and root; "" for none. It exists on this host.
+	SocketGroup string
+	// Concurrency is the number of runs at once on this node, 1..10000.
+	// Default (also when the file says 0): the number of CPUs.
+	Concurrency       int
+	HeartbeatInterval time.Duration // default 30s
+	// InactiveThreshold is how long a node may be silent before others
+	// recover its runs; more than twice HeartbeatInterval. Default 2m.
+	InactiveThreshold time.Duration
+	// ShutdownGrace is how long running attempts may finish after
+	// SIGTERM; 0 stops them at once. Default 30s.
+	ShutdownGrace time.Duration
+	// History is how long finished runs are kept; at least 1h. Default 720h.
+	History time.Duration
+	// HealthListen is the host:port of the health and metrics listener; ""
+	// for none.
+	HealthListen string
+	LogFormat    string // "text" (default) or "json"
+	LogLevel     string // "info" (default), "debug", "warn" or "error"
+}
+
+// Defaults of the [daemon] settings that are not computed from the host.
+const (
+	DefaultHeartbeatInterval = 30 * time.Second
+	DefaultInactiveThreshold = 2 * time.Minute
+	DefaultShutdownGrace     = 30 * time.Second
+	DefaultHistory           = 720 * time.Hour
+	// DefaultStateDir is the state directory outside systemd, relative to
+	// the working directory.
+	DefaultStateDir = "./var"
+	// SocketName is the file name of the socket in the default directories.
+	SocketName = "schedulerd.sock"
+	// DatabaseName is the file name of the SQLite database in StateDir.
+	DatabaseName = "schedulerd.db"
+)
+
+// IsPostgres reports whether Store is a PostgreSQL URL.
+func (d Daemon) IsPostgres() bool {
+	scheme, _, ok := strings.Cut(d.Store, "://")
+	scheme = strings.ToLower(scheme)
+	return ok && (scheme == "postgres" || scheme == "postgresql")
+}
+
+// StorePath returns the SQLite database file: the path of Store (relative
+// paths are in StateDir), or <StateDir>/schedulerd.db when Store is empty.
+// It returns "" for PostgreSQL.
+func (d Daemon) StorePath() string {
+	if d.IsPostgres() {
+		return ""
+	}
+	p := sqlitePath(d.Store)
+	if p == "" {
+		return filepath.Join(d.StateDir, DatabaseName)
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(d.StateDir, p)
+	}
+	return filepath.Clean(p)
+}
+
+// sqlitePath strips the "sqlite:" (or "sqlite://") prefix of a store.
+func sqlitePath(store string) string {
+	if len(store) >= len("sqlite:") && strings.EqualFold(store[:len("sqlite:")], "sqlite:") {
+		store = store[len("sqlite:"):]
+		store = strings.TrimPrefix(store, "//")
+	}
+	return store
+}
+
+// Error is one problem in a config file.
+type Error struct {
+	File string
+	Line int // 1-based; 0 when unknown
+	// Key names the setting: "daemon.heartbeat_interval",
+	// `job "backup": retry.max_attempts`, or "job[2].name" (0-based) for a
+	// job whose name is not known. Empty for a problem of the whole file.
+	Key string
+	Msg string
+}
+
+// Error returns "file:line: key: msg", leaving out the parts that are unknown.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		b.WriteString(":")
+		b.WriteString(strconv.Itoa(e.Line))
+	}
+	if e.Key != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Key)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Load reads and parses the config file at path.
+func Load(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("load config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("load config: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse parses and validates data, which came from the file path (path is
+// used in messages and stored in the Config). On failure it returns no
+// config and every problem found (up to MaxErrors): an errors.Join of
+// *Error sorted by line.
+func Parse(path string, data []byte) (*Config, error) {
+	p := &parser{file: path, zones: map[string]zoneResult{}, users: map[string]error{}}
+	if len(data) > MaxFileSize {
+		p.errs = append(p.errs, &Error{File: path, Msg: fmt.Sprintf("the file is larger than %d MiB", MaxFileSize>>20)})
+		return nil, p.err()
+	}
+	src := string(data)
+	pos, deep := scanPositions(src)
+	if deep > 0 {
+		p.errs = append(p.errs, &Error{File: path, Line: deep, Msg: fmt.Sprintf("nesting deeper than %d levels", maxDepth)})
+		return nil, p.err()
+	}
+	p.pos = pos
+	tree, err := decode(src)
+	if err != nil {
+		e := &Error{File: path, Msg: "invalid TOML: " + clipN(err.Error(), 300)}
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			e.Line, e.Msg = pe.Position.Line, "invalid TOML: "+clipN(pe.Message, 300)
+		}
+		p.errs = append(p.errs, e)
+		return nil, p.err()
+	}
+	cfg := &Config{Path: path}
+	cfg.Daemon, cfg.Jobs = p.top(tree)
+	if len(p.errs) > 0 {
+		return nil, p.err()
+	}
+	return cfg, nil
+}
+
+// decode parses TOML into a tree of maps. A panic of the decoder is an
+// error: a config reload must not stop the daemon.
+func decode(src string) (tree map[string]any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			tree, err = nil, fmt.Errorf("the decoder failed: %v", r)
+		}
+	}()
+	_, err = toml.Decode(src, &tree)
+	return tree, err
+}
+
+// parser collects the problems of one file.
+type parser struct {
+	file  string
+	pos   positions
+	errs  []*Error
+	zones map[string]zoneResult // time zones by name
+	users map[string]error      // user lookups by name
+}
+
+type zoneResult struct {
+	loc *time.Location
+	err error
+}
+
+// err returns the problems found, sorted by line, or nil.
+func (p *parser) err() error {
+	if len(p.errs) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(p.errs, func(a, b *Error) int {
+		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Key, b.Key))
+	})
+	list := p.errs
+	if len(list) > MaxErrors {
+		more := &Error{File: p.file, Msg: fmt.Sprintf("%d more problems not shown", len(list)-MaxErrors)}
+		list = append(list[:MaxErrors:MaxErrors], more)
+	}
+	errs := make([]error, len(list))
+	for i, e := range list {
+		errs[i] = e
+	}
+	return errors.Join(errs...)
+}
+
+// scope is a table being read: where its keys are in the file and how
+// messages name them.
+type scope struct {
+	path  string // position path: "daemon", "job[3]", "job[3].retry"
+	label string // prefix of its key names: "daemon.", `job "x": `, `job "x": retry.`
+}
+
+// sub returns the scope of the table at key k of sc.
+func (sc scope) sub(k string) scope {
+	return scope{path: joinPath(sc.path, k), label: sc.label + quoteKey(k) + "."}
+}
+
+// quoteKey writes a key as TOML would (bare when it can be), shortened
+// when it is long.
+func quoteKey(k string) string { return toml.Key{clip(k)}.String() }
+
+// errorf records a problem with key k of sc, at the line of k (or, when k
+// is not in the file, of the table).
+func (p *parser) errorf(sc scope, k, format string, args ...any) {
+	p.errAt(p.pos.line(joinPath(sc.path, k)), sc.label+quoteKey(k), format, args...)
+}
+
+func (p *parser) errAt(line int, key, format string, args ...any) {
+	p.errs = append(p.errs, &Error{File: p.file, Line: line, Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+// top reads the top level of the file.
+func (p *parser) top(tree map[string]any) (Daemon, []*jobs.Definition) {
+	top := scope{}
+	var (
+		daemonTable, defaultsTable map[string]any
+		jobTables                  []map[string]any
+	)
+	for _, k := range slices.Sorted(maps.Keys(tree)) {
+		v := tree[k]
+		switch k {
+		case "daemon":
+			daemonTable, _ = p.table(top, k, v, "[daemon]")
+		case "defaults":
+			defaultsTable, _ = p.table(top, k, v, "[defaults]")
+		case "job":
+			jobTables = p.jobTables(v)
+		default:
+			p.unknown(top, k, topKeys)
+		}
+	}
+	d := p.daemon(daemonTable)
+	defaults := p.readJob(scope{path: "defaults", label: "defaults."}, defaultsTable, true)
+	if len(jobTables) > MaxJobs {
+		p.errAt(p.pos.line(indexPath("job", MaxJobs)), "job", "%d jobs; at most %d are allowed", len(jobTables), MaxJobs)
+		return d, nil
+	}
+	defs := make([]*jobs.Definition, 0, len(jobTables))
+	names := make(map[string]int, len(jobTables)) // name -> line of its first job
+	for i, m := range jobTables {
+		sc := scope{path: indexPath("job", i), label: indexPath("job", i) + "."}
+		before := len(p.errs)
+		j := p.readJob(sc, m, false)
+		if j.name.set {
+			nameLine := p.pos.line(joinPath(j.sc.path, "name"))
+			if first, dup := names[j.name.v]; dup {
+				p.errorf(j.sc, "name", "duplicate job name; the first job named %q is at line %d", j.name.v, first)
+			} else {
+				names[j.name.v] = nameLine
+			}
+		}
+		if def := p.build(j, defaults, before); def != nil {
+			defs = append(defs, def)
+		}
+	}
+	return d, defs
+}
+
+// jobTables returns the [[job]] tables (or an inline array of tables).
+func (p *parser) jobTables(v any) []map[string]any {
+	top := scope{}
+	switch v := v.(type) {
+	case []map[string]any:
+		return v
+	case []any:
+		tables := make([]map[string]any, 0, len(v))
+		for i, e := range v {
+			m, ok := e.(map[string]any)
+			if !ok {
+				p.errAt(p.pos.line(indexPath("job", i)), indexPath("job", i), "must be a table, not %s", typeName(e))
+				continue
+			}
+			tables = append(tables, m)
+		}
+		return tables
+	case map[string]any:
+		p.errorf(top, "job", "must be an array of tables: write [[job]], not [job]")
+	default:
+		p.errorf(top, "job", "must be an array of tables ([[job]]), not %s", typeName(v))
+	}
+	return nil
+}
