@@ -1,0 +1,84 @@
+package sqlite
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// lockFile is an exclusive flock on the database's lock file. The kernel
+// drops it when the process dies, so a killed daemon never blocks a restart.
+type lockFile struct{ f *os.File }
+
+// lockedError says which process holds the database.
+type lockedError struct {
+	path string
+	pid  string
+}
+
+func (e *lockedError) Error() string {
+	return fmt.Sprintf("database %s is in use by another schedulerd (pid %s)", e.path, e.pid)
+}
+
+func (e *lockedError) Unwrap() error { return store.ErrLocked }
+
+// acquireLock locks path+".lock" and writes our pid into it, or fails with
+// an error wrapping store.ErrLocked that names the holder's pid.
+func acquireLock(path string) (*lockFile, error) {
+	name := path + ".lock"
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("lock database %s: %w", path, err)
+	}
+	if err := flock(f, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		defer f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			pid := "unknown"
+			if b, rerr := io.ReadAll(io.LimitReader(f, 32)); rerr == nil {
+				if p := strings.TrimSpace(string(b)); p != "" {
+					if _, perr := strconv.Atoi(p); perr == nil {
+						pid = p
+					}
+				}
+			}
+			return nil, &lockedError{path: path, pid: pid}
+		}
+		return nil, fmt.Errorf("lock database %s: %w", path, err)
+	}
+	if err := writePID(f); err != nil {
+		_ = flock(f, syscall.LOCK_UN)
+		f.Close()
+		return nil, fmt.Errorf("lock database %s: %w", path, err)
+	}
+	return &lockFile{f: f}, nil
+}
+
+func flock(f *os.File, how int) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), how)
+		if !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
+}
+
+func writePID(f *os.File) error {
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	_, err := f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return err
+}
+
+// release unlocks and closes the lock file. The file stays: removing it
+// would let two processes lock two different files of the same name.
+func (l *lockFile) release() error {
+	err := flock(l.f, syscall.LOCK_UN)
+	return errors.Join(err, l.f.Close())
+}

@@ -1,0 +1,96 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/schedulerd/schedulerd/store"
+)
+
+func jsonStrings(ss []string) string {
+	if ss == nil {
+		ss = []string{}
+	}
+	b, _ := json.Marshal(ss) // a []string always marshals
+	return string(b)
+}
+
+// NodeRegister records a new incarnation of a node and returns the row it
+// replaced, with its Age by the given time.
+func (s *Store) NodeRegister(ctx context.Context, p store.NodeRegisterParams) (*store.Node, error) {
+	if p.ID == "" || p.Incarnation == "" {
+		return nil, errors.New("register node: id and incarnation must be set")
+	}
+	at := now(p.Now)
+	var prev *store.Node
+	err := s.write(ctx, "register node "+p.ID, func(c conn) (err error) {
+		prev, err = scanNode(c.queryRow(ctx, `SELECT `+nodeColumns+` FROM nodes WHERE id = ?`, p.ID), at)
+		if errors.Is(err, sql.ErrNoRows) {
+			prev, err = nil, nil
+		}
+		if err != nil {
+			return err
+		}
+		_, err = c.exec(ctx, `INSERT INTO nodes (id, incarnation, host, pid, version, started_at, heartbeat_at, jobs_json)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET incarnation = excluded.incarnation, host = excluded.host,
+				pid = excluded.pid, version = excluded.version, started_at = excluded.started_at,
+				heartbeat_at = excluded.heartbeat_at, jobs_json = excluded.jobs_json`,
+			p.ID, p.Incarnation, p.Host, p.PID, p.Version, at.UnixMicro(), at.UnixMicro(), jsonStrings(p.Jobs))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return prev, nil
+}
+
+// NodeHeartbeat refreshes the heartbeat of the node's incarnation.
+func (s *Store) NodeHeartbeat(ctx context.Context, nodeID, incarnation string, at time.Time) error {
+	at = now(at)
+	return s.write(ctx, "node heartbeat "+nodeID, func(c conn) error {
+		res, err := c.exec(ctx, `UPDATE nodes SET heartbeat_at = ? WHERE id = ? AND incarnation = ?`,
+			at.UnixMicro(), nodeID, incarnation)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return err
+		}
+		var other string
+		err = c.queryRow(ctx, `SELECT incarnation FROM nodes WHERE id = ?`, nodeID).Scan(&other)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("node %s: %w", nodeID, store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: node %s now belongs to incarnation %s, not %s", store.ErrFenced, nodeID, other, incarnation)
+	})
+}
+
+// NodesList returns every registered node, by id.
+func (s *Store) NodesList(ctx context.Context) ([]*store.Node, error) {
+	at := now(time.Time{})
+	rows, err := s.read().query(ctx, `SELECT `+nodeColumns+` FROM nodes ORDER BY id`)
+	if err != nil {
+		return nil, fail("list nodes", err)
+	}
+	defer rows.Close()
+	var nodes []*store.Node
+	for rows.Next() {
+		n, err := scanNode(rows, at)
+		if err != nil {
+			return nil, fail("list nodes", err)
+		}
+		nodes = append(nodes, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail("list nodes", err)
+	}
+	return nodes, nil
+}

@@ -1,0 +1,691 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// Status lists as SQL literals. The claim and expiry queries spell the
+// waiting statuses exactly as the partial indexes do, so that SQLite uses them.
+const (
+	sqlActive   = `('pending', 'running', 'retrying')`
+	sqlWaiting  = `('pending', 'retrying')`
+	sqlTerminal = `('completed', 'cancelled', 'dead_letter')`
+)
+
+// batchSize bounds the rows one transaction of expiry or pruning handles, so
+// that the writer is never held for long.
+const batchSize = 1000
+
+// hasOccurrence reports whether runs of trigger are identified by their
+// occurrence (job, scheduled time).
+func hasOccurrence(t jobs.Trigger) bool {
+	return t == jobs.TriggerSchedule || t == jobs.TriggerOnce
+}
+
+// RunInsert makes a run (one-off, manual or rerun).
+func (s *Store) RunInsert(ctx context.Context, p store.RunInsertParams) (*jobs.Run, error) {
+	var run *jobs.Run
+	err := s.write(ctx, "insert run", func(c conn) (err error) {
+		run, err = insertRun(ctx, c, p, now(p.Now))
+		return err
+	})
+	return run, err
+}
+
+// occurrenceRun returns the run that owns the occurrence (job, at), or "".
+func occurrenceRun(ctx context.Context, c conn, job string, at time.Time) (string, error) {
+	var id string
+	err := c.queryRow(ctx, `SELECT run_id FROM occurrences WHERE job = ? AND scheduled_at = ?`, job, at.UnixMicro()).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return id, err
+}
+
+// insertRun makes a run, its occurrence and its creation event.
+func insertRun(ctx context.Context, c conn, p store.RunInsertParams, now time.Time) (*jobs.Run, error) {
+	switch {
+	case p.Job == "":
+		return nil, errors.New("job name is empty")
+	case p.Trigger != jobs.TriggerSchedule && p.Trigger != jobs.TriggerOnce &&
+		p.Trigger != jobs.TriggerManual && p.Trigger != jobs.TriggerRerun:
+		return nil, fmt.Errorf("unknown trigger %q", p.Trigger)
+	case hasOccurrence(p.Trigger) && p.ScheduledAt.IsZero():
+		return nil, fmt.Errorf("a %s run needs its scheduled time", p.Trigger)
+	}
+	scheduledAt := p.ScheduledAt
+	if scheduledAt.IsZero() {
+		scheduledAt = now
+	}
+	notBefore := p.NotBefore
+	if notBefore.IsZero() {
+		notBefore = scheduledAt
+	}
+	if err := jobs.ValidateWindow(notBefore, p.NotAfter); err != nil {
+		return nil, fmt.Errorf("run window: %w", err)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	if hasOccurrence(p.Trigger) {
+		other, err := occurrenceRun(ctx, c, p.Job, scheduledAt)
+		if err != nil {
+			return nil, err
+		}
+		if other != "" {
+			return nil, fmt.Errorf("%w: job %s at %s already has run %s",
+				store.ErrDuplicate, p.Job, scheduledAt.UTC().Format(time.RFC3339Nano), other)
+		}
+		_, err = c.exec(ctx, `INSERT INTO occurrences (job, scheduled_at, run_id, kind) VALUES (?, ?, ?, ?)`,
+			p.Job, scheduledAt.UnixMicro(), id.String(), string(p.Trigger))
+		if err != nil {
+			return nil, err
+		}
+	}
+	if p.DedupID != "" {
+		var other string
+		err := c.queryRow(ctx, `SELECT id FROM runs WHERE job = ? AND dedup_id = ? AND status IN `+sqlActive,
+			p.Job, p.DedupID).Scan(&other)
+		switch {
+		case err == nil:
+			return nil, fmt.Errorf("%w: job %s has the active run %s with dedup id %q", store.ErrDuplicate, p.Job, other, p.DedupID)
+		case !errors.Is(err, sql.ErrNoRows):
+			return nil, err
+		}
+	}
+	retry, err := encodeRetry(p.Retry, p.NoRetryExitCodes)
+	if err != nil {
+		return nil, err
+	}
+	run, err := scanRun(c.queryRow(ctx, `INSERT INTO runs (id, job, status, attempt, max_attempts, trigger_kind,
+		scheduled_at, not_before, not_after, created_at, updated_at, dedup_id, rerun_of, payload, retry_json)
+		VALUES (?, ?, 'pending', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+runColumns,
+		id.String(), p.Job, max(p.Retry.MaxAttempts, 1), string(p.Trigger),
+		scheduledAt.UnixMicro(), notBefore.UnixMicro(), dbTime(p.NotAfter), now.UnixMicro(), now.UnixMicro(),
+		nullString(p.DedupID), nullString(p.RerunOf), p.Payload, retry))
+	if err != nil {
+		return nil, err
+	}
+	err = insertEvent(ctx, c, jobs.Event{RunID: run.ID, Time: now, Node: p.Node, To: jobs.StatusPending, Reason: jobs.ReasonCreated})
+	return run, err
+}
+
+func insertEvent(ctx context.Context, c conn, e jobs.Event) error {
+	_, err := c.exec(ctx, `INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.RunID, e.Time.UnixMicro(), e.Node, e.Attempt, nullString(string(e.From)), string(e.To), string(e.Reason), e.Message)
+	return err
+}
+
+func getRun(ctx context.Context, c conn, id string) (*jobs.Run, error) {
+	run, err := scanRun(c.queryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("run %s: %w", id, store.ErrNotFound)
+	}
+	return run, err
+}
+
+// RunTransition applies a change of status; see store.Store.
+func (s *Store) RunTransition(ctx context.Context, t jobs.Transition) (*jobs.Run, error) {
+	var run *jobs.Run
+	err := s.write(ctx, "run transition", func(c conn) (err error) {
+		run, err = transition(ctx, c, t)
+		return err
+	})
+	return run, err
+}
+
+// transition is the one code path that changes a run's status after its
+// claim: fence, From, jobs.ValidateTransition, the run, its attempt, its event.
+func transition(ctx context.Context, c conn, t jobs.Transition) (*jobs.Run, error) {
+	at := now(t.Time)
+	cur, err := getRun(ctx, c, t.RunID)
+	if err != nil {
+		return nil, err
+	}
+	if f := t.Fence; f != nil {
+		if f.RunID != "" && f.RunID != t.RunID {
+			return nil, fmt.Errorf("fence %s is not about run %s", f, t.RunID)
+		}
+		if cur.Status != jobs.StatusRunning || cur.Attempt != f.Attempt || cur.Incarnation != f.Incarnation {
+			return nil, fmt.Errorf("%w: %s: the run is %s at attempt %d of incarnation %s",
+				store.ErrFenced, f, cur.Status, cur.Attempt, cur.Incarnation)
+		}
+	} else if cur.Status == jobs.StatusRunning {
+		return nil, fmt.Errorf("%w: run %s is running, and a running run changes only with its attempt's fence",
+			jobs.ErrInvalidTransition, t.RunID)
+	}
+	if t.To == jobs.StatusRunning {
+		return nil, fmt.Errorf("%w: run %s: a run starts only through a claim", jobs.ErrInvalidTransition, t.RunID)
+	}
+	if len(t.From) > 0 && !slices.Contains(t.From, cur.Status) {
+		return nil, fmt.Errorf("%w: run %s is %s, want one of %v", jobs.ErrInvalidTransition, t.RunID, cur.Status, t.From)
+	}
+	if err := jobs.ValidateTransition(cur.Status, t.To); err != nil {
+		return nil, fmt.Errorf("run %s: %w", t.RunID, err)
+	}
+
+	leaving := cur.Status == jobs.StatusRunning
+	errText, exitCode := cur.Error, cur.ExitCode
+	if leaving {
+		errText, exitCode = t.Error, t.ExitCode
+	} else if t.Error != "" {
+		errText = t.Error
+	}
+	notBefore := cur.NotBefore
+	if t.To == jobs.StatusRetrying {
+		notBefore = at
+		if !t.NotBefore.IsZero() {
+			notBefore = t.NotBefore
+		}
+	}
+	var finishedAt time.Time
+	if t.To.Terminal() {
+		finishedAt = at
+	}
+	run, err := scanRun(c.queryRow(ctx, `UPDATE runs SET status = ?, reason = ?, error = ?, exit_code = ?,
+		not_before = ?, finished_at = ?, updated_at = ?, cancel_requested = ?
+		WHERE id = ? RETURNING `+runColumns,
+		string(t.To), string(t.Reason), errText, intOrNull(exitCode), notBefore.UnixMicro(), dbTime(finishedAt),
+		at.UnixMicro(), cur.CancelRequested && !leaving, t.RunID))
+	if err != nil {
+		return nil, err
+	}
+	if leaving {
+		_, err := c.exec(ctx, `UPDATE attempts SET finished_at = ?, status = ?, exit_code = ?, error = ?, reason = ?,
+			output = ?, output_bytes = ?, truncated = ? WHERE run_id = ? AND number = ?`,
+			at.UnixMicro(), string(t.To), intOrNull(t.ExitCode), t.Error, string(t.Reason),
+			[]byte(t.Output), t.OutputBytes, t.Truncated, t.RunID, cur.Attempt)
+		if err != nil {
+			return nil, err
+		}
+	}
+	err = insertEvent(ctx, c, jobs.Event{RunID: t.RunID, Time: at, Node: t.Node, Attempt: cur.Attempt,
+		From: cur.Status, To: t.To, Reason: t.Reason, Message: t.Error})
+	return run, err
+}
+
+func intOrNull(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// RunsClaim atomically starts up to Limit due runs; see store.Store.
+//
+// Each job's due runs are read in start order (not_before, created_at, id)
+// from the runs_claim index, at most as many as the job can still take, and
+// merged: the work is bounded by the number of due jobs times Limit, however
+// long a backlog is.
+func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run, error) {
+	if p.Limit <= 0 || len(p.Jobs) == 0 {
+		return nil, nil
+	}
+	if p.Node == "" || p.Incarnation == "" {
+		return nil, errors.New("claim runs: node and incarnation must be set")
+	}
+	at := now(p.Now).UnixMicro()
+	names := make([]string, 0, len(p.Jobs))
+	for name := range p.Jobs {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+
+	// Most polls find nothing due: answer those with one read, without
+	// taking the write lock.
+	const due = `status IN ` + sqlWaiting + ` AND not_before <= ? AND (not_after IS NULL OR not_after > ?)`
+	dueJobs, err := queryStrings(ctx, s.read(), `SELECT j.value FROM json_each(?) j WHERE EXISTS (
+		SELECT 1 FROM runs INDEXED BY runs_claim WHERE job = j.value AND `+due+`)`, jsonStrings(names), at, at)
+	if err != nil {
+		return nil, fail("claim runs", err)
+	}
+	if len(dueJobs) == 0 {
+		return nil, nil
+	}
+
+	var claimed []*jobs.Run
+	err = s.write(ctx, "claim runs", func(c conn) error {
+		claimed = nil
+		running, err := runningCounts(ctx, c, dueJobs, p.Jobs)
+		if err != nil {
+			return err
+		}
+		type candidate struct {
+			id                   string
+			notBefore, createdAt int64
+		}
+		var cands []candidate
+		for _, job := range dueJobs {
+			room := p.Limit
+			if limit := p.Jobs[job]; limit > 0 {
+				room = min(room, limit-running[job])
+			}
+			if room <= 0 {
+				continue
+			}
+			rows, err := c.query(ctx, `SELECT id, not_before, created_at FROM runs INDEXED BY runs_claim
+				WHERE job = ? AND `+due+` ORDER BY not_before, created_at, id LIMIT ?`, job, at, at, room)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var k candidate
+				if err := rows.Scan(&k.id, &k.notBefore, &k.createdAt); err != nil {
+					rows.Close()
+					return err
+				}
+				cands = append(cands, k)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+		}
+		slices.SortFunc(cands, func(a, b candidate) int {
+			return cmp.Or(cmp.Compare(a.notBefore, b.notBefore), cmp.Compare(a.createdAt, b.createdAt), strings.Compare(a.id, b.id))
+		})
+		for _, k := range cands[:min(len(cands), p.Limit)] {
+			run, err := claimRun(ctx, c, k.id, p, time.UnixMicro(at).UTC())
+			if err != nil {
+				return err
+			}
+			claimed = append(claimed, run)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return claimed, nil
+}
+
+// runningCounts counts the running runs of those of jobs that have a limit.
+func runningCounts(ctx context.Context, c conn, jobNames []string, limits map[string]int) (map[string]int, error) {
+	counts := map[string]int{}
+	var limited []string
+	for _, job := range jobNames {
+		if limits[job] > 0 {
+			limited = append(limited, job)
+		}
+	}
+	if len(limited) == 0 {
+		return counts, nil
+	}
+	rows, err := c.query(ctx, `SELECT job, COUNT(*) FROM runs INDEXED BY runs_job_status
+		WHERE job IN (`+placeholders(len(limited))+`) AND status = 'running' GROUP BY job`, anys(limited)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var job string
+		var n int
+		if err := rows.Scan(&job, &n); err != nil {
+			return nil, err
+		}
+		counts[job] = n
+	}
+	return counts, rows.Err()
+}
+
+// claimRun starts the next attempt of a waiting run.
+func claimRun(ctx context.Context, c conn, id string, p store.ClaimParams, at time.Time) (*jobs.Run, error) {
+	cur, err := getRun(ctx, c, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := jobs.ValidateTransition(cur.Status, jobs.StatusRunning); err != nil {
+		return nil, fmt.Errorf("run %s: %w", id, err)
+	}
+	run, err := scanRun(c.queryRow(ctx, `UPDATE runs SET status = 'running', attempt = attempt + 1, node = ?,
+		incarnation = ?, started_at = ?, updated_at = ?, reason = ?, error = '', exit_code = NULL,
+		cancel_requested = 0, progress = 0, progress_message = ''
+		WHERE id = ? RETURNING `+runColumns,
+		p.Node, p.Incarnation, at.UnixMicro(), at.UnixMicro(), string(jobs.ReasonClaimed), id))
+	if err != nil {
+		return nil, err
+	}
+	_, err = c.exec(ctx, `INSERT INTO attempts (run_id, number, node, incarnation, started_at, status)
+		VALUES (?, ?, ?, ?, ?, 'running')`, id, run.Attempt, p.Node, p.Incarnation, at.UnixMicro())
+	if err != nil {
+		return nil, err
+	}
+	err = insertEvent(ctx, c, jobs.Event{RunID: id, Time: at, Node: p.Node, Attempt: run.Attempt,
+		From: cur.Status, To: jobs.StatusRunning, Reason: jobs.ReasonClaimed})
+	return run, err
+}
+
+// RunsExpire cancels (reason expired) the waiting runs past their not_after.
+func (s *Store) RunsExpire(ctx context.Context, node string, at time.Time) ([]*jobs.Run, error) {
+	at = now(at)
+	const expired = `status IN ` + sqlWaiting + ` AND not_after IS NOT NULL AND not_after <= ?`
+	var one int
+	err := s.read().queryRow(ctx, `SELECT 1 FROM runs INDEXED BY runs_expire WHERE `+expired+` LIMIT 1`, at.UnixMicro()).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fail("expire runs", err)
+	}
+	var all []*jobs.Run
+	for {
+		var batch []*jobs.Run
+		err := s.write(ctx, "expire runs", func(c conn) error {
+			batch = nil
+			ids, err := queryStrings(ctx, c, `SELECT id FROM runs INDEXED BY runs_expire WHERE `+expired+` ORDER BY not_after LIMIT ?`,
+				at.UnixMicro(), batchSize)
+			if err != nil {
+				return err
+			}
+			for _, id := range ids {
+				run, err := transition(ctx, c, jobs.Expire(id, node, at))
+				if err != nil {
+					return err
+				}
+				batch = append(batch, run)
+			}
+			return nil
+		})
+		all = append(all, batch...)
+		if err != nil {
+			return all, err
+		}
+		if len(batch) < batchSize {
+			return all, nil
+		}
+	}
+}
+
+func queryStrings(ctx context.Context, c conn, q string, args ...any) ([]string, error) {
+	rows, err := c.query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// RunCancel cancels a waiting run, or asks the owner of a running one to
+// stop it; see store.Store.
+func (s *Store) RunCancel(ctx context.Context, id, node string, reason jobs.Reason, at time.Time) (*jobs.Run, error) {
+	at = now(at)
+	if reason == "" {
+		reason = jobs.ReasonCancelled
+	}
+	var run *jobs.Run
+	err := s.write(ctx, "cancel run", func(c conn) error {
+		cur, err := getRun(ctx, c, id)
+		if err != nil {
+			return err
+		}
+		run, err = cancelRun(ctx, c, cur, node, reason, at)
+		return err
+	})
+	return run, err
+}
+
+// cancelRun cancels cur when it waits, or sets CancelRequested when it runs.
+func cancelRun(ctx context.Context, c conn, cur *jobs.Run, node string, reason jobs.Reason, at time.Time) (*jobs.Run, error) {
+	switch {
+	case cur.Status == jobs.StatusRunning:
+		return scanRun(c.queryRow(ctx, `UPDATE runs SET cancel_requested = 1, updated_at = ? WHERE id = ? RETURNING `+runColumns,
+			at.UnixMicro(), cur.ID))
+	case cur.Status.Terminal():
+		return nil, fmt.Errorf("%w: run %s is already %s", jobs.ErrInvalidTransition, cur.ID, cur.Status)
+	}
+	return transition(ctx, c, jobs.Cancel(cur.ID, node, reason, at))
+}
+
+// RunsCancelRequested returns the running runs of incarnation that a user
+// asked to cancel.
+func (s *Store) RunsCancelRequested(ctx context.Context, incarnation string) ([]string, error) {
+	ids, err := queryStrings(ctx, s.read(), `SELECT id FROM runs WHERE incarnation = ? AND cancel_requested = 1
+		AND status = 'running' ORDER BY id`, incarnation)
+	if err != nil {
+		return nil, fail("runs cancel requested", err)
+	}
+	return ids, nil
+}
+
+// RunProgress records the progress of a running attempt (fenced).
+func (s *Store) RunProgress(ctx context.Context, f jobs.Fence, percent int, message string) error {
+	percent = min(max(percent, 0), 100)
+	return s.write(ctx, "run progress", func(c conn) error {
+		res, err := c.exec(ctx, `UPDATE runs SET progress = ?, progress_message = ?, updated_at = ?
+			WHERE id = ? AND status = 'running' AND attempt = ? AND incarnation = ?`,
+			percent, message, now(time.Time{}).UnixMicro(), f.RunID, f.Attempt, f.Incarnation)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return err
+		}
+		cur, err := getRun(ctx, c, f.RunID)
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: %s: the run is %s at attempt %d of incarnation %s",
+			store.ErrFenced, f, cur.Status, cur.Attempt, cur.Incarnation)
+	})
+}
+
+// RunsRunning returns the running runs whose attempt belongs to node.
+func (s *Store) RunsRunning(ctx context.Context, node string) ([]*jobs.Run, error) {
+	runs, err := scanRuns(s.read().query(ctx, `SELECT `+runColumns+` FROM runs
+		WHERE node = ? AND status = 'running' ORDER BY started_at, id`, node))
+	if err != nil {
+		return nil, fail("running runs", err)
+	}
+	return runs, nil
+}
+
+// RunsNextDue returns the earliest not_before of the waiting runs of the
+// named jobs; zero when there is none.
+func (s *Store) RunsNextDue(ctx context.Context, jobNames []string) (time.Time, error) {
+	if len(jobNames) == 0 {
+		return time.Time{}, nil
+	}
+	var next sql.NullInt64
+	err := s.read().queryRow(ctx, `SELECT MIN(not_before) FROM runs WHERE status IN `+sqlWaiting+
+		` AND job IN (`+placeholders(len(jobNames))+`)`, anys(jobNames)...).Scan(&next)
+	if err != nil {
+		return time.Time{}, fail("next due run", err)
+	}
+	return goTime(next), nil
+}
+
+// RunsPrune deletes the runs that finished before the given time, with
+// their events and attempts, in batches; see store.Store. It also deletes
+// the occurrences of schedule ticks that are older than both the prune
+// horizon and the job's cursor and whose run is gone: the cursor already
+// keeps those ticks from firing again. Occurrences of one-off jobs, and of
+// jobs without a cursor, stay forever.
+func (s *Store) RunsPrune(ctx context.Context, before time.Time) (int, error) {
+	if before.IsZero() {
+		return 0, nil
+	}
+	b := before.UnixMicro()
+	const batch = `SELECT id FROM runs INDEXED BY runs_finished WHERE finished_at IS NOT NULL AND finished_at < ?
+		AND status IN ` + sqlTerminal + ` ORDER BY finished_at LIMIT ?`
+	total := 0
+	for {
+		var n int64
+		err := s.write(ctx, "prune runs", func(c conn) error {
+			ids, err := queryStrings(ctx, c, batch, b, batchSize)
+			if err != nil || len(ids) == 0 {
+				return err
+			}
+			for _, table := range []string{"events", "attempts"} {
+				if _, err := c.exec(ctx, `DELETE FROM `+table+` WHERE run_id IN (`+placeholders(len(ids))+`)`, anys(ids)...); err != nil {
+					return err
+				}
+			}
+			res, err := c.exec(ctx, `DELETE FROM runs WHERE id IN (`+placeholders(len(ids))+`)`, anys(ids)...)
+			if err != nil {
+				return err
+			}
+			n, err = res.RowsAffected()
+			return err
+		})
+		total += int(n)
+		if err != nil {
+			return total, err
+		}
+		if n < batchSize {
+			break
+		}
+	}
+	for {
+		var n int64
+		err := s.write(ctx, "prune occurrences", func(c conn) error {
+			res, err := c.exec(ctx, `DELETE FROM occurrences WHERE rowid IN (
+				SELECT o.rowid FROM cursors c CROSS JOIN occurrences o ON o.job = c.job
+				WHERE o.scheduled_at < ? AND o.scheduled_at < c.last AND o.kind = 'schedule'
+				AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = o.run_id)
+				LIMIT ?)`, b, batchSize)
+			if err != nil {
+				return err
+			}
+			n, err = res.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+		if n < batchSize {
+			break
+		}
+	}
+	if total > 0 {
+		s.logger.DebugContext(ctx, "pruned runs", "count", total, "before", before)
+	}
+	return total, nil
+}
+
+// RunGet returns one run.
+func (s *Store) RunGet(ctx context.Context, id string) (*jobs.Run, error) {
+	run, err := getRun(ctx, s.read(), id)
+	if err != nil {
+		return nil, fail("get run", err)
+	}
+	return run, nil
+}
+
+// RunsList returns runs, newest first.
+func (s *Store) RunsList(ctx context.Context, f store.RunFilter) ([]*jobs.Run, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	limit = min(limit, 10000)
+	q := `SELECT ` + runColumns + ` FROM runs WHERE 1 = 1`
+	var args []any
+	if f.Job != "" {
+		q += ` AND job = ?`
+		args = append(args, f.Job)
+	}
+	if f.Status != "" {
+		q += ` AND status = ?`
+		args = append(args, string(f.Status))
+	}
+	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	runs, err := scanRuns(s.read().query(ctx, q, append(args, limit)...))
+	if err != nil {
+		return nil, fail("list runs", err)
+	}
+	return runs, nil
+}
+
+// RunEvents returns a run's history, oldest first.
+func (s *Store) RunEvents(ctx context.Context, id string) ([]*jobs.Event, error) {
+	c := s.read()
+	rows, err := c.query(ctx, `SELECT `+eventColumns+` FROM events WHERE run_id = ? ORDER BY id`, id)
+	if err != nil {
+		return nil, fail("run events", err)
+	}
+	defer rows.Close()
+	var events []*jobs.Event
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return nil, fail("run events", err)
+		}
+		events = append(events, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail("run events", err)
+	}
+	if len(events) == 0 { // every run has its creation event
+		if _, err := getRun(ctx, c, id); err != nil {
+			return nil, fail("run events", err)
+		}
+	}
+	return events, nil
+}
+
+// RunAttempts returns a run's attempts, oldest first, with their output.
+func (s *Store) RunAttempts(ctx context.Context, id string) ([]*jobs.Attempt, error) {
+	c := s.read()
+	rows, err := c.query(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE run_id = ? ORDER BY number`, id)
+	if err != nil {
+		return nil, fail("run attempts", err)
+	}
+	defer rows.Close()
+	var attempts []*jobs.Attempt
+	for rows.Next() {
+		a, err := scanAttempt(rows)
+		if err != nil {
+			return nil, fail("run attempts", err)
+		}
+		attempts = append(attempts, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail("run attempts", err)
+	}
+	if len(attempts) == 0 {
+		if _, err := getRun(ctx, c, id); err != nil {
+			return nil, fail("run attempts", err)
+		}
+	}
+	return attempts, nil
+}
+
+// JobsLastRun returns the newest run of each named job that has one.
+func (s *Store) JobsLastRun(ctx context.Context, jobNames []string) (map[string]*jobs.Run, error) {
+	out := map[string]*jobs.Run{}
+	if len(jobNames) == 0 {
+		return out, nil
+	}
+	runs, err := scanRuns(s.read().query(ctx, `SELECT `+runColumns+` FROM runs WHERE id IN (
+		SELECT (SELECT r.id FROM runs r WHERE r.job = j.value ORDER BY r.created_at DESC, r.id DESC LIMIT 1)
+		FROM json_each(?) j)`, jsonStrings(jobNames)))
+	if err != nil {
+		return nil, fail("last runs", err)
+	}
+	for _, r := range runs {
+		out[r.Job] = r
+	}
+	return out, nil
+}

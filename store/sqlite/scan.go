@@ -1,0 +1,170 @@
+package sqlite
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// runColumns is the one column list of a run; scanRun reads it.
+const runColumns = `id, job, status, attempt, max_attempts, trigger_kind, scheduled_at, not_before,
+	not_after, created_at, started_at, finished_at, node, incarnation, exit_code, error, reason,
+	dedup_id, rerun_of, payload, retry_json, cancel_requested, progress, progress_message`
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+// retryJSON is the stored form of a run's retry policy.
+type retryJSON struct {
+	MaxAttempts      int    `json:"max_attempts"`
+	Backoff          string `json:"backoff,omitempty"`
+	InitialDelayNS   int64  `json:"initial_delay_ns,omitempty"`
+	MaxDelayNS       int64  `json:"max_delay_ns,omitempty"`
+	Jitter           bool   `json:"jitter,omitempty"`
+	NoRetryExitCodes []int  `json:"no_retry_exit_codes,omitempty"`
+}
+
+func encodeRetry(p jobs.RetryPolicy, noRetry []int) (string, error) {
+	b, err := json.Marshal(retryJSON{
+		MaxAttempts: p.MaxAttempts, Backoff: string(p.Backoff),
+		InitialDelayNS: int64(p.InitialDelay), MaxDelayNS: int64(p.MaxDelay),
+		Jitter: p.Jitter, NoRetryExitCodes: noRetry,
+	})
+	return string(b), err
+}
+
+func scanRun(row scanner) (*jobs.Run, error) {
+	var (
+		r                                        jobs.Run
+		scheduledAt, notBefore                   int64
+		notAfter, createdAt, startedAt, finished sql.NullInt64
+		exitCode                                 sql.NullInt64
+		dedupID, rerunOf                         sql.NullString
+		retry                                    string
+	)
+	err := row.Scan(&r.ID, &r.Job, &r.Status, &r.Attempt, &r.MaxAttempts, &r.Trigger, &scheduledAt, &notBefore,
+		&notAfter, &createdAt, &startedAt, &finished, &r.Node, &r.Incarnation, &exitCode, &r.Error, &r.Reason,
+		&dedupID, &rerunOf, &r.Payload, &retry, &r.CancelRequested, &r.Progress, &r.ProgressMessage)
+	if err != nil {
+		return nil, err
+	}
+	r.ScheduledAt = time.UnixMicro(scheduledAt).UTC()
+	r.NotBefore = time.UnixMicro(notBefore).UTC()
+	r.NotAfter, r.CreatedAt, r.StartedAt, r.FinishedAt = goTime(notAfter), goTime(createdAt), goTime(startedAt), goTime(finished)
+	if exitCode.Valid {
+		c := int(exitCode.Int64)
+		r.ExitCode = &c
+	}
+	r.DedupID, r.RerunOf = dedupID.String, rerunOf.String
+	var rj retryJSON
+	if err := json.Unmarshal([]byte(retry), &rj); err != nil {
+		return nil, fmt.Errorf("run %s: retry policy: %w", r.ID, err)
+	}
+	r.Retry = jobs.RetryPolicy{
+		MaxAttempts: rj.MaxAttempts, Backoff: jobs.Backoff(rj.Backoff),
+		InitialDelay: time.Duration(rj.InitialDelayNS), MaxDelay: time.Duration(rj.MaxDelayNS), Jitter: rj.Jitter,
+	}
+	r.NoRetryExitCodes = rj.NoRetryExitCodes
+	return &r, nil
+}
+
+// scanRuns reads every row of rows and closes them.
+func scanRuns(rows *sql.Rows, err error) ([]*jobs.Run, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var runs []*jobs.Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		runs = append(runs, r)
+	}
+	return runs, rows.Err()
+}
+
+// eventColumns is the one column list of an event; scanEvent reads it.
+const eventColumns = `run_id, time, node, attempt, from_status, to_status, reason, message`
+
+func scanEvent(row scanner) (*jobs.Event, error) {
+	var (
+		e    jobs.Event
+		t    int64
+		from sql.NullString
+	)
+	if err := row.Scan(&e.RunID, &t, &e.Node, &e.Attempt, &from, &e.To, &e.Reason, &e.Message); err != nil {
+		return nil, err
+	}
+	e.Time = time.UnixMicro(t).UTC()
+	e.From = jobs.Status(from.String)
+	return &e, nil
+}
+
+// attemptColumns is the one column list of an attempt; scanAttempt reads it.
+const attemptColumns = `run_id, number, node, incarnation, started_at, finished_at, status, exit_code,
+	error, reason, output, output_bytes, truncated`
+
+func scanAttempt(row scanner) (*jobs.Attempt, error) {
+	var (
+		a        jobs.Attempt
+		started  int64
+		finished sql.NullInt64
+		exitCode sql.NullInt64
+		output   []byte
+	)
+	err := row.Scan(&a.RunID, &a.Number, &a.Node, &a.Incarnation, &started, &finished, &a.Status, &exitCode,
+		&a.Error, &a.Reason, &output, &a.OutputBytes, &a.Truncated)
+	if err != nil {
+		return nil, err
+	}
+	a.StartedAt, a.FinishedAt = time.UnixMicro(started).UTC(), goTime(finished)
+	if exitCode.Valid {
+		c := int(exitCode.Int64)
+		a.ExitCode = &c
+	}
+	a.Output = string(output)
+	return &a, nil
+}
+
+// cursorColumns is the one column list of a cursor; scanCursor reads it.
+const cursorColumns = `job, last, paused, skipped, last_skipped_at, updated_at`
+
+func scanCursor(row scanner) (*store.Cursor, error) {
+	var (
+		c             store.Cursor
+		last, updated int64
+		lastSkipped   sql.NullInt64
+	)
+	if err := row.Scan(&c.Job, &last, &c.Paused, &c.Skipped, &lastSkipped, &updated); err != nil {
+		return nil, err
+	}
+	c.Last, c.UpdatedAt = time.UnixMicro(last).UTC(), time.UnixMicro(updated).UTC()
+	c.LastSkippedAt = goTime(lastSkipped)
+	return &c, nil
+}
+
+// nodeColumns is the one column list of a node; scanNode reads it.
+const nodeColumns = `id, incarnation, host, pid, version, started_at, heartbeat_at, jobs_json`
+
+func scanNode(row scanner, now time.Time) (*store.Node, error) {
+	var (
+		n                  store.Node
+		started, heartbeat int64
+		jobsJSON           string
+	)
+	if err := row.Scan(&n.ID, &n.Incarnation, &n.Host, &n.PID, &n.Version, &started, &heartbeat, &jobsJSON); err != nil {
+		return nil, err
+	}
+	n.StartedAt, n.HeartbeatAt = time.UnixMicro(started).UTC(), time.UnixMicro(heartbeat).UTC()
+	if err := json.Unmarshal([]byte(jobsJSON), &n.Jobs); err != nil {
+		return nil, fmt.Errorf("node %s: jobs: %w", n.ID, err)
+	}
+	n.Age = now.Sub(n.HeartbeatAt)
+	return &n, nil
+}

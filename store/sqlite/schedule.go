@@ -1,0 +1,213 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// getCursor returns the job's cursor, or nil when it has none.
+func getCursor(ctx context.Context, c conn, job string) (*store.Cursor, error) {
+	cur, err := scanCursor(c.queryRow(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE job = ?`, job))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return cur, err
+}
+
+// ScheduleCursors returns the cursors of the named jobs that have one.
+func (s *Store) ScheduleCursors(ctx context.Context, jobNames []string) (map[string]*store.Cursor, error) {
+	out := map[string]*store.Cursor{}
+	if len(jobNames) == 0 {
+		return out, nil
+	}
+	rows, err := s.read().query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE job IN (`+
+		placeholders(len(jobNames))+`)`, anys(jobNames)...)
+	if err != nil {
+		return nil, fail("schedule cursors", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		cur, err := scanCursor(rows)
+		if err != nil {
+			return nil, fail("schedule cursors", err)
+		}
+		out[cur.Job] = cur
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail("schedule cursors", err)
+	}
+	return out, nil
+}
+
+// ScheduleFire advances a job's cursor by compare-and-set and makes the runs
+// of the ticks it covers, in one transaction; see store.FireParams. A paused
+// cursor does not advance either: the caller re-reads it and sees Paused.
+func (s *Store) ScheduleFire(ctx context.Context, p store.FireParams) (*store.FireResult, error) {
+	switch {
+	case p.Job == "":
+		return nil, errors.New("fire schedule: job name is empty")
+	case p.Cursor.IsZero():
+		return nil, fmt.Errorf("fire schedule %s: the new cursor is zero", p.Job)
+	case !p.Expect.IsZero() && p.Cursor.Before(p.Expect):
+		return nil, fmt.Errorf("fire schedule %s: the cursor would move back from %s to %s", p.Job,
+			p.Expect.UTC().Format(time.RFC3339), p.Cursor.UTC().Format(time.RFC3339))
+	}
+	at := now(p.Now)
+	runs := make([]store.RunInsertParams, len(p.Runs))
+	for i, r := range p.Runs {
+		switch {
+		case r.Job == "":
+			r.Job = p.Job
+		case r.Job != p.Job:
+			return nil, fmt.Errorf("fire schedule %s: a run of job %s", p.Job, r.Job)
+		}
+		if r.Trigger == "" {
+			r.Trigger = jobs.TriggerSchedule
+		}
+		if r.Node == "" {
+			r.Node = p.Node
+		}
+		runs[i] = r
+	}
+
+	res := &store.FireResult{}
+	err := s.write(ctx, "fire schedule "+p.Job, func(c conn) error {
+		*res = store.FireResult{}
+		cur, err := getCursor(ctx, c, p.Job)
+		if err != nil {
+			return err
+		}
+		res.Cursor = cur
+		switch {
+		case cur == nil && !p.Expect.IsZero(),
+			cur != nil && (p.Expect.IsZero() || cur.Last.UnixMicro() != p.Expect.UnixMicro()),
+			cur != nil && cur.Paused:
+			return nil
+		}
+
+		// The ticks whose occurrence is free; the others are duplicates.
+		var fresh []store.RunInsertParams
+		seen := map[int64]bool{}
+		for _, r := range runs {
+			if hasOccurrence(r.Trigger) {
+				key := r.ScheduledAt.UnixMicro()
+				other, err := occurrenceRun(ctx, c, r.Job, r.ScheduledAt)
+				if err != nil {
+					return err
+				}
+				if other != "" || seen[key] {
+					res.Duplicates++
+					continue
+				}
+				seen[key] = true
+			}
+			fresh = append(fresh, r)
+		}
+
+		var lastSkipped time.Time
+		if !p.LastSkipped.IsZero() {
+			lastSkipped = p.LastSkipped
+		}
+		if len(fresh) > 0 && (p.Overlap == jobs.OverlapSkip || p.Overlap == jobs.OverlapReplace) {
+			active, err := scanRuns(c.query(ctx, `SELECT `+runColumns+` FROM runs INDEXED BY runs_job_status
+				WHERE job = ? AND status IN `+sqlActive, p.Job))
+			if err != nil {
+				return err
+			}
+			slices.SortFunc(active, func(a, b *jobs.Run) int {
+				return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+			})
+			switch {
+			case len(active) == 0:
+			case p.Overlap == jobs.OverlapSkip:
+				res.SkippedOverlap = len(fresh)
+				for _, r := range fresh {
+					if r.ScheduledAt.After(lastSkipped) {
+						lastSkipped = r.ScheduledAt
+					}
+				}
+				fresh = nil
+			default:
+				for _, r := range active {
+					replaced, err := cancelRun(ctx, c, r, p.Node, jobs.ReasonReplaced, at)
+					if err != nil {
+						return err
+					}
+					res.Replaced = append(res.Replaced, replaced)
+				}
+			}
+		}
+		for _, r := range fresh {
+			run, err := insertRun(ctx, c, r, at)
+			if err != nil {
+				return err
+			}
+			res.Created = append(res.Created, run)
+		}
+
+		skipped := int64(p.Skipped + res.SkippedOverlap)
+		if cur != nil {
+			skipped += cur.Skipped
+			if cur.LastSkippedAt.After(lastSkipped) {
+				lastSkipped = cur.LastSkippedAt
+			}
+		}
+		res.Cursor, err = scanCursor(c.queryRow(ctx, `INSERT INTO cursors (job, last, paused, skipped, last_skipped_at, updated_at)
+			VALUES (?, ?, 0, ?, ?, ?)
+			ON CONFLICT (job) DO UPDATE SET last = excluded.last, skipped = excluded.skipped,
+				last_skipped_at = excluded.last_skipped_at, updated_at = excluded.updated_at
+			RETURNING `+cursorColumns,
+			p.Job, p.Cursor.UnixMicro(), skipped, dbTime(lastSkipped), at.UnixMicro()))
+		if err != nil {
+			return err
+		}
+		res.Advanced = true
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// SchedulePause pauses or resumes a job's schedule. Resuming a paused
+// cursor moves Last to now, so ticks that fell while paused never fire; a job
+// without a cursor gets one at now.
+func (s *Store) SchedulePause(ctx context.Context, job string, paused bool, at time.Time) (*store.Cursor, error) {
+	if job == "" {
+		return nil, errors.New("pause schedule: job name is empty")
+	}
+	at = now(at)
+	var cur *store.Cursor
+	err := s.write(ctx, "pause schedule "+job, func(c conn) (err error) {
+		if cur, err = getCursor(ctx, c, job); err != nil {
+			return err
+		}
+		last := at
+		switch {
+		case cur == nil:
+		case cur.Paused == paused:
+			return nil
+		case paused || cur.Last.After(at):
+			last = cur.Last
+		}
+		cur, err = scanCursor(c.queryRow(ctx, `INSERT INTO cursors (job, last, paused, skipped, updated_at)
+			VALUES (?, ?, ?, 0, ?)
+			ON CONFLICT (job) DO UPDATE SET last = excluded.last, paused = excluded.paused, updated_at = excluded.updated_at
+			RETURNING `+cursorColumns, job, last.UnixMicro(), paused, at.UnixMicro()))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cur, nil
+}

@@ -1,0 +1,268 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/schedulerd/schedulerd/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Options configure Open.
+type Options struct {
+	// Path is the database file. Its directory is created (0750) if missing.
+	Path string
+	// Lock takes an exclusive lock on Path+".lock" (and writes our pid into
+	// it) so that a second daemon on the same state directory refuses to
+	// start: Open then fails with an error wrapping store.ErrLocked. Offline
+	// commands (migrate, inspection) pass false.
+	Lock bool
+	// Logger receives migration and pruning notes; nil discards them.
+	Logger *slog.Logger
+}
+
+// Store is the SQLite implementation of store.Store.
+type Store struct {
+	path   string
+	logger *slog.Logger
+	// writer has a single connection: SQLite has one writer at a time, and
+	// holding it in one connection whose transactions begin IMMEDIATE means
+	// a write never starts as a read and then fails to upgrade (SQLITE_BUSY).
+	writer *sql.DB
+	// reader is a small pool of read-only connections; in WAL mode they read
+	// the last committed state while the writer works.
+	reader *sql.DB
+	lock   *lockFile
+
+	statements atomic.Int64
+	closeOnce  sync.Once
+	closeErr   error
+}
+
+// Pragmas of every connection. synchronous=NORMAL with WAL: a commit is
+// durable against a crash of the process (the WAL is written before the
+// commit returns), which is what the occurrence key and the fencing rely on;
+// only a crash of the operating system or a power loss may lose the last
+// commits before the next checkpoint. FULL would fsync the WAL on every
+// commit, which costs a disk flush per claim, transition and heartbeat.
+const (
+	writerParams = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+	readerParams = "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=query_only(1)"
+)
+
+// Open opens (creating it if needed) the database at opts.Path and applies
+// the migrations it lacks.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	if opts.Path == "" {
+		return nil, errors.New("open sqlite store: path is empty")
+	}
+	abs, err := filepath.Abs(opts.Path)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite store: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
+		return nil, fmt.Errorf("open sqlite store: %w", err)
+	}
+	s := &Store{path: opts.Path, logger: opts.Logger}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Lock {
+		if s.lock, err = acquireLock(opts.Path); err != nil {
+			return nil, err
+		}
+	}
+	uri := "file:" + escapePath(abs) + "?"
+	if s.writer, err = sql.Open("sqlite", uri+writerParams); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open sqlite store %s: %w", opts.Path, err)
+	}
+	s.writer.SetMaxOpenConns(1)
+	s.writer.SetMaxIdleConns(1)
+	s.writer.SetConnMaxLifetime(0)
+	s.writer.SetConnMaxIdleTime(0)
+	if s.reader, err = sql.Open("sqlite", uri+readerParams); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open sqlite store %s: %w", opts.Path, err)
+	}
+	s.reader.SetMaxOpenConns(4)
+	s.reader.SetMaxIdleConns(4)
+	s.reader.SetConnMaxLifetime(0)
+	s.reader.SetConnMaxIdleTime(0)
+	// The writer connects (and turns WAL on) before any reader does.
+	if _, err := s.Migrate(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open sqlite store %s: %w", opts.Path, err)
+	}
+	return s, nil
+}
+
+// escapePath makes a file path safe inside a SQLite URI.
+func escapePath(p string) string {
+	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(p)
+}
+
+// Close closes the database and releases the lock. It is safe to call more
+// than once.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		var errs []error
+		if s.reader != nil {
+			errs = append(errs, s.reader.Close())
+		}
+		if s.writer != nil {
+			errs = append(errs, s.writer.Close())
+		}
+		if s.lock != nil {
+			errs = append(errs, s.lock.release())
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+// Statements returns the number of SQL statements (transaction control
+// included) that the store has executed since Open.
+func (s *Store) Statements() int64 { return s.statements.Load() }
+
+// interpretError maps SQLite and database/sql errors to the store's
+// sentinels; it is the one place where that happens. Other errors pass
+// through unchanged.
+func interpretError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() {
+		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+			return fmt.Errorf("%w: %w", store.ErrDuplicate, err)
+		}
+	}
+	return err
+}
+
+// querier is what *sql.DB and *sql.Tx have in common.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// conn runs statements on a database or a transaction and counts them.
+type conn struct {
+	q querier
+	n *atomic.Int64
+}
+
+func (c conn) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	c.n.Add(1)
+	return c.q.ExecContext(ctx, query, args...)
+}
+
+func (c conn) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	c.n.Add(1)
+	return c.q.QueryContext(ctx, query, args...)
+}
+
+func (c conn) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	c.n.Add(1)
+	return c.q.QueryRowContext(ctx, query, args...)
+}
+
+// read returns a conn on the read-only pool.
+func (s *Store) read() conn { return conn{q: s.reader, n: &s.statements} }
+
+// write runs fn in one write transaction, which holds the database's write
+// lock from its first statement; op prefixes the error.
+func (s *Store) write(ctx context.Context, op string, fn func(c conn) error) (err error) {
+	s.statements.Add(1)
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, interpretError(err))
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			_ = tx.Rollback() // the one writer connection must not stay in a transaction
+			panic(p)
+		}
+		if err != nil {
+			s.statements.Add(1)
+			_ = tx.Rollback()
+			err = fmt.Errorf("%s: %w", op, interpretError(err))
+		}
+	}()
+	if err = fn(conn{q: tx, n: &s.statements}); err != nil {
+		return err
+	}
+	s.statements.Add(1)
+	return tx.Commit()
+}
+
+// fail prefixes a read error with op after mapping it.
+func fail(op string, err error) error {
+	return fmt.Errorf("%s: %w", op, interpretError(err))
+}
+
+// now returns t, or the store's clock when t is zero, in UTC at the
+// precision the database keeps.
+func now(t time.Time) time.Time {
+	if t.IsZero() {
+		t = time.Now()
+	}
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+// dbTime is the stored form of a time: unix microseconds, NULL when zero.
+func dbTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+// goTime is the inverse of dbTime.
+func goTime(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return time.UnixMicro(v.Int64).UTC()
+}
+
+// nullString stores an empty string as NULL.
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// placeholders returns "?, ?, ?" for n arguments.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// anys converts strings to query arguments.
+func anys(ss []string) []any {
+	a := make([]any, len(ss))
+	for i, s := range ss {
+		a[i] = s
+	}
+	return a
+}

@@ -1,0 +1,242 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/storetest"
+)
+
+func openTest(t *testing.T, path string, lock bool) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), Options{Path: path, Lock: lock})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return openTest(t, filepath.Join(t.TempDir(), "state", "schedulerd.db"), false)
+	})
+}
+
+func TestLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "schedulerd.db")
+	first := openTest(t, path, true)
+	defer first.Close()
+
+	_, err := Open(t.Context(), Options{Path: path, Lock: true})
+	if !errors.Is(err, store.ErrLocked) {
+		t.Fatalf("second Open: got %v, want ErrLocked", err)
+	}
+	want := fmt.Sprintf("database %s is in use by another schedulerd (pid %d)", path, os.Getpid())
+	if err.Error() != want {
+		t.Fatalf("error %q, want %q", err, want)
+	}
+	// An offline command does not take the lock.
+	offline := openTest(t, path, false)
+	if err := offline.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second := openTest(t, path, true)
+	if err := second.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMigrations(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "schedulerd.db")
+	s := openTest(t, path, false)
+	applied, err := s.Migrate(t.Context())
+	if err != nil || len(applied) != 0 {
+		t.Fatalf("Migrate on a migrated database = %v, %v", applied, err)
+	}
+	s.Close()
+	s = openTest(t, path, false)
+	defer s.Close()
+	var versions int
+	if err := s.reader.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&versions); err != nil {
+		t.Fatal(err)
+	}
+	want, err := loadMigrations(embeddedMigrations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if versions != len(want) {
+		t.Fatalf("%d schema_migrations rows, want %d", versions, len(want))
+	}
+}
+
+func TestMigrationsFresh(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "schedulerd.db"), false)
+	defer s.Close()
+	var mode string
+	if err := s.writer.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		t.Fatalf("journal_mode = %q, %v; want wal", mode, err)
+	}
+	var fk int
+	if err := s.reader.QueryRow(`PRAGMA foreign_keys`).Scan(&fk); err != nil || fk != 1 {
+		t.Fatalf("foreign_keys = %d, %v; want 1", fk, err)
+	}
+}
+
+func TestMigrationSetErrors(t *testing.T) {
+	good := "CREATE TABLE t1 (x INTEGER);"
+	tests := []struct {
+		name  string
+		files map[string]string
+		want  string
+	}{
+		{"gap", map[string]string{"migrations/001_a.up.sql": good, "migrations/003_c.up.sql": good}, "without gaps"},
+		{"duplicate", map[string]string{"migrations/001_a.up.sql": good, "migrations/001_b.up.sql": good}, "same number"},
+		{"not from one", map[string]string{"migrations/002_b.up.sql": good}, "without gaps"},
+		{"bad name", map[string]string{"migrations/001_a.up.sql": good, "migrations/two.sql": good}, "name must look like"},
+		{"empty", map[string]string{"migrations/README": ""}, "name must look like"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys := fstest.MapFS{}
+			for name, body := range tc.files {
+				fsys[name] = &fstest.MapFile{Data: []byte(body)}
+			}
+			withMigrations(t, fsys)
+			_, err := Open(t.Context(), Options{Path: filepath.Join(t.TempDir(), "schedulerd.db")})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Open: got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// withMigrations replaces the migration source for one test.
+func withMigrations(t *testing.T, fsys fstest.MapFS) {
+	old := migrationSource
+	migrationSource = fsys
+	t.Cleanup(func() { migrationSource = old })
+}
+
+func TestMigrationFailureRollsBack(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "schedulerd.db")
+	withMigrations(t, fstest.MapFS{
+		"migrations/001_a.up.sql": {Data: []byte("CREATE TABLE t1 (x INTEGER);")},
+		"migrations/002_b.up.sql": {Data: []byte("CREATE TABLE t2 (x INTEGER); SELECT no_such_function();")},
+	})
+	_, err := Open(t.Context(), Options{Path: path})
+	if err == nil || !strings.Contains(err.Error(), "002_b.up.sql") {
+		t.Fatalf("Open with a broken migration: %v", err)
+	}
+	withMigrations(t, fstest.MapFS{
+		"migrations/001_a.up.sql": {Data: []byte("CREATE TABLE t1 (x INTEGER);")},
+		"migrations/002_b.up.sql": {Data: []byte("CREATE TABLE t2 (x INTEGER);")},
+	})
+	s := openTest(t, path, false)
+	defer s.Close()
+	applied, err := s.Migrate(t.Context())
+	if err != nil || len(applied) != 0 {
+		t.Fatalf("Migrate = %v, %v", applied, err)
+	}
+	// A newer database than the program is refused.
+	withMigrations(t, fstest.MapFS{"migrations/001_a.up.sql": {Data: []byte("CREATE TABLE t1 (x INTEGER);")}})
+	if _, err := s.Migrate(t.Context()); err == nil || !strings.Contains(err.Error(), "newer") {
+		t.Fatalf("Migrate with fewer migrations than applied: %v", err)
+	}
+}
+
+func TestReopenKeepsData(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "schedulerd.db")
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	s := openTest(t, path, true)
+	res, err := s.ScheduleFire(ctx, store.FireParams{Job: "backup", Cursor: at, Overlap: jobs.OverlapAllow, Now: at,
+		Runs: []store.RunInsertParams{{Job: "backup", Trigger: jobs.TriggerSchedule, ScheduledAt: at, Retry: jobs.DefaultRetry}}})
+	if err != nil || len(res.Created) != 1 {
+		t.Fatalf("ScheduleFire = %+v, %v", res, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openTest(t, path, true)
+	defer s.Close()
+	run, err := s.RunGet(ctx, res.Created[0].ID)
+	if err != nil || run.Retry != jobs.DefaultRetry || !run.ScheduledAt.Equal(at) {
+		t.Fatalf("run after reopen: %+v, %v", run, err)
+	}
+	cursors, err := s.ScheduleCursors(ctx, []string{"backup"})
+	if err != nil || !cursors["backup"].Last.Equal(at) {
+		t.Fatalf("cursor after reopen: %+v, %v", cursors, err)
+	}
+	again, err := s.ScheduleFire(ctx, store.FireParams{Job: "backup", Expect: at, Cursor: at, Now: at,
+		Runs: []store.RunInsertParams{{Trigger: jobs.TriggerSchedule, ScheduledAt: at}}})
+	if err != nil || again.Duplicates != 1 {
+		t.Fatalf("refire after reopen: %+v, %v", again, err)
+	}
+}
+
+func TestOpenCreatesDirectory(t *testing.T) {
+	// Characters that mean something in a SQLite URI stay part of the name.
+	dir := filepath.Join(t.TempDir(), "state dir", "a%20b?c#d")
+	path := filepath.Join(dir, "schedulerd.db")
+	s := openTest(t, path, false)
+	defer s.Close()
+	fi, err := os.Stat(dir)
+	if err != nil || fi.Mode().Perm()&^0o750 != 0 {
+		t.Fatalf("state directory: %v, %v", fi.Mode(), err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("database file: %v", err)
+	}
+}
+
+func TestStatementsIdle(t *testing.T) {
+	ctx := t.Context()
+	s := openTest(t, filepath.Join(t.TempDir(), "schedulerd.db"), false)
+	defer s.Close()
+	before := s.Statements()
+	runs, err := s.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "i", Jobs: map[string]int{"a": 1}, Limit: 4})
+	if err != nil || len(runs) != 0 {
+		t.Fatalf("RunsClaim = %v, %v", runs, err)
+	}
+	if _, err := s.RunsExpire(ctx, "n", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	// An idle poll is one read each, without the write lock.
+	if got := s.Statements() - before; got != 2 {
+		t.Fatalf("an idle claim and expiry ran %d statements, want 2", got)
+	}
+}
+
+func TestInterpretError(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "schedulerd.db"), false)
+	defer s.Close()
+	err := s.write(context.Background(), "test", func(c conn) error {
+		for range 2 {
+			if _, err := c.exec(context.Background(), `INSERT INTO cursors (job, last, updated_at) VALUES ('a', 1, 1)`); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if !errors.Is(err, store.ErrDuplicate) {
+		t.Fatalf("unique violation: %v", err)
+	}
+	_, err = s.RunGet(context.Background(), "none")
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("missing run: %v", err)
+	}
+}

@@ -1,0 +1,202 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/schedulerd/schedulerd/jobs"
+)
+
+var (
+	// ErrNotFound: no such run, node or cursor.
+	ErrNotFound = errors.New("not found")
+	// ErrDuplicate: the occurrence or the dedup id already has a run.
+	ErrDuplicate = errors.New("duplicate")
+	// ErrFenced: a write about an attempt that is no longer the run's
+	// current attempt of that incarnation (the run was recovered, finished,
+	// or retried elsewhere). The write changed nothing.
+	ErrFenced = errors.New("stale attempt: fenced")
+	// ErrLocked: another live process holds the store (SQLite) or the node id.
+	ErrLocked = errors.New("in use by another process")
+)
+
+// Store is what the engine and the control socket need from persistence.
+// Every time parameter named Now may be zero: the store then uses its own
+// clock (the database's, for PostgreSQL). Tests pin it.
+type Store interface {
+	// Close releases the store.
+	Close() error
+
+	// NodeRegister records a new incarnation of a node and returns the row
+	// it replaced, if any, so the caller can decide whether the previous
+	// incarnation is still alive.
+	NodeRegister(ctx context.Context, p NodeRegisterParams) (prev *Node, err error)
+	// NodeHeartbeat refreshes the node's heartbeat; ErrFenced when the row
+	// now belongs to another incarnation, ErrNotFound when it was pruned.
+	NodeHeartbeat(ctx context.Context, nodeID, incarnation string, now time.Time) error
+	// NodesList returns every registered node.
+	NodesList(ctx context.Context) ([]*Node, error)
+
+	// ScheduleCursors returns the cursors of the named jobs that have one.
+	ScheduleCursors(ctx context.Context, jobNames []string) (map[string]*Cursor, error)
+	// ScheduleFire advances a job's cursor by compare-and-set and makes the
+	// runs of the ticks it covers, in one transaction. See FireParams.
+	ScheduleFire(ctx context.Context, p FireParams) (*FireResult, error)
+	// SchedulePause pauses or resumes a job's schedule. Resuming moves the
+	// cursor to now: ticks that fell while paused are not caught up.
+	SchedulePause(ctx context.Context, job string, paused bool, now time.Time) (*Cursor, error)
+
+	// RunInsert makes a run (one-off, manual or rerun). ErrDuplicate when
+	// its occurrence exists or a non-terminal run of the job has its dedup id.
+	RunInsert(ctx context.Context, p RunInsertParams) (*jobs.Run, error)
+	// RunsClaim atomically starts up to Limit due runs of the declared jobs,
+	// respecting each job's cluster-wide concurrency limit: the attempt
+	// number grows by one and the attempt is owned by Node/Incarnation.
+	RunsClaim(ctx context.Context, p ClaimParams) ([]*jobs.Run, error)
+	// RunTransition applies a change of status built by the jobs package:
+	// it checks the fence, jobs.ValidateTransition and t.From, writes the
+	// run, ends the attempt when it leaves running, and records the event.
+	// A run that is running can only be changed with a fence.
+	RunTransition(ctx context.Context, t jobs.Transition) (*jobs.Run, error)
+	// RunsExpire cancels (reason expired) every pending or retrying run whose
+	// not_after has passed, and returns them.
+	RunsExpire(ctx context.Context, node string, now time.Time) ([]*jobs.Run, error)
+	// RunCancel cancels a pending or retrying run at once; for a running
+	// run it sets CancelRequested, and the owning node stops the attempt.
+	// jobs.ErrInvalidTransition for a finished run.
+	RunCancel(ctx context.Context, id, node string, reason jobs.Reason, now time.Time) (*jobs.Run, error)
+	// RunsCancelRequested returns the ids of running runs of this
+	// incarnation that have CancelRequested set.
+	RunsCancelRequested(ctx context.Context, incarnation string) ([]string, error)
+	// RunProgress records progress of a running attempt (fenced).
+	RunProgress(ctx context.Context, f jobs.Fence, percent int, message string) error
+	// RunsRunning returns the running runs whose attempt belongs to node
+	// (any incarnation).
+	RunsRunning(ctx context.Context, node string) ([]*jobs.Run, error)
+	// RunsNextDue returns the earliest not_before of the pending and
+	// retrying runs of the named jobs; zero when there is none.
+	RunsNextDue(ctx context.Context, jobNames []string) (time.Time, error)
+	// RunsPrune deletes finished runs (with their events and attempts) that
+	// finished before the given time, and returns how many.
+	RunsPrune(ctx context.Context, before time.Time) (int, error)
+
+	// RunGet returns one run; ErrNotFound when there is none.
+	RunGet(ctx context.Context, id string) (*jobs.Run, error)
+	// RunsList returns runs, newest first.
+	RunsList(ctx context.Context, f RunFilter) ([]*jobs.Run, error)
+	// RunEvents returns a run's history, oldest first.
+	RunEvents(ctx context.Context, id string) ([]*jobs.Event, error)
+	// RunAttempts returns a run's attempts, oldest first, with their output.
+	RunAttempts(ctx context.Context, id string) ([]*jobs.Attempt, error)
+	// JobsLastRun returns the newest run of each named job that has one.
+	JobsLastRun(ctx context.Context, jobNames []string) (map[string]*jobs.Run, error)
+}
+
+// Node is a registered daemon process.
+type Node struct {
+	ID          string
+	Incarnation string
+	Host        string
+	PID         int
+	Version     string
+	StartedAt   time.Time
+	HeartbeatAt time.Time
+	Jobs        []string
+	// Age is how long ago the heartbeat was, by the store's clock.
+	Age time.Duration
+}
+
+// NodeRegisterParams describes a starting incarnation.
+type NodeRegisterParams struct {
+	ID          string
+	Incarnation string
+	Host        string
+	PID         int
+	Version     string
+	Jobs        []string
+	Now         time.Time
+}
+
+// Cursor is the durable schedule state of a cron job.
+type Cursor struct {
+	Job string
+	// Last is the newest tick handled (fired or skipped). The next tick is
+	// the schedule's first fire time after it.
+	Last          time.Time
+	Paused        bool
+	Skipped       int64     // ticks skipped since the cursor was made
+	LastSkippedAt time.Time // newest skipped tick
+	UpdatedAt     time.Time
+}
+
+// FireParams advances a cursor and makes the runs of the ticks it covers.
+type FireParams struct {
+	Job string
+	// Expect is the cursor's Last as the caller read it; zero when the
+	// caller saw no cursor (it is then created). When the stored cursor
+	// differs, nothing is written and FireResult.Advanced is false.
+	Expect time.Time
+	// Cursor is the new Last: the newest tick handled.
+	Cursor time.Time
+	// Runs are the runs to make, one per fired tick (ScheduledAt is the
+	// tick, the occurrence key). A tick whose occurrence exists is counted in
+	// Duplicates and makes nothing.
+	Runs []RunInsertParams
+	// Skipped ticks (missed beyond misfire_grace and not caught up), counted
+	// on the cursor; LastSkipped is the newest of them.
+	Skipped     int
+	LastSkipped time.Time
+	// Overlap decides what happens when the job has an active run:
+	// skip: the runs are not made and count as skipped; replace: the active
+	// runs are cancelled (reason replaced; a running one gets CancelRequested)
+	// and the new run is made; allow and queue: the runs are made.
+	Overlap jobs.Overlap
+	Node    string
+	Now     time.Time
+}
+
+// FireResult says what ScheduleFire did.
+type FireResult struct {
+	Advanced       bool
+	Created        []*jobs.Run
+	Duplicates     int
+	SkippedOverlap int
+	// Replaced are the runs that overlap=replace cancelled or asked to stop.
+	Replaced []*jobs.Run
+	Cursor   *Cursor
+}
+
+// RunInsertParams describes a run to make.
+type RunInsertParams struct {
+	Job              string
+	Trigger          jobs.Trigger
+	ScheduledAt      time.Time
+	NotBefore        time.Time
+	NotAfter         time.Time // zero: none
+	Retry            jobs.RetryPolicy
+	NoRetryExitCodes []int
+	DedupID          string
+	RerunOf          string
+	Payload          string
+	Node             string // who made it, for the event
+	Now              time.Time
+}
+
+// ClaimParams asks for due runs.
+type ClaimParams struct {
+	Node        string
+	Incarnation string
+	// Jobs maps each job the node declares to its concurrency limit in the
+	// cluster (0: none). Runs of other jobs are never claimed.
+	Jobs  map[string]int
+	Limit int
+	Now   time.Time
+}
+
+// RunFilter selects runs for RunsList.
+type RunFilter struct {
+	Job    string
+	Status jobs.Status
+	Limit  int // 0: 100
+}

@@ -1,0 +1,211 @@
+package storetest
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// testClaimWindow: a run is claimed from its not_before and not from its not_after.
+func testClaimWindow(t *testing.T, s store.Store) {
+	p := manual("late", t0)
+	p.NotBefore = t0.Add(10 * time.Minute)
+	late := mustInsert(t, s, p)
+	p = manual("bounded", t0)
+	p.NotAfter = t0.Add(5 * time.Minute)
+	bounded := mustInsert(t, s, p)
+	jobsOf := map[string]int{"late": 0, "bounded": 0}
+
+	claim := func(at time.Time) []*jobs.Run {
+		return mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: jobsOf, Limit: 10, Now: at})
+	}
+	if runs := claim(t0.Add(10*time.Minute - time.Second)); len(runs) != 0 {
+		// bounded is past its not_after (t0+5m) and late is not yet due.
+		t.Fatalf("claimed %d runs before not_before and after not_after", len(runs))
+	}
+	runs := claim(t0.Add(10 * time.Minute))
+	if len(runs) != 1 || runs[0].ID != late.ID {
+		t.Fatalf("claim at not_before: %v", ids(runs))
+	}
+	if got := mustGet(t, s, bounded.ID); got.Status != jobs.StatusPending {
+		t.Fatalf("run past not_after is %s", got.Status)
+	}
+
+	// Exactly at not_after is too late; just before is in time.
+	p = manual("edge", t0)
+	p.NotAfter = t0.Add(time.Minute)
+	mustInsert(t, s, p)
+	if runs := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: map[string]int{"edge": 0},
+		Limit: 1, Now: t0.Add(time.Minute)}); len(runs) != 0 {
+		t.Fatal("claimed a run at its not_after")
+	}
+	if runs := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: map[string]int{"edge": 0},
+		Limit: 1, Now: t0.Add(time.Minute - time.Second)}); len(runs) != 1 {
+		t.Fatal("did not claim a run before its not_after")
+	}
+}
+
+// testClaimDeclaredJobsAndLimit: only declared jobs, at most Limit, in not_before order.
+func testClaimDeclaredJobsAndLimit(t *testing.T, s store.Store) {
+	// Made in reverse order of not_before.
+	var want []string
+	for i := 5; i >= 1; i-- {
+		p := manual("etl", t0)
+		p.NotBefore = t0.Add(time.Duration(i) * time.Second)
+		want = append([]string{mustInsert(t, s, p).ID}, want...)
+	}
+	mustInsert(t, s, manual("undeclared", t0))
+
+	at := t0.Add(time.Minute)
+	runs := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: map[string]int{"etl": 0, "other": 0}, Limit: 2, Now: at})
+	if got := ids(runs); fmt.Sprint(got) != fmt.Sprint(want[:2]) {
+		t.Fatalf("first claim = %v, want %v", got, want[:2])
+	}
+	for _, r := range runs {
+		if r.Status != jobs.StatusRunning || r.Attempt != 1 || r.Node != nodeB || r.Incarnation != incA ||
+			!r.StartedAt.Equal(at) || r.Reason != jobs.ReasonClaimed {
+			t.Fatalf("claimed run: %+v", r)
+		}
+	}
+	runs = mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: map[string]int{"etl": 0}, Limit: 10, Now: at})
+	if got := ids(runs); fmt.Sprint(got) != fmt.Sprint(want[2:]) {
+		t.Fatalf("second claim = %v, want %v", got, want[2:])
+	}
+	if runs := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: map[string]int{"etl": 0}, Limit: 10, Now: at}); len(runs) != 0 {
+		t.Fatalf("third claim got %d runs", len(runs))
+	}
+	undeclared := listRuns(t, s, "undeclared")
+	if len(undeclared) != 1 || undeclared[0].Status != jobs.StatusPending {
+		t.Fatalf("undeclared job's run: %+v", undeclared)
+	}
+	// Across jobs, runs start in not_before order too.
+	var order []string
+	for i := range 4 {
+		job := []string{"left", "right"}[i%2]
+		p := manual(job, t0)
+		p.NotBefore = t0.Add(time.Duration(10-i) * time.Second)
+		order = append([]string{mustInsert(t, s, p).ID}, order...)
+	}
+	runs = mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: map[string]int{"left": 0, "right": 0}, Limit: 3, Now: at})
+	if got := ids(runs); fmt.Sprint(got) != fmt.Sprint(order[:3]) {
+		t.Fatalf("claim across jobs = %v, want %v", got, order[:3])
+	}
+	// A claim with no jobs or no room claims nothing.
+	if runs := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: map[string]int{"undeclared": 0}, Limit: 0, Now: at}); len(runs) != 0 {
+		t.Fatal("Limit 0 claimed runs")
+	}
+	if runs := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Limit: 5, Now: at}); len(runs) != 0 {
+		t.Fatal("no declared jobs claimed runs")
+	}
+}
+
+// testClaimConcurrencyLimit: a job's limit counts its running runs across claims and nodes.
+func testClaimConcurrencyLimit(t *testing.T, s store.Store) {
+	for i := range 3 {
+		mustInsert(t, s, manual("single", t0.Add(time.Duration(i)*time.Second)))
+		mustInsert(t, s, manual("pair", t0.Add(time.Duration(i)*time.Second)))
+		mustInsert(t, s, manual("free", t0.Add(time.Duration(i)*time.Second)))
+	}
+	limits := map[string]int{"single": 1, "pair": 2, "free": 0}
+	at := t0.Add(time.Minute)
+	count := func(runs []*jobs.Run) map[string]int {
+		m := map[string]int{}
+		for _, r := range runs {
+			m[r.Job]++
+		}
+		return m
+	}
+	first := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: limits, Limit: 100, Now: at})
+	if c := count(first); c["single"] != 1 || c["pair"] != 2 || c["free"] != 3 {
+		t.Fatalf("first claim per job: %v", c)
+	}
+	// Another node sees the same limits.
+	if second := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incB, Jobs: limits, Limit: 100, Now: at}); len(second) != 0 {
+		t.Fatalf("second claim: %v", count(second))
+	}
+	for _, r := range first {
+		if r.Job == "single" {
+			complete(t, s, r, at.Add(time.Second))
+		}
+	}
+	third := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incB, Jobs: limits, Limit: 100, Now: at.Add(2 * time.Second)})
+	if c := count(third); c["single"] != 1 || len(third) != 1 {
+		t.Fatalf("claim after one finished: %v", c)
+	}
+}
+
+// testClaimBacklog: a long backlog of a job at its limit does not hide
+// other jobs' due runs.
+func testClaimBacklog(t *testing.T, s store.Store) {
+	for i := range 60 {
+		mustInsert(t, s, manual("busy", t0.Add(time.Duration(i)*time.Millisecond)))
+	}
+	p := manual("quiet", t0.Add(time.Second))
+	quiet := mustInsert(t, s, p)
+	limits := map[string]int{"busy": 1, "quiet": 0}
+	runs := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: limits, Limit: 2, Now: t0.Add(time.Minute)})
+	if len(runs) != 2 || runs[0].Job != "busy" || runs[1].ID != quiet.ID {
+		t.Fatalf("claim over a backlog: %v", ids(runs))
+	}
+	if runs := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: limits, Limit: 2, Now: t0.Add(time.Minute)}); len(runs) != 0 {
+		t.Fatalf("claim at the limit: %v", ids(runs))
+	}
+}
+
+// testClaimConcurrent: nodes claiming at once never claim one run twice.
+func testClaimConcurrent(t *testing.T, s store.Store) {
+	const runs, nodes = 60, 8
+	for i := range runs {
+		mustInsert(t, s, manual("batch", t0.Add(time.Duration(i)*time.Millisecond)))
+	}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		claimed = map[string]string{}
+	)
+	for n := range nodes {
+		wg.Go(func() {
+			inc := fmt.Sprintf("inc-%d", n)
+			for {
+				got, err := s.RunsClaim(t.Context(), store.ClaimParams{Node: fmt.Sprintf("node-%d", n), Incarnation: inc,
+					Jobs: map[string]int{"batch": 0}, Limit: 3, Now: t0.Add(time.Minute)})
+				if err != nil {
+					t.Errorf("RunsClaim: %v", err)
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, r := range got {
+					if prev, dup := claimed[r.ID]; dup {
+						t.Errorf("run %s claimed by %s and %s", r.ID, prev, inc)
+					}
+					claimed[r.ID] = inc
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(claimed) != runs {
+		t.Fatalf("%d runs claimed, want %d", len(claimed), runs)
+	}
+	for _, r := range listRuns(t, s, "batch") {
+		if r.Status != jobs.StatusRunning || r.Attempt != 1 || r.Incarnation != claimed[r.ID] {
+			t.Fatalf("run after concurrent claims: %+v (claimed by %s)", r, claimed[r.ID])
+		}
+	}
+}
+
+func ids(runs []*jobs.Run) []string {
+	out := make([]string, len(runs))
+	for i, r := range runs {
+		out[i] = r.ID
+	}
+	return out
+}

@@ -1,0 +1,408 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// testCancel: RunCancel of a waiting, a running, a finished and an unknown run.
+func testCancel(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	pending := mustInsert(t, s, manual("a", t0))
+	got, err := s.RunCancel(ctx, pending.ID, nodeA, jobs.ReasonCancelled, t0.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, got, jobs.StatusCancelled, jobs.ReasonCancelled)
+	wantTime(t, "finished_at", got.FinishedAt, t0.Add(time.Second))
+	evs := mustEvents(t, s, pending.ID)
+	wantEvents(t, evs[1:], []jobs.Event{{RunID: pending.ID, Time: t0.Add(time.Second), Node: nodeA,
+		From: jobs.StatusPending, To: jobs.StatusCancelled, Reason: jobs.ReasonCancelled}})
+
+	// Running: the owner is asked to stop; the run stays running.
+	mustInsert(t, s, manual("b", t0))
+	running := claimOne(t, s, "b", incA, t0)
+	got, err = s.RunCancel(ctx, running.ID, nodeA, jobs.ReasonCancelled, t0.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != jobs.StatusRunning || !got.CancelRequested {
+		t.Fatalf("cancel of a running run: %+v", got)
+	}
+	for inc, want := range map[string]int{incA: 1, incB: 0} {
+		ids, err := s.RunsCancelRequested(ctx, inc)
+		if err != nil || len(ids) != want {
+			t.Fatalf("RunsCancelRequested(%s) = %v, %v; want %d", inc, ids, err, want)
+		}
+	}
+	// Asking twice is harmless.
+	if _, err := s.RunCancel(ctx, running.ID, nodeA, jobs.ReasonCancelled, t0.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	stopped := mustTransition(t, s, jobs.Finish(running, fenceOf(running), nodeB,
+		jobs.Result{Reason: jobs.ReasonCancelled, Output: "stopped\n", OutputBytes: 8}, t0.Add(3*time.Second), nil))
+	wantStatus(t, stopped, jobs.StatusCancelled, jobs.ReasonCancelled)
+	if ids, _ := s.RunsCancelRequested(ctx, incA); len(ids) != 0 {
+		t.Fatalf("RunsCancelRequested after the stop = %v", ids)
+	}
+	attempts, err := s.RunAttempts(ctx, running.ID)
+	if err != nil || len(attempts) != 1 || attempts[0].Status != jobs.StatusCancelled || attempts[0].Output != "stopped\n" {
+		t.Fatalf("attempt of the stopped run: %+v, %v", attempts, err)
+	}
+
+	// Retrying: cancelled at once.
+	mustInsert(t, s, manual("c", t0))
+	retrying := fail(t, s, claimOne(t, s, "c", incA, t0), t0.Add(time.Second))
+	got, err = s.RunCancel(ctx, retrying.ID, nodeA, jobs.ReasonCancelled, t0.Add(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, got, jobs.StatusCancelled, jobs.ReasonCancelled)
+
+	// Finished and unknown runs.
+	_, err = s.RunCancel(ctx, pending.ID, nodeA, jobs.ReasonCancelled, t0.Add(time.Minute))
+	wantErr(t, err, jobs.ErrInvalidTransition)
+	_, err = s.RunCancel(ctx, "no-such-run", nodeA, jobs.ReasonCancelled, t0)
+	wantErr(t, err, store.ErrNotFound)
+}
+
+// testExpire: waiting runs past not_after are cancelled with reason expired.
+func testExpire(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	deadline := t0.Add(5 * time.Minute)
+	p := manual("window", t0)
+	p.NotAfter = deadline
+	pending := mustInsert(t, s, p)
+
+	p = manual("retry", t0)
+	p.NotAfter = deadline
+	mustInsert(t, s, p)
+	retrying := fail(t, s, claimOne(t, s, "retry", incA, t0), t0.Add(time.Second))
+
+	p = manual("busy", t0)
+	p.NotAfter = deadline
+	mustInsert(t, s, p)
+	running := claimOne(t, s, "busy", incA, t0)
+
+	open := mustInsert(t, s, manual("open", t0))
+	later := manual("later", t0)
+	later.NotAfter = deadline.Add(time.Second)
+	laterRun := mustInsert(t, s, later)
+
+	if got, err := s.RunsExpire(ctx, nodeA, deadline.Add(-time.Second)); err != nil || len(got) != 0 {
+		t.Fatalf("RunsExpire before the deadline = %v, %v", ids(got), err)
+	}
+	got, err := s.RunsExpire(ctx, nodeA, deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("RunsExpire expired %d runs, want 2", len(got))
+	}
+	for _, id := range []string{pending.ID, retrying.ID} {
+		r := mustGet(t, s, id)
+		wantStatus(t, r, jobs.StatusCancelled, jobs.ReasonExpired)
+		wantTime(t, "finished_at", r.FinishedAt, deadline)
+		evs := mustEvents(t, s, id)
+		if e := evs[len(evs)-1]; e.To != jobs.StatusCancelled || e.Reason != jobs.ReasonExpired || e.Node != nodeA || !e.Time.Equal(deadline) {
+			t.Fatalf("expiry event: %+v", e)
+		}
+	}
+	for _, id := range []string{running.ID, open.ID, laterRun.ID} {
+		if r := mustGet(t, s, id); r.Status.Terminal() {
+			t.Fatalf("run %s of %s expired", r.Status, r.Job)
+		}
+	}
+	if got, err := s.RunsExpire(ctx, nodeA, deadline); err != nil || len(got) != 0 {
+		t.Fatalf("second RunsExpire = %v, %v", ids(got), err)
+	}
+}
+
+// testProgress: progress is fenced, and a new attempt starts from zero.
+func testProgress(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustInsert(t, s, manual("long", t0))
+	run := claimOne(t, s, "long", incA, t0)
+	if err := s.RunProgress(ctx, fenceOf(run), 45, "step 3 of 7"); err != nil {
+		t.Fatal(err)
+	}
+	got := mustGet(t, s, run.ID)
+	if got.Progress != 45 || got.ProgressMessage != "step 3 of 7" {
+		t.Fatalf("progress: %d %q", got.Progress, got.ProgressMessage)
+	}
+	err := s.RunProgress(ctx, jobs.Fence{RunID: run.ID, Attempt: 1, Incarnation: incB}, 90, "stale")
+	wantErr(t, err, store.ErrFenced)
+	if got := mustGet(t, s, run.ID); got.Progress != 45 {
+		t.Fatalf("fenced progress wrote %d", got.Progress)
+	}
+	retry := fail(t, s, run, t0.Add(time.Second))
+	err = s.RunProgress(ctx, fenceOf(run), 50, "after the attempt")
+	wantErr(t, err, store.ErrFenced)
+	second := claimOne(t, s, "long", incA, retry.NotBefore)
+	if second.Progress != 0 || second.ProgressMessage != "" {
+		t.Fatalf("progress of a new attempt: %d %q", second.Progress, second.ProgressMessage)
+	}
+}
+
+// testRunsRunningAndNextDue: a node's running runs, and the next due time.
+func testRunsRunningAndNextDue(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	next, err := s.RunsNextDue(ctx, []string{"a", "b"})
+	if err != nil || !next.IsZero() {
+		t.Fatalf("RunsNextDue of an empty store = %s, %v", next, err)
+	}
+	for i := range 3 {
+		mustInsert(t, s, manual("a", t0.Add(time.Duration(i)*time.Second)))
+	}
+	later := manual("b", t0)
+	later.NotBefore = t0.Add(time.Hour)
+	mustInsert(t, s, later)
+	mustInsert(t, s, manual("c", t0.Add(-time.Hour)))
+
+	first := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: map[string]int{"a": 0}, Limit: 1, Now: t0.Add(time.Minute)})
+	second := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incB, Jobs: map[string]int{"a": 0}, Limit: 1, Now: t0.Add(time.Minute)})
+	mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incB, Jobs: map[string]int{"a": 0}, Limit: 1, Now: t0.Add(time.Minute)})
+
+	running, err := s.RunsRunning(ctx, nodeA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(sortedIDs(running)), fmt.Sprint(sortedIDs(append(first, second...))); got != want {
+		t.Fatalf("RunsRunning(%s) = %s, want %s", nodeA, got, want)
+	}
+	if running, _ := s.RunsRunning(ctx, "node-z"); len(running) != 0 {
+		t.Fatalf("RunsRunning of an unknown node = %v", ids(running))
+	}
+	complete(t, s, first[0], t0.Add(2*time.Minute))
+	if running, _ := s.RunsRunning(ctx, nodeA); len(running) != 1 || running[0].ID != second[0].ID {
+		t.Fatalf("RunsRunning after a completion = %v", ids(running))
+	}
+
+	// Running runs and other jobs do not count; the pending "b" run does.
+	next, err = s.RunsNextDue(ctx, []string{"a", "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTime(t, "next due", next, t0.Add(time.Hour))
+	next, err = s.RunsNextDue(ctx, []string{"b", "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTime(t, "next due with c", next, t0.Add(-time.Hour))
+}
+
+func sortedIDs(runs []*jobs.Run) []string {
+	out := ids(runs)
+	slices.Sort(out)
+	return out
+}
+
+// testPrune: finished runs older than the horizon go with their events and
+// attempts; active and recent runs stay; a pruned tick cannot fire again.
+func testPrune(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	horizon := t0.Add(time.Hour)
+
+	// An old finished run of a cron tick.
+	tickAt := t0
+	fired := mustFire(t, s, store.FireParams{Job: "cron", Cursor: tickAt, Runs: []store.RunInsertParams{tick("cron", tickAt)},
+		Overlap: jobs.OverlapAllow, Node: nodeA, Now: tickAt})
+	old := claimOne(t, s, "cron", incA, tickAt)
+	if old.ID != fired.Created[0].ID {
+		t.Fatal("claimed another run")
+	}
+	complete(t, s, old, t0.Add(time.Minute))
+	// An old cancelled run and an old dead one.
+	cancelled := mustInsert(t, s, manual("manual", t0))
+	if _, err := s.RunCancel(ctx, cancelled.ID, nodeA, jobs.ReasonCancelled, t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	p := manual("once-only", t0)
+	p.Retry.MaxAttempts = 1
+	mustInsert(t, s, p)
+	dead := fail(t, s, claimOne(t, s, "once-only", incA, t0), t0.Add(2*time.Minute))
+	wantStatus(t, dead, jobs.StatusDeadLetter, jobs.ReasonFailed)
+	// Old but active runs, and a recent finished one.
+	waiting := mustInsert(t, s, manual("waiting", t0))
+	mustInsert(t, s, manual("busy", t0))
+	busy := claimOne(t, s, "busy", incA, t0)
+	mustInsert(t, s, manual("recent", t0))
+	recent := complete(t, s, claimOne(t, s, "recent", incA, t0), horizon)
+
+	n, err := s.RunsPrune(ctx, horizon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 {
+		t.Fatalf("RunsPrune = %d, want 3", n)
+	}
+	for _, id := range []string{old.ID, cancelled.ID, dead.ID} {
+		_, err := s.RunGet(ctx, id)
+		wantErr(t, err, store.ErrNotFound)
+		if evs, err := s.RunEvents(ctx, id); err == nil && len(evs) != 0 {
+			t.Fatalf("pruned run %s kept %d events", id, len(evs))
+		} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+			t.Fatal(err)
+		}
+		if as, err := s.RunAttempts(ctx, id); err == nil && len(as) != 0 {
+			t.Fatalf("pruned run %s kept %d attempts", id, len(as))
+		} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{waiting.ID, busy.ID, recent.ID} {
+		mustGet(t, s, id)
+		if len(mustEvents(t, s, id)) == 0 {
+			t.Fatalf("kept run %s lost its events", id)
+		}
+	}
+	// The occurrence of the pruned tick stays.
+	res := mustFire(t, s, store.FireParams{Job: "cron", Expect: tickAt, Cursor: tickAt, Runs: []store.RunInsertParams{tick("cron", tickAt)},
+		Overlap: jobs.OverlapAllow, Node: nodeA, Now: horizon})
+	if len(res.Created) != 0 || res.Duplicates != 1 {
+		t.Fatalf("refire of a pruned tick: created %d, duplicates %d", len(res.Created), res.Duplicates)
+	}
+	if n, err := s.RunsPrune(ctx, horizon); err != nil || n != 0 {
+		t.Fatalf("second RunsPrune = %d, %v", n, err)
+	}
+}
+
+// testListAndLastRun: RunsList filters and orders newest first; JobsLastRun.
+func testListAndLastRun(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	var made []*jobs.Run
+	for i := range 6 {
+		job := "even"
+		if i%2 == 1 {
+			job = "odd"
+		}
+		made = append(made, mustInsert(t, s, manual(job, t0.Add(time.Duration(i)*time.Minute))))
+	}
+	// Two runs made at the same instant are ordered by id, newest first.
+	same1 := mustInsert(t, s, manual("odd", t0.Add(10*time.Minute)))
+	same2 := mustInsert(t, s, manual("odd", t0.Add(10*time.Minute)))
+	complete(t, s, claimOne(t, s, "even", incA, t0.Add(time.Hour)), t0.Add(time.Hour))
+
+	all, err := s.RunsList(ctx, store.RunFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 8 {
+		t.Fatalf("RunsList = %d runs, want 8", len(all))
+	}
+	for i := 1; i < len(all); i++ {
+		a, b := all[i-1], all[i]
+		if a.CreatedAt.Before(b.CreatedAt) || (a.CreatedAt.Equal(b.CreatedAt) && a.ID < b.ID) {
+			t.Fatalf("RunsList not newest first at %d: %s %s, %s %s", i, a.CreatedAt, a.ID, b.CreatedAt, b.ID)
+		}
+	}
+	newer, older := same2, same1
+	if newer.ID < older.ID {
+		newer, older = older, newer
+	}
+	if all[0].ID != newer.ID || all[1].ID != older.ID {
+		t.Fatalf("runs made at one instant: got %s %s, want %s %s", all[0].ID, all[1].ID, newer.ID, older.ID)
+	}
+
+	odd, err := s.RunsList(ctx, store.RunFilter{Job: "odd", Limit: 2})
+	if err != nil || len(odd) != 2 || odd[0].Job != "odd" || odd[1].Job != "odd" {
+		t.Fatalf("RunsList(odd, 2) = %v, %v", ids(odd), err)
+	}
+	completed, err := s.RunsList(ctx, store.RunFilter{Status: jobs.StatusCompleted})
+	if err != nil || len(completed) != 1 || completed[0].ID != made[0].ID {
+		t.Fatalf("RunsList(completed) = %v, %v", ids(completed), err)
+	}
+	pendingEven, err := s.RunsList(ctx, store.RunFilter{Job: "even", Status: jobs.StatusPending})
+	if err != nil || len(pendingEven) != 2 || pendingEven[0].ID != made[4].ID || pendingEven[1].ID != made[2].ID {
+		t.Fatalf("RunsList(even, pending) = %v, %v", ids(pendingEven), err)
+	}
+	none, err := s.RunsList(ctx, store.RunFilter{Job: "none"})
+	if err != nil || len(none) != 0 {
+		t.Fatalf("RunsList(none) = %v, %v", ids(none), err)
+	}
+
+	last, err := s.JobsLastRun(ctx, []string{"even", "odd", "none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(last) != 2 || last["even"].ID != made[4].ID || last["odd"].ID != newer.ID {
+		t.Fatalf("JobsLastRun = %+v", last)
+	}
+	if last, err := s.JobsLastRun(ctx, nil); err != nil || len(last) != 0 {
+		t.Fatalf("JobsLastRun(nil) = %v, %v", last, err)
+	}
+}
+
+// testListDefaultLimit: RunsList returns 100 runs unless asked for another number.
+func testListDefaultLimit(t *testing.T, s store.Store) {
+	for i := range 105 {
+		mustInsert(t, s, manual("many", t0.Add(time.Duration(i)*time.Second)))
+	}
+	runs, err := s.RunsList(t.Context(), store.RunFilter{Job: "many"})
+	if err != nil || len(runs) != 100 {
+		t.Fatalf("RunsList default limit = %d, %v; want 100", len(runs), err)
+	}
+	if !runs[0].CreatedAt.Equal(t0.Add(104 * time.Second)) {
+		t.Fatalf("first run made at %s", runs[0].CreatedAt)
+	}
+}
+
+// testNodes: registration, fenced heartbeats, listing.
+func testNodes(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	prev, err := s.NodeRegister(ctx, store.NodeRegisterParams{ID: "web-1", Incarnation: incA, Host: "web-1.example",
+		PID: 4242, Version: "1.2.3", Jobs: []string{"backup", "report"}, Now: t0})
+	if err != nil || prev != nil {
+		t.Fatalf("first NodeRegister = %+v, %v; want nil", prev, err)
+	}
+	if err := s.NodeHeartbeat(ctx, "web-1", incA, t0.Add(30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := s.NodesList(ctx)
+	if err != nil || len(nodes) != 1 {
+		t.Fatalf("NodesList = %v, %v", nodes, err)
+	}
+	n := nodes[0]
+	if n.ID != "web-1" || n.Incarnation != incA || n.Host != "web-1.example" || n.PID != 4242 || n.Version != "1.2.3" ||
+		fmt.Sprint(n.Jobs) != "[backup report]" || !n.StartedAt.Equal(t0) || !n.HeartbeatAt.Equal(t0.Add(30*time.Second)) {
+		t.Fatalf("node: %+v", n)
+	}
+
+	// A new incarnation takes the row over and reports the one it replaced.
+	prev, err = s.NodeRegister(ctx, store.NodeRegisterParams{ID: "web-1", Incarnation: incB, Host: "web-1.example",
+		PID: 4343, Version: "1.2.4", Now: t0.Add(2 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prev == nil || prev.Incarnation != incA || prev.PID != 4242 || prev.Age != 90*time.Second || !prev.HeartbeatAt.Equal(t0.Add(30*time.Second)) {
+		t.Fatalf("replaced node: %+v", prev)
+	}
+	err = s.NodeHeartbeat(ctx, "web-1", incA, t0.Add(3*time.Minute))
+	wantErr(t, err, store.ErrFenced)
+	if err := s.NodeHeartbeat(ctx, "web-1", incB, t0.Add(3*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	err = s.NodeHeartbeat(ctx, "web-9", incA, t0)
+	wantErr(t, err, store.ErrNotFound)
+
+	if _, err := s.NodeRegister(ctx, store.NodeRegisterParams{ID: "web-2", Incarnation: incA, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	nodes, err = s.NodesList(ctx)
+	if err != nil || len(nodes) != 2 {
+		t.Fatalf("NodesList = %v, %v", nodes, err)
+	}
+	byID := map[string]*store.Node{}
+	for _, n := range nodes {
+		byID[n.ID] = n
+	}
+	if n := byID["web-1"]; n.Incarnation != incB || n.Version != "1.2.4" || len(n.Jobs) != 0 || !n.HeartbeatAt.Equal(t0.Add(3*time.Minute)) {
+		t.Fatalf("node after re-registration: %+v", n)
+	}
+}
