@@ -1,0 +1,207 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// TriggerParams are the options of a manual trigger.
+type TriggerParams struct {
+	DedupID   string
+	Payload   string
+	NotBefore time.Time // zero: now
+	NotAfter  time.Time // zero: none
+}
+
+// ErrInvalidWindow is returned for a trigger whose window can never open.
+var ErrInvalidWindow = errors.New("invalid window")
+
+// Trigger makes a manual run of a declared job. store.ErrDuplicate when a
+// non-terminal run of the job has the same dedup id.
+func (s *Scheduler) Trigger(ctx context.Context, job string, p TriggerParams) (*jobs.Run, error) {
+	d, ok := s.Job(job)
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownJob, job)
+	}
+	now := s.clock.Now()
+	nb, na := p.NotBefore, p.NotAfter
+	if nb.IsZero() {
+		nb = now
+	}
+	if !d.NotBefore.IsZero() && nb.Before(d.NotBefore) {
+		nb = d.NotBefore
+	}
+	if !d.NotAfter.IsZero() && (na.IsZero() || d.NotAfter.Before(na)) {
+		na = d.NotAfter
+	}
+	if err := jobs.ValidateWindow(nb, na); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidWindow, err)
+	}
+	if !na.IsZero() && !na.After(now) {
+		return nil, fmt.Errorf("%w: not_after %s has passed", ErrInvalidWindow, na.UTC().Format(time.RFC3339))
+	}
+	r, err := s.st.RunInsert(ctx, store.RunInsertParams{
+		Job: job, Trigger: jobs.TriggerManual, ScheduledAt: now, NotBefore: nb, NotAfter: na,
+		Retry: d.Retry, NoRetryExitCodes: d.NoRetryExitCodes, DedupID: p.DedupID, Payload: p.Payload,
+		Node: s.cfg.NodeID, Now: now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.logRun(ctx, r, "", "run triggered")
+	s.Wake()
+	return r, nil
+}
+
+// Rerun makes a new run of the job of run id, linked to it by rerun_of.
+func (s *Scheduler) Rerun(ctx context.Context, id string) (*jobs.Run, error) {
+	old, err := s.st.RunGet(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	d, ok := s.Job(old.Job)
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownJob, old.Job)
+	}
+	now := s.clock.Now()
+	nb, na := d.Window(jobs.TriggerRerun, now)
+	r, err := s.st.RunInsert(ctx, store.RunInsertParams{
+		Job: old.Job, Trigger: jobs.TriggerRerun, ScheduledAt: now, NotBefore: nb, NotAfter: na,
+		Retry: d.Retry, NoRetryExitCodes: d.NoRetryExitCodes, RerunOf: old.ID, Payload: old.Payload,
+		Node: s.cfg.NodeID, Now: now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.logRun(ctx, r, "", "run rerun")
+	s.Wake()
+	return r, nil
+}
+
+// Cancel cancels a pending or retrying run at once, or stops a running
+// attempt (its process group gets SIGTERM, then SIGKILL after kill_grace)
+// and ends the run cancelled.
+func (s *Scheduler) Cancel(ctx context.Context, id string) (*jobs.Run, error) {
+	r, err := s.st.RunCancel(ctx, id, s.cfg.NodeID, jobs.ReasonCancelled, s.clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	if r.Status == jobs.StatusRunning {
+		s.stopLocal(r.ID, jobs.ReasonCancelled)
+		s.log.InfoContext(ctx, "cancel requested for a running attempt", "job", r.Job, "run", r.ID, "attempt", r.Attempt, "node", r.Node)
+	} else {
+		s.logRun(ctx, r, "", "run cancelled")
+	}
+	s.Wake()
+	return r, nil
+}
+
+// Pause stops a cron job's schedule (triggers still work), persistently.
+func (s *Scheduler) Pause(ctx context.Context, job string) (*store.Cursor, error) {
+	return s.setPaused(ctx, job, true)
+}
+
+// Resume restarts a paused schedule from now: ticks that fell while it was
+// paused are not caught up.
+func (s *Scheduler) Resume(ctx context.Context, job string) (*store.Cursor, error) {
+	return s.setPaused(ctx, job, false)
+}
+
+func (s *Scheduler) setPaused(ctx context.Context, job string, paused bool) (*store.Cursor, error) {
+	d, ok := s.Job(job)
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownJob, job)
+	}
+	if d.Schedule == nil {
+		return nil, fmt.Errorf("job %q has no schedule to pause", job)
+	}
+	c, err := s.st.SchedulePause(ctx, job, paused, s.clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.cursors[job] = c
+	s.mu.Unlock()
+	s.log.InfoContext(ctx, map[bool]string{true: "schedule paused", false: "schedule resumed"}[paused], "job", job)
+	s.Wake()
+	return c, nil
+}
+
+// Cursor returns the schedule state of a cron job.
+func (s *Scheduler) Cursor(job string) *store.Cursor {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.cursors[job]; c != nil {
+		cp := *c
+		return &cp
+	}
+	return nil
+}
+
+// NextFire returns the next fire time of a declared job: the next tick of a
+// cron job (zero while paused), the at time of a one-off job.
+func (s *Scheduler) NextFire(job string) time.Time {
+	d, ok := s.Job(job)
+	if !ok {
+		return time.Time{}
+	}
+	if d.Schedule == nil {
+		return d.At
+	}
+	c := s.Cursor(job)
+	if c == nil || c.Paused {
+		return time.Time{}
+	}
+	last := c.Last
+	if now := s.clock.Now(); last.Before(now.Add(-d.MisfireGrace)) {
+		last = now.Add(-d.MisfireGrace)
+	}
+	return d.Schedule.Next(last)
+}
+
+// Health describes whether this node works.
+type Health struct {
+	OK            bool
+	Problems      []string
+	Incarnation   string
+	LastHeartbeat time.Time
+	LastLoop      time.Time
+	Running       int
+}
+
+// Health checks that the store answers, the heartbeat is fresh and the
+// scheduling loop is alive.
+func (s *Scheduler) Health(ctx context.Context) Health {
+	now := s.clock.Now()
+	h := Health{
+		Incarnation:   s.incarnation,
+		LastHeartbeat: time.Unix(0, s.lastHeartbeat.Load()),
+		LastLoop:      time.Unix(0, s.lastLoop.Load()),
+		Running:       s.Running(),
+	}
+	if !s.started.Load() {
+		h.Problems = append(h.Problems, "scheduler not started")
+	}
+	if _, err := s.st.RunsNextDue(ctx, nil); err != nil {
+		h.Problems = append(h.Problems, "store unreachable: "+err.Error())
+	}
+	if age := now.Sub(h.LastHeartbeat); age > s.cfg.InactiveThreshold-s.cfg.HeartbeatInterval {
+		h.Problems = append(h.Problems, fmt.Sprintf("heartbeat is stale: last success %s ago", age.Round(time.Second)))
+	}
+	if age := now.Sub(h.LastLoop); age > 2*s.cfg.PollInterval+5*time.Second {
+		h.Problems = append(h.Problems, fmt.Sprintf("scheduling loop stuck: last iteration %s ago", age.Round(time.Second)))
+	}
+	s.mu.Lock()
+	draining := s.draining
+	s.mu.Unlock()
+	if draining {
+		h.Problems = append(h.Problems, "shutting down")
+	}
+	h.OK = len(h.Problems) == 0
+	return h
+}

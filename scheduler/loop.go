@@ -1,0 +1,293 @@
+package scheduler
+
+import (
+	"context"
+	"time"
+
+	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// tickLoop is the scheduling loop: it fires due ticks, expires runs past
+// their window, claims due runs up to the free slots and starts them, then
+// sleeps until the next tick, the next due run, a wake-up, or PollInterval.
+func (s *Scheduler) tickLoop() {
+	defer s.loops.Done()
+	ctx := s.loopCtx
+	for {
+		seq := s.iterSeq.Add(1)
+		next := s.iterate(ctx)
+		now := s.clock.Now()
+		deadline := next
+		if poll := now.Add(s.cfg.PollInterval); poll.Before(deadline) {
+			deadline = poll
+		}
+		s.lastLoop.Store(now.UnixNano())
+		if s.OnLoop != nil {
+			s.OnLoop()
+		}
+		if s.iterDone != nil {
+			s.iterDone(seq)
+		}
+		// The deadline is absolute: if the clock moved meanwhile, the timer
+		// fires at once.
+		t := s.clock.NewTimer(deadline.Sub(s.clock.Now()))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		case <-s.wake:
+			t.Stop()
+		}
+	}
+}
+
+// iterate does one round of work and returns when the next one is due.
+func (s *Scheduler) iterate(ctx context.Context) time.Time {
+	now := s.clock.Now()
+	next := now.Add(s.cfg.PollInterval)
+	storeOK := true
+	noteErr := func(what string, err error) {
+		if ctx.Err() != nil {
+			return
+		}
+		storeOK = false
+		s.noteStoreError(err)
+		s.log.ErrorContext(ctx, what, "error", err)
+	}
+
+	// Fire due ticks.
+	for _, d := range s.Jobs() {
+		if d.Schedule == nil {
+			continue
+		}
+		s.mu.Lock()
+		cur := s.cursors[d.Name]
+		s.mu.Unlock()
+		if cur == nil || cur.Paused {
+			continue
+		}
+		nt := d.Schedule.Next(cur.Last)
+		if nt.IsZero() {
+			continue
+		}
+		if !nt.After(now) {
+			more, err := s.fire(ctx, d, cur, now)
+			if err != nil {
+				noteErr("fire ticks", err)
+				continue
+			}
+			if more {
+				next = now
+			}
+			s.mu.Lock()
+			cur = s.cursors[d.Name]
+			s.mu.Unlock()
+			nt = d.Schedule.Next(cur.Last)
+		}
+		if !nt.IsZero() && nt.Before(next) {
+			next = nt
+		}
+	}
+
+	// Expire runs that can no longer start.
+	expired, err := s.st.RunsExpire(ctx, s.cfg.NodeID, now)
+	if err != nil {
+		noteErr("expire runs", err)
+	}
+	for _, r := range expired {
+		s.logRun(ctx, r, "", "run expired: not started by not_after")
+	}
+
+	// Claim and start due runs.
+	if err := s.claim(ctx, now); err != nil {
+		noteErr("claim runs", err)
+	}
+	due, err := s.st.RunsNextDue(ctx, s.jobNames())
+	if err != nil {
+		noteErr("next due run", err)
+	} else if due.After(now) && due.Before(next) {
+		next = due
+	}
+	if storeOK {
+		s.lastStoreErr.Store(nil)
+	} else if d := now.Add(time.Second); d.Before(next) {
+		next = d // try again soon
+	}
+	return next
+}
+
+// fire handles the due ticks of one cron job. It reports whether more ticks
+// remain to be handled at once.
+func (s *Scheduler) fire(ctx context.Context, d *jobs.Definition, cur *store.Cursor, now time.Time) (bool, error) {
+	plan := planTicks(d, cur.Last, now)
+	if plan.Cursor.IsZero() {
+		return false, nil
+	}
+	params := store.FireParams{
+		Job: d.Name, Expect: cur.Last, Cursor: plan.Cursor,
+		Skipped: plan.SkippedCount, LastSkipped: plan.LastSkipped,
+		Overlap: d.Overlap, Node: s.cfg.NodeID, Now: now,
+	}
+	for _, t := range plan.Fire {
+		nb, na := d.Window(jobs.TriggerSchedule, t)
+		params.Runs = append(params.Runs, store.RunInsertParams{
+			Job: d.Name, Trigger: jobs.TriggerSchedule, ScheduledAt: t, NotBefore: nb, NotAfter: na,
+			Retry: d.Retry, NoRetryExitCodes: d.NoRetryExitCodes, Node: s.cfg.NodeID, Now: now,
+		})
+	}
+	res, err := s.st.ScheduleFire(ctx, params)
+	if err != nil {
+		return false, err
+	}
+	if !res.Advanced {
+		// Another writer moved the cursor: read it and plan again next round.
+		cs, err := s.st.ScheduleCursors(ctx, []string{d.Name})
+		if err != nil {
+			return false, err
+		}
+		if c := cs[d.Name]; c != nil {
+			s.mu.Lock()
+			s.cursors[d.Name] = c
+			s.mu.Unlock()
+		}
+		return true, nil
+	}
+	s.mu.Lock()
+	s.cursors[d.Name] = res.Cursor
+	s.mu.Unlock()
+
+	for _, t := range plan.Skipped {
+		why := "missed by more than misfire_grace"
+		if !t.After(now.Add(-d.CatchupWindow)) {
+			why = "older than catchup_window"
+		}
+		s.log.WarnContext(ctx, "tick skipped", "job", d.Name, "tick", t.UTC().Format(time.RFC3339), "catchup", d.Catchup, "why", why)
+	}
+	if n := plan.SkippedCount - len(plan.Skipped); n > 0 {
+		s.log.WarnContext(ctx, "more ticks skipped", "job", d.Name, "count", n, "newest", plan.LastSkipped.UTC().Format(time.RFC3339))
+	}
+	if res.SkippedOverlap > 0 {
+		s.log.WarnContext(ctx, "tick skipped: the previous run is still active", "job", d.Name, "count", res.SkippedOverlap, "overlap", d.Overlap)
+	}
+	for _, r := range res.Replaced {
+		if r.Status == jobs.StatusRunning {
+			s.stopLocal(r.ID, jobs.ReasonReplaced)
+		} else {
+			s.logRun(ctx, r, "", "run replaced by a newer tick")
+		}
+	}
+	for _, r := range res.Created {
+		s.log.InfoContext(ctx, "tick fired", "job", r.Job, "run", r.ID, "tick", r.ScheduledAt.UTC().Format(time.RFC3339),
+			"late", now.Sub(r.ScheduledAt).Round(time.Millisecond).String())
+	}
+	if res.Duplicates > 0 {
+		s.log.InfoContext(ctx, "tick already fired", "job", d.Name, "count", res.Duplicates)
+	}
+	return plan.More, nil
+}
+
+// claim starts due runs up to the free slots.
+func (s *Scheduler) claim(ctx context.Context, now time.Time) error {
+	s.mu.Lock()
+	free := s.cfg.Concurrency - len(s.running)
+	draining := s.draining
+	limits := make(map[string]int, len(s.defs))
+	for name, d := range s.defs {
+		limits[name] = d.ConcurrencyLimit()
+	}
+	s.mu.Unlock()
+	if free <= 0 || draining || len(limits) == 0 {
+		return nil
+	}
+	runs, err := s.st.RunsClaim(ctx, store.ClaimParams{
+		Node: s.cfg.NodeID, Incarnation: s.incarnation, Jobs: limits, Limit: free, Now: now,
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range runs {
+		s.logRun(ctx, r, "", "attempt started")
+		s.startAttempt(r)
+	}
+	return nil
+}
+
+// stopLocal stops an attempt running on this node, if there is one.
+func (s *Scheduler) stopLocal(runID string, reason jobs.Reason) bool {
+	s.mu.Lock()
+	a := s.running[runID]
+	s.mu.Unlock()
+	if a == nil {
+		return false
+	}
+	a.cancel(stopCause{reason})
+	return true
+}
+
+// heartbeatLoop refreshes the node's heartbeat and stops the local attempts
+// whose runs a user asked to cancel from elsewhere.
+func (s *Scheduler) heartbeatLoop() {
+	defer s.loops.Done()
+	ctx := s.loopCtx
+	next := s.clock.Now()
+	for {
+		// Absolute deadlines: a late timer fires at once and never drifts.
+		next = next.Add(s.cfg.HeartbeatInterval)
+		t := s.clock.NewTimer(next.Sub(s.clock.Now()))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		now := s.clock.Now()
+		if err := s.st.NodeHeartbeat(ctx, s.cfg.NodeID, s.incarnation, now); err != nil {
+			if ctx.Err() == nil {
+				s.noteStoreError(err)
+				s.log.ErrorContext(ctx, "heartbeat", "error", err)
+			}
+			continue
+		}
+		s.lastHeartbeat.Store(now.UnixNano())
+		ids, err := s.st.RunsCancelRequested(ctx, s.incarnation)
+		if err != nil {
+			continue
+		}
+		for _, id := range ids {
+			s.stopLocal(id, jobs.ReasonCancelled)
+		}
+	}
+}
+
+// pruneLoop deletes finished runs older than history, at start and then
+// every PruneInterval.
+func (s *Scheduler) pruneLoop() {
+	defer s.loops.Done()
+	ctx := s.loopCtx
+	next := s.clock.Now()
+	for {
+		n, err := s.st.RunsPrune(ctx, s.clock.Now().Add(-s.cfg.History))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.log.ErrorContext(ctx, "prune runs", "error", err)
+		case n > 0:
+			s.log.InfoContext(ctx, "pruned finished runs", "count", n, "history", s.cfg.History)
+		}
+		next = next.Add(s.cfg.PruneInterval)
+		t := s.clock.NewTimer(next.Sub(s.clock.Now()))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+	}
+}
+
+func (s *Scheduler) noteStoreError(err error) {
+	msg := err.Error()
+	s.lastStoreErr.Store(&msg)
+}
+

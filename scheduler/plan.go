@@ -1,0 +1,107 @@
+package scheduler
+
+import (
+	"time"
+
+	"github.com/schedulerd/schedulerd/jobs"
+)
+
+// maxOldTicksPerPlan bounds the ticks older than the catch-up window that one
+// plan walks over, so a job firing every second whose cursor is a year old
+// costs bounded work per loop iteration; the next iterations go on from there.
+// Those ticks are skipped whatever the policy, so cutting the walk is safe.
+const maxOldTicksPerPlan = 200_000
+
+// maxLoggedSkips bounds the skipped ticks a plan lists one by one; the count
+// covers all of them.
+const maxLoggedSkips = 100
+
+// tickPlan is what to do with the ticks of one cron job between its cursor
+// and now.
+type tickPlan struct {
+	Fire []time.Time // ticks that get a run, oldest first
+	// Skipped lists the first maxLoggedSkips skipped ticks; SkippedCount
+	// counts all of them.
+	Skipped      []time.Time
+	SkippedCount int
+	LastSkipped  time.Time
+	// Cursor is the newest tick handled; zero when no tick was due.
+	Cursor time.Time
+	// More is set when the plan stopped early: plan again from Cursor.
+	More bool
+}
+
+func (p *tickPlan) skip(t time.Time) {
+	p.SkippedCount++
+	if t.After(p.LastSkipped) {
+		p.LastSkipped = t
+	}
+	if len(p.Skipped) < maxLoggedSkips {
+		p.Skipped = append(p.Skipped, t)
+	}
+}
+
+// planTicks decides, for a cron job whose last handled tick is last, which
+// ticks up to now fire and which are skipped:
+//
+//   - a tick late by at most misfire_grace is simply late: it fires;
+//   - ticks missed for longer follow catchup: none skips them; latest fires
+//     the newest of them unless a tick within the grace fires anyway; all
+//     fires each of them, at most catchup_max (the newest);
+//   - ticks older than catchup_window are skipped whatever the policy;
+//   - ticks outside the job's not_before/not_after are not part of its life:
+//     neither fired nor counted.
+func planTicks(d *jobs.Definition, last, now time.Time) tickPlan {
+	var p tickPlan
+	grace := d.MisfireGrace
+	horizon := now.Add(-max(d.CatchupWindow, grace))
+	lateLimit := now.Add(-grace)
+	inLife := func(t time.Time) bool {
+		return !t.Before(d.NotBefore) && (d.NotAfter.IsZero() || !t.After(d.NotAfter))
+	}
+	keepMissed := 0
+	switch d.Catchup {
+	case jobs.CatchupAll:
+		keepMissed = max(d.CatchupMax, 1)
+	case jobs.CatchupLatest:
+		keepMissed = 1
+	}
+	// missed keeps the newest keepMissed missed ticks; older ones are skipped
+	// as newer ones push them out.
+	var missed, onTime []time.Time
+	old := 0
+	for t := d.Schedule.Next(last); !t.IsZero() && !t.After(now); t = d.Schedule.Next(t) {
+		switch {
+		case !inLife(t):
+		case !t.After(horizon):
+			p.skip(t)
+			if old++; old >= maxOldTicksPerPlan {
+				p.Cursor, p.More = t, true
+				return p
+			}
+		case t.Before(lateLimit):
+			if keepMissed == 0 {
+				p.skip(t)
+				break
+			}
+			if len(missed) == keepMissed {
+				p.skip(missed[0])
+				missed = missed[1:]
+			}
+			missed = append(missed, t)
+		default:
+			onTime = append(onTime, t)
+		}
+		p.Cursor = t
+	}
+	if d.Catchup == jobs.CatchupLatest && len(onTime) > 0 {
+		// A tick within the grace fires: it is the newest run, so the
+		// missed one is not needed.
+		for _, t := range missed {
+			p.skip(t)
+		}
+		missed = nil
+	}
+	p.Fire = append(missed, onTime...)
+	return p
+}

@@ -1,0 +1,424 @@
+package scheduler
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// Config holds the engine's settings; it mirrors the [daemon] section.
+type Config struct {
+	NodeID            string
+	Concurrency       int           // runs at once on this node; default 4
+	HeartbeatInterval time.Duration // default 30s
+	InactiveThreshold time.Duration // default 2m
+	ShutdownGrace     time.Duration // default 30s
+	History           time.Duration // default 720h
+	// PollInterval is the longest the loop sleeps when it expects nothing:
+	// it then looks for work that other writers made. Default 10s.
+	PollInterval time.Duration
+	// PruneInterval is how often finished runs are pruned. Default 1h.
+	PruneInterval time.Duration
+	Version       string
+	// SocketPath is passed to command jobs as SCHEDULERD_SOCKET.
+	SocketPath string
+	Clock      Clock
+	Logger     *slog.Logger
+	// Rand returns floats in [0, 1) for backoff jitter.
+	Rand func() float64
+}
+
+func (c Config) withDefaults() Config {
+	c.NodeID = cmp.Or(c.NodeID, hostname())
+	c.Concurrency = cmp.Or(c.Concurrency, 4)
+	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, 30*time.Second)
+	c.InactiveThreshold = cmp.Or(c.InactiveThreshold, 2*time.Minute)
+	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, 30*time.Second)
+	c.History = cmp.Or(c.History, 720*time.Hour)
+	c.PollInterval = cmp.Or(c.PollInterval, 10*time.Second)
+	c.PruneInterval = cmp.Or(c.PruneInterval, time.Hour)
+	c.Version = cmp.Or(c.Version, "dev")
+	if c.Clock == nil {
+		c.Clock = RealClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Rand == nil {
+		c.Rand = rand.Float64
+	}
+	return c
+}
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "localhost"
+	}
+	return h
+}
+
+// Errors the API returns for callers to branch on.
+var (
+	ErrUnknownJob = errors.New("unknown job")
+	ErrStopped    = errors.New("scheduler is stopped")
+)
+
+// Scheduler is the engine of one node.
+type Scheduler struct {
+	cfg         Config
+	st          store.Store
+	log         *slog.Logger
+	clock       Clock
+	incarnation string
+
+	mu      sync.Mutex
+	defs    map[string]*jobs.Definition
+	order   []string // job names in declaration order
+	cursors map[string]*store.Cursor
+	running map[string]*attempt // by run id
+	draining bool
+
+	wake     chan struct{}
+	loopCtx  context.Context
+	stopLoop context.CancelCauseFunc
+	runCtx   context.Context // parent of every attempt; cancelled at the end of shutdown grace
+	stopRuns context.CancelCauseFunc
+	loops    sync.WaitGroup
+	workers  sync.WaitGroup
+	started  atomic.Bool
+	stopOnce sync.Once
+
+	// health
+	lastLoop      atomic.Int64 // unix nanos of the last loop iteration
+	lastHeartbeat atomic.Int64 // unix nanos of the last successful heartbeat
+	lastStoreErr  atomic.Pointer[string]
+
+	// Test hooks. iterSeq counts loop iterations started; iterDone, when
+	// set, is called with the number of each finished iteration; attemptDone
+	// receives, for each finished attempt, the iteration count read just
+	// before the attempt woke the loop (so an iteration after it follows).
+	iterSeq     atomic.Int64
+	iterDone    func(seq int64)
+	attemptDone chan int64
+
+	// OnLoop, if set before Start, is called after each loop iteration from the
+	// loop goroutine (the daemon sends the systemd watchdog ping from it).
+	OnLoop func()
+}
+
+// attempt is an attempt running on this node.
+type attempt struct {
+	run    *jobs.Run
+	fence  jobs.Fence
+	cancel context.CancelCauseFunc
+}
+
+// stopCause carries the reason an attempt was stopped.
+type stopCause struct{ reason jobs.Reason }
+
+func (c stopCause) Error() string { return "attempt stopped: " + string(c.reason) }
+
+// New returns a scheduler over st with the given jobs. It validates the jobs
+// and does nothing else until Start.
+func New(st store.Store, cfg Config, defs []*jobs.Definition) (*Scheduler, error) {
+	cfg = cfg.withDefaults()
+	s := &Scheduler{
+		cfg:         cfg,
+		st:          st,
+		log:         cfg.Logger.With("component", "scheduler", "node", cfg.NodeID),
+		clock:       cfg.Clock,
+		incarnation: uuid.NewString(),
+		cursors:     map[string]*store.Cursor{},
+		running:     map[string]*attempt{},
+		wake:        make(chan struct{}, 1),
+	}
+	if err := s.setJobs(defs); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Scheduler) setJobs(defs []*jobs.Definition) error {
+	m := make(map[string]*jobs.Definition, len(defs))
+	order := make([]string, 0, len(defs))
+	for _, d := range defs {
+		if err := d.Validate(); err != nil {
+			return fmt.Errorf("job %q: %w", d.Name, err)
+		}
+		if _, dup := m[d.Name]; dup {
+			return fmt.Errorf("job %q: declared twice", d.Name)
+		}
+		m[d.Name] = d
+		order = append(order, d.Name)
+	}
+	s.mu.Lock()
+	s.defs, s.order = m, order
+	s.mu.Unlock()
+	return nil
+}
+
+// Incarnation is this process's incarnation id.
+func (s *Scheduler) Incarnation() string { return s.incarnation }
+
+// NodeID is the node's id.
+func (s *Scheduler) NodeID() string { return s.cfg.NodeID }
+
+// Jobs returns the declared jobs in declaration order.
+func (s *Scheduler) Jobs() []*jobs.Definition {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*jobs.Definition, 0, len(s.order))
+	for _, n := range s.order {
+		out = append(out, s.defs[n])
+	}
+	return out
+}
+
+// Job returns one declared job.
+func (s *Scheduler) Job(name string) (*jobs.Definition, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, ok := s.defs[name]
+	return d, ok
+}
+
+// Start registers the node, resolves the attempts that this node's previous
+// process left running, makes the runs of one-off jobs, and starts the loops.
+// It returns after that synchronous setup.
+func (s *Scheduler) Start(ctx context.Context) error {
+	if !s.started.CompareAndSwap(false, true) {
+		return errors.New("scheduler already started")
+	}
+	now := s.clock.Now()
+	prev, err := s.st.NodeRegister(ctx, store.NodeRegisterParams{
+		ID: s.cfg.NodeID, Incarnation: s.incarnation, Host: hostname(), PID: os.Getpid(),
+		Version: s.cfg.Version, Jobs: s.jobNames(), Now: now,
+	})
+	if err != nil {
+		return fmt.Errorf("register node: %w", err)
+	}
+	s.lastHeartbeat.Store(now.UnixNano())
+	if prev != nil {
+		s.log.InfoContext(ctx, "node took over from its previous process",
+			"previous_incarnation", prev.Incarnation, "previous_pid", prev.PID, "incarnation", s.incarnation)
+	}
+	if err := s.recoverOwn(ctx, now); err != nil {
+		return err
+	}
+	if err := s.syncJobs(ctx, now); err != nil {
+		return err
+	}
+
+	s.loopCtx, s.stopLoop = context.WithCancelCause(context.WithoutCancel(ctx))
+	s.runCtx, s.stopRuns = context.WithCancelCause(context.WithoutCancel(ctx))
+	s.lastLoop.Store(now.UnixNano())
+	s.loops.Add(3)
+	go s.tickLoop()
+	go s.heartbeatLoop()
+	go s.pruneLoop()
+	s.log.InfoContext(ctx, "scheduler started", "incarnation", s.incarnation, "jobs", len(s.order), "concurrency", s.cfg.Concurrency)
+	return nil
+}
+
+func (s *Scheduler) jobNames() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.order)
+}
+
+// recoverOwn resolves, through the retry flow, the attempts that an earlier
+// process of this node left running: that process is gone (the store lock or
+// the node registry says so), so they were interrupted.
+func (s *Scheduler) recoverOwn(ctx context.Context, now time.Time) error {
+	runs, err := s.st.RunsRunning(ctx, s.cfg.NodeID)
+	if err != nil {
+		return fmt.Errorf("list interrupted runs: %w", err)
+	}
+	for _, r := range runs {
+		if r.Incarnation == s.incarnation {
+			continue
+		}
+		f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}
+		res := jobs.Result{Err: errors.New("the node's previous process ended while the attempt ran")}
+		t := jobs.FailAttempt(r, f, s.cfg.NodeID, res, jobs.ReasonInterrupted, now, s.cfg.Rand)
+		if _, err := s.transition(ctx, r, t); err != nil && !errors.Is(err, store.ErrFenced) {
+			return fmt.Errorf("resolve interrupted run %s: %w", r.ID, err)
+		}
+	}
+	return nil
+}
+
+// syncJobs reads the cursors of cron jobs (creating missing ones at now, so
+// a new job does not catch up on the past) and makes the runs of one-off jobs.
+func (s *Scheduler) syncJobs(ctx context.Context, now time.Time) error {
+	defs := s.Jobs()
+	var cron []string
+	for _, d := range defs {
+		if d.Schedule != nil {
+			cron = append(cron, d.Name)
+		}
+	}
+	cursors, err := s.st.ScheduleCursors(ctx, cron)
+	if err != nil {
+		return fmt.Errorf("read schedule cursors: %w", err)
+	}
+	for _, name := range cron {
+		if _, ok := cursors[name]; ok {
+			continue
+		}
+		res, err := s.st.ScheduleFire(ctx, store.FireParams{Job: name, Cursor: now, Node: s.cfg.NodeID, Now: now})
+		if err != nil {
+			return fmt.Errorf("create schedule cursor of %q: %w", name, err)
+		}
+		if !res.Advanced { // made meanwhile by another node
+			c, err := s.st.ScheduleCursors(ctx, []string{name})
+			if err != nil {
+				return fmt.Errorf("read schedule cursor of %q: %w", name, err)
+			}
+			cursors[name] = c[name]
+			continue
+		}
+		cursors[name] = res.Cursor
+	}
+	s.mu.Lock()
+	s.cursors = cursors
+	s.mu.Unlock()
+
+	for _, d := range defs {
+		if d.At.IsZero() {
+			continue
+		}
+		nb, na := d.Window(jobs.TriggerOnce, d.At)
+		r, err := s.st.RunInsert(ctx, store.RunInsertParams{
+			Job: d.Name, Trigger: jobs.TriggerOnce, ScheduledAt: d.At, NotBefore: nb, NotAfter: na,
+			Retry: d.Retry, NoRetryExitCodes: d.NoRetryExitCodes, Node: s.cfg.NodeID, Now: now,
+		})
+		switch {
+		case errors.Is(err, store.ErrDuplicate):
+			// Made by an earlier start: a one-off job fires once, ever.
+		case err != nil:
+			return fmt.Errorf("make the run of one-off job %q: %w", d.Name, err)
+		default:
+			s.logRun(ctx, r, "", "one-off run made")
+		}
+	}
+	return nil
+}
+
+// Reload swaps in a new set of jobs. The caller validated them; attempts
+// that are running go on with the definition they started with.
+func (s *Scheduler) Reload(ctx context.Context, defs []*jobs.Definition) error {
+	old := s.Jobs()
+	if err := s.setJobs(defs); err != nil {
+		return err
+	}
+	if err := s.syncJobs(ctx, s.clock.Now()); err != nil {
+		// Keep the old job set: nothing of the new one is half in force.
+		_ = s.setJobs(old)
+		return err
+	}
+	s.log.InfoContext(ctx, "jobs reloaded", "jobs", len(defs))
+	s.Wake()
+	return nil
+}
+
+// Wake makes the loop look for work now.
+func (s *Scheduler) Wake() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Stop stops claiming and firing, lets running attempts finish for
+// shutdown_grace, then stops them (reason shutdown, through the retry flow)
+// and waits until their results are written. It is idempotent.
+func (s *Scheduler) Stop(ctx context.Context) {
+	if !s.started.Load() {
+		return
+	}
+	s.stopOnce.Do(func() {
+		s.mu.Lock()
+		s.draining = true
+		n := len(s.running)
+		s.mu.Unlock()
+		s.stopLoop(ErrStopped)
+		s.loops.Wait()
+		if n > 0 {
+			s.log.InfoContext(ctx, "waiting for running attempts", "running", n, "shutdown_grace", s.cfg.ShutdownGrace)
+		}
+		done := make(chan struct{})
+		go func() { s.workers.Wait(); close(done) }()
+		t := s.clock.NewTimer(s.cfg.ShutdownGrace)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C():
+			s.stopRuns(stopCause{jobs.ReasonShutdown})
+			<-done
+		case <-ctx.Done():
+			s.stopRuns(stopCause{jobs.ReasonShutdown})
+			<-done
+		}
+		s.stopRuns(ErrStopped)
+		s.log.InfoContext(ctx, "scheduler stopped")
+	})
+}
+
+// Running returns the number of attempts running on this node.
+func (s *Scheduler) Running() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.running)
+}
+
+// transition applies t to run r and logs the change.
+func (s *Scheduler) transition(ctx context.Context, r *jobs.Run, t jobs.Transition) (*jobs.Run, error) {
+	nr, err := s.st.RunTransition(ctx, t)
+	if err != nil {
+		if errors.Is(err, store.ErrFenced) {
+			s.log.WarnContext(ctx, "stale attempt write rejected", "job", r.Job, "run", r.ID, "attempt", r.Attempt, "to", t.To, "reason", t.Reason)
+		}
+		return nil, err
+	}
+	s.logRun(ctx, nr, r.Status, "")
+	return nr, nil
+}
+
+func (s *Scheduler) logRun(ctx context.Context, r *jobs.Run, from jobs.Status, msg string) {
+	attrs := []any{"job", r.Job, "run", r.ID, "attempt", r.Attempt, "status", r.Status, "reason", r.Reason}
+	if from != "" {
+		attrs = append(attrs, "from", from)
+	}
+	if r.Status == jobs.StatusRetrying {
+		attrs = append(attrs, "next_attempt_at", r.NotBefore.UTC().Format(time.RFC3339))
+	}
+	if r.Error != "" {
+		attrs = append(attrs, "error", r.Error)
+	}
+	if r.ExitCode != nil {
+		attrs = append(attrs, "exit_code", *r.ExitCode)
+	}
+	if msg == "" {
+		msg = "run " + string(r.Status)
+	}
+	level := slog.LevelInfo
+	if r.Status == jobs.StatusDeadLetter || r.Status == jobs.StatusRetrying {
+		level = slog.LevelWarn
+	}
+	s.log.Log(ctx, level, msg, attrs...)
+}

@@ -1,0 +1,169 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/jobs/command"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// startAttempt runs a claimed run in its own goroutine. The attempt is
+// registered before startAttempt returns, so the next claim sees the slot
+// taken.
+func (s *Scheduler) startAttempt(r *jobs.Run) {
+	s.mu.Lock()
+	d := s.defs[r.Job]
+	f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: s.incarnation}
+	ctx, cancel := context.WithCancelCause(s.runCtx)
+	a := &attempt{run: r, fence: f, cancel: cancel}
+	s.running[r.ID] = a
+	s.workers.Add(1)
+	s.mu.Unlock()
+
+	go func() {
+		defer s.workers.Done()
+		var res jobs.Result
+		if d == nil { // removed by a reload between claim and start
+			res = jobs.Result{Err: fmt.Errorf("job %q is no longer declared on this node", r.Job), StartFailed: true}
+		} else {
+			res = s.execute(ctx, r, d)
+		}
+		cancel(nil)
+		t := jobs.Finish(r, f, s.cfg.NodeID, res, s.clock.Now(), s.cfg.Rand)
+		s.finish(r, t)
+		s.mu.Lock()
+		delete(s.running, r.ID)
+		s.mu.Unlock()
+		seq := s.iterSeq.Load()
+		s.Wake()
+		if s.attemptDone != nil {
+			s.attemptDone <- seq
+		}
+	}()
+}
+
+// finish writes the result of an attempt. A store error is retried for a
+// while: the result is the one thing a worker must not drop. A fenced write
+// is final: the attempt was taken from this node.
+func (s *Scheduler) finish(r *jobs.Run, t jobs.Transition) {
+	ctx := context.Background()
+	delay := 100 * time.Millisecond
+	deadline := s.clock.Now().Add(2 * time.Minute)
+	for {
+		_, err := s.transition(ctx, r, t)
+		if err == nil || errors.Is(err, store.ErrFenced) || errors.Is(err, jobs.ErrInvalidTransition) || errors.Is(err, store.ErrNotFound) {
+			if err != nil && !errors.Is(err, store.ErrFenced) {
+				s.log.Error("record attempt result", "job", r.Job, "run", r.ID, "attempt", r.Attempt, "error", err)
+			}
+			return
+		}
+		s.noteStoreError(err)
+		if s.clock.Now().After(deadline) {
+			s.log.Error("record attempt result: giving up; the attempt is resolved when the node restarts",
+				"job", r.Job, "run", r.ID, "attempt", r.Attempt, "error", err)
+			return
+		}
+		s.log.Warn("record attempt result: retrying", "job", r.Job, "run", r.ID, "error", err)
+		tm := s.clock.NewTimer(delay)
+		<-tm.C()
+		delay = min(delay*2, 5*time.Second)
+	}
+}
+
+// execute runs one attempt of r and returns its result.
+func (s *Scheduler) execute(ctx context.Context, r *jobs.Run, d *jobs.Definition) jobs.Result {
+	if d.Timeout > 0 {
+		tctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		tm := s.clock.NewTimer(d.Timeout)
+		defer tm.Stop()
+		go func() {
+			select {
+			case <-tm.C():
+				cancel(stopCause{jobs.ReasonTimeout})
+			case <-tctx.Done():
+			}
+		}()
+		ctx = tctx
+	}
+	info := jobs.Info{
+		RunID: r.ID, Job: r.Job, Attempt: r.Attempt, ScheduledAt: r.ScheduledAt,
+		Trigger: r.Trigger, Payload: r.Payload, Node: s.cfg.NodeID,
+	}
+	var res jobs.Result
+	if d.Handler != nil {
+		res = runHandler(jobs.WithInfo(ctx, info), d.Handler)
+	} else {
+		res = s.runCommand(ctx, d, info)
+	}
+	if ctx.Err() != nil {
+		var sc stopCause
+		if errors.As(context.Cause(ctx), &sc) {
+			res.Reason = sc.reason
+			if res.Err == nil && (res.ExitCode == nil || *res.ExitCode != 0) {
+				res.Err = fmt.Errorf("stopped: %s", sc.reason)
+			}
+			if sc.reason == jobs.ReasonTimeout {
+				res.Err = fmt.Errorf("timed out after %s", d.Timeout)
+			}
+		}
+	}
+	return res
+}
+
+func runHandler(ctx context.Context, h jobs.Handler) (res jobs.Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = jobs.Result{Err: fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())}
+		}
+	}()
+	return jobs.Result{Err: h(ctx)}
+}
+
+func (s *Scheduler) runCommand(ctx context.Context, d *jobs.Definition, info jobs.Info) jobs.Result {
+	env := make(map[string]string, len(d.Env)+8)
+	for k, v := range d.Env {
+		env[k] = v
+	}
+	env["SCHEDULERD_JOB"] = info.Job
+	env["SCHEDULERD_RUN_ID"] = info.RunID
+	env["SCHEDULERD_ATTEMPT"] = strconv.Itoa(info.Attempt)
+	env["SCHEDULERD_SCHEDULED_AT"] = info.ScheduledAt.UTC().Format(time.RFC3339)
+	env["SCHEDULERD_NODE"] = info.Node
+	env["SCHEDULERD_TRIGGER"] = string(info.Trigger)
+	if s.cfg.SocketPath != "" {
+		env["SCHEDULERD_SOCKET"] = s.cfg.SocketPath
+	}
+	if info.Payload != "" {
+		env["SCHEDULERD_PAYLOAD"] = info.Payload
+	}
+	cr := command.Run(ctx, command.Spec{
+		Argv: d.Command, Shell: d.Shell, Dir: d.Workdir, User: d.User, Env: env,
+		KillGrace: d.KillGrace, OutputLimit: d.OutputLimit,
+	})
+	res := jobs.Result{
+		Output: cr.Output.String(), OutputBytes: cr.Output.Total, Truncated: cr.Output.Truncated,
+	}
+	switch {
+	case cr.StartErr != nil:
+		res.Err, res.StartFailed = cr.StartErr, true
+	case cr.Signal != "":
+		res.Err = fmt.Errorf("killed by signal: %s", cr.Signal)
+	default:
+		code := cr.ExitCode
+		res.ExitCode = &code
+		if code != 0 {
+			res.Err = fmt.Errorf("exit status %d", code)
+		}
+	}
+	if cr.Killed {
+		res.Err = fmt.Errorf("%w (SIGKILL after kill_grace %s)", res.Err, d.KillGrace)
+	}
+	return res
+}
