@@ -290,4 +290,3 @@ func (s *Scheduler) noteStoreError(err error) {
 	msg := err.Error()
 	s.lastStoreErr.Store(&msg)
 }
-

@@ -9,8 +9,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -35,8 +37,12 @@ type Config struct {
 	Version       string
 	// SocketPath is passed to command jobs as SCHEDULERD_SOCKET.
 	SocketPath string
-	Clock      Clock
-	Logger     *slog.Logger
+	// ExclusiveStore says that this process holds the store alone (the
+	// SQLite lock): any earlier incarnation of the node is then gone, and
+	// the node takes over its id without judging its liveness.
+	ExclusiveStore bool
+	Clock          Clock
+	Logger         *slog.Logger
 	// Rand returns floats in [0, 1) for backoff jitter.
 	Rand func() float64
 }
@@ -63,6 +69,24 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// processExists reports whether a process with this pid exists and runs the
+// same program as this one (a pid reused by an unrelated program does not
+// count).
+func processExists(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	self, err1 := os.Readlink("/proc/self/exe")
+	other, err2 := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err1 != nil || err2 != nil {
+		return true // cannot tell: assume it is ours
+	}
+	return strings.TrimSuffix(other, " (deleted)") == strings.TrimSuffix(self, " (deleted)")
+}
+
 func hostname() string {
 	h, err := os.Hostname()
 	if err != nil || h == "" {
@@ -85,11 +109,11 @@ type Scheduler struct {
 	clock       Clock
 	incarnation string
 
-	mu      sync.Mutex
-	defs    map[string]*jobs.Definition
-	order   []string // job names in declaration order
-	cursors map[string]*store.Cursor
-	running map[string]*attempt // by run id
+	mu       sync.Mutex
+	defs     map[string]*jobs.Definition
+	order    []string // job names in declaration order
+	cursors  map[string]*store.Cursor
+	running  map[string]*attempt // by run id
 	draining bool
 
 	wake     chan struct{}
@@ -204,12 +228,9 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		return errors.New("scheduler already started")
 	}
 	now := s.clock.Now()
-	prev, err := s.st.NodeRegister(ctx, store.NodeRegisterParams{
-		ID: s.cfg.NodeID, Incarnation: s.incarnation, Host: hostname(), PID: os.Getpid(),
-		Version: s.cfg.Version, Jobs: s.jobNames(), Now: now,
-	})
+	prev, err := s.register(ctx, now)
 	if err != nil {
-		return fmt.Errorf("register node: %w", err)
+		return err
 	}
 	s.lastHeartbeat.Store(now.UnixNano())
 	if prev != nil {
@@ -238,6 +259,50 @@ func (s *Scheduler) jobNames() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.order)
+}
+
+// register records this incarnation of the node. When the id has a row, the
+// node takes it over at once if the incarnation there is gone: the store is
+// held exclusively, or it ran on this host and its process no longer exists,
+// or it has been silent for inactive_threshold. A live incarnation elsewhere
+// makes the start fail: two processes must never share a node id.
+func (s *Scheduler) register(ctx context.Context, now time.Time) (*store.Node, error) {
+	p := store.NodeRegisterParams{
+		ID: s.cfg.NodeID, Incarnation: s.incarnation, Host: hostname(), PID: os.Getpid(),
+		Version: s.cfg.Version, Jobs: s.jobNames(), Now: now,
+	}
+	prev, err := s.st.NodeRegister(ctx, p)
+	if err == nil || !errors.Is(err, store.ErrLocked) || prev == nil {
+		if err != nil {
+			return nil, fmt.Errorf("register node: %w", err)
+		}
+		return prev, nil
+	}
+	if why, alive := s.alive(prev); alive {
+		return nil, fmt.Errorf("%w: node id %q belongs to a live process (host %s, pid %d, %s); give each node its own node_id",
+			store.ErrLocked, s.cfg.NodeID, prev.Host, prev.PID, why)
+	}
+	p.Replace = prev.Incarnation
+	if prev, err = s.st.NodeRegister(ctx, p); err != nil {
+		return nil, fmt.Errorf("register node: %w", err)
+	}
+	return prev, nil
+}
+
+// alive judges whether the incarnation in a node row may still be running.
+func (s *Scheduler) alive(n *store.Node) (string, bool) {
+	switch {
+	case s.cfg.ExclusiveStore:
+		return "", false
+	case n.Host == hostname():
+		if processExists(n.PID) && n.PID != os.Getpid() {
+			return "its process still runs on this host", true
+		}
+		return "", false
+	case n.Age < s.cfg.InactiveThreshold:
+		return fmt.Sprintf("last heartbeat %s ago, under inactive_threshold %s", n.Age.Round(time.Second), s.cfg.InactiveThreshold), true
+	}
+	return "", false
 }
 
 // recoverOwn resolves, through the retry flow, the attempts that an earlier

@@ -270,9 +270,9 @@ func TestNotBeforeHolds(t *testing.T) {
 func TestOverlapPolicies(t *testing.T) {
 	for _, tc := range []struct {
 		overlap jobs.Overlap
-		runs    int           // runs made by two ticks while the first is running
-		first   jobs.Status   // status of the first run after the second tick
-		second  jobs.Status   // status of the second run right after the second tick
+		runs    int         // runs made by two ticks while the first is running
+		first   jobs.Status // status of the first run after the second tick
+		second  jobs.Status // status of the second run right after the second tick
 	}{
 		{jobs.OverlapAllow, 2, jobs.StatusRunning, jobs.StatusRunning},
 		{jobs.OverlapSkip, 1, jobs.StatusRunning, ""},

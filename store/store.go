@@ -28,10 +28,16 @@ type Store interface {
 	// Close releases the store.
 	Close() error
 
-	// NodeRegister records a new incarnation of a node and returns the row
-	// it replaced, if any, so the caller can decide whether the previous
-	// incarnation is still alive.
+	// NodeRegister records a new incarnation of a node by compare-and-set:
+	// it writes only when the stored row's incarnation is p.Replace (no row
+	// at all when Replace is empty) and then returns the row it replaced.
+	// Otherwise it writes nothing and returns the stored row with an error
+	// wrapping ErrLocked, so the caller can judge whether that incarnation
+	// is alive before it asks again with Replace set to it.
 	NodeRegister(ctx context.Context, p NodeRegisterParams) (prev *Node, err error)
+	// NodeDelete removes a node's row if it still belongs to incarnation
+	// (ErrFenced otherwise, ErrNotFound when there is none).
+	NodeDelete(ctx context.Context, nodeID, incarnation string) error
 	// NodeHeartbeat refreshes the node's heartbeat; ErrFenced when the row
 	// now belongs to another incarnation, ErrNotFound when it was pruned.
 	NodeHeartbeat(ctx context.Context, nodeID, incarnation string, now time.Time) error
@@ -115,7 +121,10 @@ type NodeRegisterParams struct {
 	PID         int
 	Version     string
 	Jobs        []string
-	Now         time.Time
+	// Replace is the incarnation the caller found and decided to take
+	// over; empty to register only when the node id has no row.
+	Replace string
+	Now     time.Time
 }
 
 // Cursor is the durable schedule state of a cron job.

@@ -19,8 +19,9 @@ func jsonStrings(ss []string) string {
 	return string(b)
 }
 
-// NodeRegister records a new incarnation of a node and returns the row it
-// replaced, with its Age by the given time.
+// NodeRegister records a new incarnation of a node by compare-and-set on
+// the stored incarnation (see store.Store) and returns the row it replaced,
+// with its Age by the given time.
 func (s *Store) NodeRegister(ctx context.Context, p store.NodeRegisterParams) (*store.Node, error) {
 	if p.ID == "" || p.Incarnation == "" {
 		return nil, errors.New("register node: id and incarnation must be set")
@@ -35,6 +36,15 @@ func (s *Store) NodeRegister(ctx context.Context, p store.NodeRegisterParams) (*
 		if err != nil {
 			return err
 		}
+		if stored := ""; prev != nil || p.Replace != "" {
+			if prev != nil {
+				stored = prev.Incarnation
+			}
+			if stored != p.Replace {
+				return fmt.Errorf("%w: node id %s is held by incarnation %q (host %s, pid %d)",
+					store.ErrLocked, p.ID, stored, hostOf(prev), pidOf(prev))
+			}
+		}
 		_, err = c.exec(ctx, `INSERT INTO nodes (id, incarnation, host, pid, version, started_at, heartbeat_at, jobs_json)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET incarnation = excluded.incarnation, host = excluded.host,
@@ -44,9 +54,48 @@ func (s *Store) NodeRegister(ctx context.Context, p store.NodeRegisterParams) (*
 		return err
 	})
 	if err != nil {
+		if errors.Is(err, store.ErrLocked) {
+			return prev, err
+		}
 		return nil, err
 	}
 	return prev, nil
+}
+
+func hostOf(n *store.Node) string {
+	if n == nil {
+		return ""
+	}
+	return n.Host
+}
+
+func pidOf(n *store.Node) int {
+	if n == nil {
+		return 0
+	}
+	return n.PID
+}
+
+// NodeDelete removes a node's row if it still belongs to incarnation.
+func (s *Store) NodeDelete(ctx context.Context, nodeID, incarnation string) error {
+	return s.write(ctx, "delete node "+nodeID, func(c conn) error {
+		res, err := c.exec(ctx, `DELETE FROM nodes WHERE id = ? AND incarnation = ?`, nodeID, incarnation)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return err
+		}
+		var other string
+		err = c.queryRow(ctx, `SELECT incarnation FROM nodes WHERE id = ?`, nodeID).Scan(&other)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("node %s: %w", nodeID, store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: node %s belongs to incarnation %s, not %s", store.ErrFenced, nodeID, other, incarnation)
+	})
 }
 
 // NodeHeartbeat refreshes the heartbeat of the node's incarnation.

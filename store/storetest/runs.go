@@ -374,9 +374,22 @@ func testNodes(t *testing.T, s store.Store) {
 		t.Fatalf("node: %+v", n)
 	}
 
-	// A new incarnation takes the row over and reports the one it replaced.
+	// Registering over a row without naming its incarnation changes
+	// nothing and reports the stored row.
+	held, err := s.NodeRegister(ctx, store.NodeRegisterParams{ID: "web-1", Incarnation: incB, Host: "web-2.example", Now: t0.Add(time.Minute)})
+	wantErr(t, err, store.ErrLocked)
+	if held == nil || held.Incarnation != incA || held.Host != "web-1.example" || held.Age != 30*time.Second {
+		t.Fatalf("held node: %+v", held)
+	}
+	_, err = s.NodeRegister(ctx, store.NodeRegisterParams{ID: "web-1", Incarnation: incB, Replace: "some-other", Now: t0.Add(time.Minute)})
+	wantErr(t, err, store.ErrLocked)
+	_, err = s.NodeRegister(ctx, store.NodeRegisterParams{ID: "web-7", Incarnation: incB, Replace: incA, Now: t0.Add(time.Minute)})
+	wantErr(t, err, store.ErrLocked)
+
+	// A new incarnation that names the stored one takes the row over and
+	// reports the one it replaced.
 	prev, err = s.NodeRegister(ctx, store.NodeRegisterParams{ID: "web-1", Incarnation: incB, Host: "web-1.example",
-		PID: 4343, Version: "1.2.4", Now: t0.Add(2 * time.Minute)})
+		PID: 4343, Version: "1.2.4", Replace: incA, Now: t0.Add(2 * time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,5 +417,16 @@ func testNodes(t *testing.T, s store.Store) {
 	}
 	if n := byID["web-1"]; n.Incarnation != incB || n.Version != "1.2.4" || len(n.Jobs) != 0 || !n.HeartbeatAt.Equal(t0.Add(3*time.Minute)) {
 		t.Fatalf("node after re-registration: %+v", n)
+	}
+
+	// Delete is fenced by the incarnation.
+	wantErr(t, s.NodeDelete(ctx, "web-1", incA), store.ErrFenced)
+	wantErr(t, s.NodeDelete(ctx, "web-9", incA), store.ErrNotFound)
+	if err := s.NodeDelete(ctx, "web-1", incB); err != nil {
+		t.Fatal(err)
+	}
+	nodes, err = s.NodesList(ctx)
+	if err != nil || len(nodes) != 1 || nodes[0].ID != "web-2" {
+		t.Fatalf("NodesList after delete = %v, %v", nodes, err)
 	}
 }
