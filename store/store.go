@@ -209,3 +209,13 @@ type RunFilter struct {
 	Status jobs.Status
 	Limit  int // 0: 100
 }
+
+// Notifier is implemented by stores that can tell an idle node that new
+// work may be due (PostgreSQL LISTEN/NOTIFY). The engine wakes on each
+// value and still polls at a bounded interval, so a lost notification only
+// delays work.
+type Notifier interface {
+	// Wakeups returns a channel that receives a value, coalesced, after
+	// runs were made or became due again in the store by any process.
+	Wakeups() <-chan struct{}
+}
