@@ -7,31 +7,31 @@ import (
 
 // Run is one logical execution of a job. Attempts of the same run are retries.
 type Run struct {
-	ID          string
-	Job         string
-	Status      Status
-	Attempt     int // number of the current or last attempt; 0 before the first
-	MaxAttempts int
-	Trigger     Trigger
-	ScheduledAt time.Time // the tick, the at time, or when a trigger was made
-	NotBefore   time.Time
-	NotAfter    time.Time // zero: no deadline
-	CreatedAt   time.Time
-	StartedAt   time.Time // start of the current or last attempt
-	FinishedAt  time.Time
-	Node        string // node of the current or last attempt
-	Incarnation string // process incarnation of the current or last attempt
-	ExitCode    *int
-	Error       string
-	Reason      Reason
-	DedupID     string
-	RerunOf     string
-	Payload     string
-	Retry       RetryPolicy // the policy the run was made with
+	ID               string
+	Job              string
+	Status           Status
+	Attempt          int // number of the current or last attempt; 0 before the first
+	MaxAttempts      int
+	Trigger          Trigger
+	ScheduledAt      time.Time // the tick, the at time, or when a trigger was made
+	NotBefore        time.Time
+	NotAfter         time.Time // zero: no deadline
+	CreatedAt        time.Time
+	StartedAt        time.Time // start of the current or last attempt
+	FinishedAt       time.Time
+	Node             string // node of the current or last attempt
+	Incarnation      string // process incarnation of the current or last attempt
+	ExitCode         *int
+	Error            string
+	Reason           Reason
+	DedupID          string
+	RerunOf          string
+	Payload          string
+	Retry            RetryPolicy // the policy the run was made with
 	NoRetryExitCodes []int
-	CancelRequested bool // a user asked to cancel a running attempt
-	Progress        int  // 0-100, reported by the job
-	ProgressMessage string
+	CancelRequested  bool // a user asked to cancel a running attempt
+	Progress         int  // 0-100, reported by the job
+	ProgressMessage  string
 }
 
 // Active reports whether the run is not finished.
@@ -64,6 +64,11 @@ type Attempt struct {
 	Output      string // bounded: head, truncation marker, tail
 	OutputBytes int64  // total bytes the attempt wrote
 	Truncated   bool
+}
+
+// Ok reports whether the attempt succeeded.
+func (r Result) Ok() bool {
+	return r.Reason == "" && r.Err == nil && !r.StartFailed && (r.ExitCode == nil || *r.ExitCode == 0)
 }
 
 // Fence identifies the attempt a write is about. A store rejects a write

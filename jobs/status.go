@@ -95,18 +95,18 @@ const (
 type Reason string
 
 const (
-	ReasonCreated      Reason = "created"      // the run was made
-	ReasonClaimed      Reason = "claimed"      // a node started an attempt
-	ReasonSucceeded    Reason = "succeeded"    // the attempt exited 0 / the handler returned nil
-	ReasonFailed       Reason = "failed"       // non-zero exit or handler error
-	ReasonNoRetryCode  Reason = "no_retry_exit_code"
-	ReasonStartFailed  Reason = "start_failed" // the process could not be started
-	ReasonTimeout      Reason = "timeout"      // the attempt ran past its timeout
-	ReasonCancelled    Reason = "cancelled"    // a user cancelled it
-	ReasonReplaced     Reason = "replaced"     // overlap = "replace" and a newer tick fired
-	ReasonExpired      Reason = "expired"      // not started by not_after
-	ReasonShutdown     Reason = "shutdown"     // stopped at the end of shutdown_grace
-	ReasonInterrupted  Reason = "interrupted"  // its node's previous process died while it ran
-	ReasonNodeLost     Reason = "node_lost"    // its node went silent past inactive_threshold
-	ReasonFenced       Reason = "fenced"       // its node fenced itself after losing the store
+	ReasonCreated     Reason = "created"   // the run was made
+	ReasonClaimed     Reason = "claimed"   // a node started an attempt
+	ReasonSucceeded   Reason = "succeeded" // the attempt exited 0 / the handler returned nil
+	ReasonFailed      Reason = "failed"    // non-zero exit or handler error
+	ReasonNoRetryCode Reason = "no_retry_exit_code"
+	ReasonStartFailed Reason = "start_failed" // the process could not be started
+	ReasonTimeout     Reason = "timeout"      // the attempt ran past its timeout
+	ReasonCancelled   Reason = "cancelled"    // a user cancelled it
+	ReasonReplaced    Reason = "replaced"     // overlap = "replace" and a newer tick fired
+	ReasonExpired     Reason = "expired"      // not started by not_after
+	ReasonShutdown    Reason = "shutdown"     // stopped at the end of shutdown_grace
+	ReasonInterrupted Reason = "interrupted"  // its node's previous process died while it ran
+	ReasonNodeLost    Reason = "node_lost"    // its node went silent past inactive_threshold
+	ReasonFenced      Reason = "fenced"       // its node fenced itself after losing the store
 )

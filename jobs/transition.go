@@ -81,7 +81,7 @@ func Finish(run *Run, f Fence, node string, res Result, now time.Time, rnd func(
 		t.Fence, t.ExitCode = &f, res.ExitCode
 		t.Output, t.OutputBytes, t.Truncated = res.Output, res.OutputBytes, res.Truncated
 		return t
-	case res.Reason == "" && res.Err == nil && !res.StartFailed && (res.ExitCode == nil || *res.ExitCode == 0):
+	case res.Ok():
 		return Complete(f, node, res, now)
 	}
 	reason := res.Reason

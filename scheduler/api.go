@@ -48,7 +48,7 @@ func (s *Scheduler) Trigger(ctx context.Context, job string, p TriggerParams) (*
 	r, err := s.st.RunInsert(ctx, store.RunInsertParams{
 		Job: job, Trigger: jobs.TriggerManual, ScheduledAt: now, NotBefore: nb, NotAfter: na,
 		Retry: d.Retry, NoRetryExitCodes: d.NoRetryExitCodes, DedupID: p.DedupID, Payload: p.Payload,
-		Node: s.cfg.NodeID, Now: now,
+		Node: s.cfg.NodeID, Now: s.storeNow(now),
 	})
 	if err != nil {
 		return nil, err
@@ -73,7 +73,7 @@ func (s *Scheduler) Rerun(ctx context.Context, id string) (*jobs.Run, error) {
 	r, err := s.st.RunInsert(ctx, store.RunInsertParams{
 		Job: old.Job, Trigger: jobs.TriggerRerun, ScheduledAt: now, NotBefore: nb, NotAfter: na,
 		Retry: d.Retry, NoRetryExitCodes: d.NoRetryExitCodes, RerunOf: old.ID, Payload: old.Payload,
-		Node: s.cfg.NodeID, Now: now,
+		Node: s.cfg.NodeID, Now: s.storeNow(now),
 	})
 	if err != nil {
 		return nil, err
@@ -87,7 +87,7 @@ func (s *Scheduler) Rerun(ctx context.Context, id string) (*jobs.Run, error) {
 // attempt (its process group gets SIGTERM, then SIGKILL after kill_grace)
 // and ends the run cancelled.
 func (s *Scheduler) Cancel(ctx context.Context, id string) (*jobs.Run, error) {
-	r, err := s.st.RunCancel(ctx, id, s.cfg.NodeID, jobs.ReasonCancelled, s.clock.Now())
+	r, err := s.st.RunCancel(ctx, id, s.cfg.NodeID, jobs.ReasonCancelled, s.storeNow(s.clock.Now()))
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +120,7 @@ func (s *Scheduler) setPaused(ctx context.Context, job string, paused bool) (*st
 	if d.Schedule == nil {
 		return nil, fmt.Errorf("job %q has no schedule to pause", job)
 	}
-	c, err := s.st.SchedulePause(ctx, job, paused, s.clock.Now())
+	c, err := s.st.SchedulePause(ctx, job, paused, s.storeNow(s.clock.Now()))
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +179,7 @@ type Health struct {
 func (s *Scheduler) Health(ctx context.Context) Health {
 	now := s.clock.Now()
 	h := Health{
-		Incarnation:   s.incarnation,
+		Incarnation:   s.Incarnation(),
 		LastHeartbeat: time.Unix(0, s.lastHeartbeat.Load()),
 		LastLoop:      time.Unix(0, s.lastLoop.Load()),
 		Running:       s.Running(),

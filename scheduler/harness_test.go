@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -32,6 +31,9 @@ type harness struct {
 	calls  *calls
 	closed bool
 	iters  *iterTracker
+	beats  *iterTracker
+	// wrap, when set, wraps the store the scheduler uses (fault injection).
+	wrap func(store.Store) store.Store
 }
 
 // iterTracker records the newest finished loop iteration.
@@ -118,9 +120,18 @@ func job(name string, h jobs.Handler, mod ...func(*jobs.Definition)) *jobs.Defin
 
 func newHarness(t *testing.T, defs func(h *harness) []*jobs.Definition) *harness {
 	t.Helper()
+	return newHarnessWith(t, nil, defs)
+}
+
+// newHarnessWith lets setup change the harness before the first start.
+func newHarnessWith(t *testing.T, setup func(h *harness), defs func(h *harness) []*jobs.Definition) *harness {
+	t.Helper()
 	h := &harness{t: t, path: filepath.Join(t.TempDir(), "schedulerd.db"), clock: NewFakeClock(t0), calls: newCalls()}
 	h.cfg = Config{NodeID: "node-a", Concurrency: 4, PollInterval: time.Minute, HeartbeatInterval: 30 * time.Second,
 		ShutdownGrace: 30 * time.Second, Rand: func() float64 { return 1 }}
+	if setup != nil {
+		setup(h)
+	}
 	h.start(defs(h))
 	t.Cleanup(h.stop)
 	return h
@@ -136,12 +147,18 @@ func (h *harness) start(defs []*jobs.Definition) {
 	cfg := h.cfg
 	cfg.Clock = h.clock
 	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{h.t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s, err := New(st, cfg, defs)
+	var use store.Store = st
+	if h.wrap != nil {
+		use = h.wrap(st)
+	}
+	s, err := New(use, cfg, defs)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	h.iters = newIterTracker()
 	s.iterDone = h.iters.done
+	h.beats = newIterTracker()
+	s.hbDone = h.beats.done
 	s.attemptDone = make(chan int64, 10000)
 	h.s = s
 	h.closed = false
@@ -149,6 +166,15 @@ func (h *harness) start(defs []*jobs.Definition) {
 		h.t.Fatal(err)
 	}
 	h.iters.waitAfter(h.t, 0) // the first iteration
+}
+
+// heartbeatAt moves the clock to t, which must be a heartbeat time, and
+// waits for that heartbeat round to finish.
+func (h *harness) heartbeatAt(t time.Time) {
+	h.t.Helper()
+	seq := h.s.hbSeq.Load()
+	h.clock.Set(t)
+	h.beats.waitAfter(h.t, seq)
 }
 
 // stop shuts the scheduler down, letting the fake clock pass the shutdown
@@ -171,7 +197,11 @@ func (h *harness) stop() {
 			}
 			return
 		case <-time.After(20 * time.Millisecond):
-			h.clock.Advance(h.cfg.ShutdownGrace)
+			// Attempts still run: let the fake clock pass the grace so
+			// Stop stops them. With none running, time stays put.
+			if h.s.Running() > 0 {
+				h.clock.Advance(h.cfg.ShutdownGrace)
+			}
 		}
 	}
 }
@@ -315,5 +345,3 @@ func statusOf(runs []*jobs.Run) []jobs.Status {
 	}
 	return out
 }
-
-var errBoom = errors.New("boom")

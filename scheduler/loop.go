@@ -14,6 +14,10 @@ import (
 func (s *Scheduler) tickLoop() {
 	defer s.loops.Done()
 	ctx := s.loopCtx
+	var wakeups <-chan struct{} // nil (never ready) unless the store notifies
+	if n, ok := s.st.(store.Notifier); ok {
+		wakeups = n.Wakeups()
+	}
 	for {
 		seq := s.iterSeq.Add(1)
 		next := s.iterate(ctx)
@@ -38,6 +42,8 @@ func (s *Scheduler) tickLoop() {
 			return
 		case <-t.C():
 		case <-s.wake:
+			t.Stop()
+		case <-wakeups:
 			t.Stop()
 		}
 	}
@@ -92,7 +98,7 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 	}
 
 	// Expire runs that can no longer start.
-	expired, err := s.st.RunsExpire(ctx, s.cfg.NodeID, now)
+	expired, err := s.st.RunsExpire(ctx, s.cfg.NodeID, s.storeNow(now))
 	if err != nil {
 		noteErr("expire runs", err)
 	}
@@ -128,13 +134,13 @@ func (s *Scheduler) fire(ctx context.Context, d *jobs.Definition, cur *store.Cur
 	params := store.FireParams{
 		Job: d.Name, Expect: cur.Last, Cursor: plan.Cursor,
 		Skipped: plan.SkippedCount, LastSkipped: plan.LastSkipped,
-		Overlap: d.Overlap, Node: s.cfg.NodeID, Now: now,
+		Overlap: d.Overlap, Node: s.cfg.NodeID, Now: s.storeNow(now),
 	}
 	for _, t := range plan.Fire {
 		nb, na := d.Window(jobs.TriggerSchedule, t)
 		params.Runs = append(params.Runs, store.RunInsertParams{
 			Job: d.Name, Trigger: jobs.TriggerSchedule, ScheduledAt: t, NotBefore: nb, NotAfter: na,
-			Retry: d.Retry, NoRetryExitCodes: d.NoRetryExitCodes, Node: s.cfg.NodeID, Now: now,
+			Retry: d.Retry, NoRetryExitCodes: d.NoRetryExitCodes, Node: s.cfg.NodeID, Now: s.storeNow(now),
 		})
 	}
 	res, err := s.st.ScheduleFire(ctx, params)
@@ -192,7 +198,7 @@ func (s *Scheduler) fire(ctx context.Context, d *jobs.Definition, cur *store.Cur
 func (s *Scheduler) claim(ctx context.Context, now time.Time) error {
 	s.mu.Lock()
 	free := s.cfg.Concurrency - len(s.running)
-	draining := s.draining
+	draining := s.draining || s.fenced.Load()
 	limits := make(map[string]int, len(s.defs))
 	for name, d := range s.defs {
 		limits[name] = d.ConcurrencyLimit()
@@ -202,7 +208,7 @@ func (s *Scheduler) claim(ctx context.Context, now time.Time) error {
 		return nil
 	}
 	runs, err := s.st.RunsClaim(ctx, store.ClaimParams{
-		Node: s.cfg.NodeID, Incarnation: s.incarnation, Jobs: limits, Limit: free, Now: now,
+		Node: s.cfg.NodeID, Incarnation: s.Incarnation(), Jobs: limits, Limit: free, Now: s.storeNow(now),
 	})
 	if err != nil {
 		return err
@@ -226,47 +232,12 @@ func (s *Scheduler) stopLocal(runID string, reason jobs.Reason) bool {
 	return true
 }
 
-// heartbeatLoop refreshes the node's heartbeat and stops the local attempts
-// whose runs a user asked to cancel from elsewhere.
-func (s *Scheduler) heartbeatLoop() {
-	defer s.loops.Done()
-	ctx := s.loopCtx
-	next := s.clock.Now()
-	for {
-		// Absolute deadlines: a late timer fires at once and never drifts.
-		next = next.Add(s.cfg.HeartbeatInterval)
-		t := s.clock.NewTimer(next.Sub(s.clock.Now()))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C():
-		}
-		now := s.clock.Now()
-		if err := s.st.NodeHeartbeat(ctx, s.cfg.NodeID, s.incarnation, now); err != nil {
-			if ctx.Err() == nil {
-				s.noteStoreError(err)
-				s.log.ErrorContext(ctx, "heartbeat", "error", err)
-			}
-			continue
-		}
-		s.lastHeartbeat.Store(now.UnixNano())
-		ids, err := s.st.RunsCancelRequested(ctx, s.incarnation)
-		if err != nil {
-			continue
-		}
-		for _, id := range ids {
-			s.stopLocal(id, jobs.ReasonCancelled)
-		}
-	}
-}
-
 // pruneLoop deletes finished runs older than history, at start and then
 // every PruneInterval.
-func (s *Scheduler) pruneLoop() {
+func (s *Scheduler) pruneLoop(start time.Time) {
 	defer s.loops.Done()
 	ctx := s.loopCtx
-	next := s.clock.Now()
+	next := start
 	for {
 		n, err := s.st.RunsPrune(ctx, s.clock.Now().Add(-s.cfg.History))
 		switch {

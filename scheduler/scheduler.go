@@ -37,6 +37,11 @@ type Config struct {
 	Version       string
 	// SocketPath is passed to command jobs as SCHEDULERD_SOCKET.
 	SocketPath string
+	// StoreClock makes the store's clock authoritative: store calls get a
+	// zero Now, so leases, windows and liveness are judged by the database
+	// clock (PostgreSQL, several nodes). Without it the engine's Clock is
+	// passed down (one node, and tests with a FakeClock).
+	StoreClock bool
 	// ExclusiveStore says that this process holds the store alone (the
 	// SQLite lock): any earlier incarnation of the node is then gone, and
 	// the node takes over its id without judging its liveness.
@@ -103,11 +108,15 @@ var (
 
 // Scheduler is the engine of one node.
 type Scheduler struct {
-	cfg         Config
-	st          store.Store
-	log         *slog.Logger
-	clock       Clock
-	incarnation string
+	cfg   Config
+	st    store.Store
+	log   *slog.Logger
+	clock Clock
+	// inc is the current incarnation: new at every start, and again when
+	// the node rejoins after fencing itself.
+	inc atomic.Pointer[string]
+	// fenced is set while the node has fenced itself: it claims nothing.
+	fenced atomic.Bool
 
 	mu       sync.Mutex
 	defs     map[string]*jobs.Definition
@@ -137,6 +146,8 @@ type Scheduler struct {
 	// before the attempt woke the loop (so an iteration after it follows).
 	iterSeq     atomic.Int64
 	iterDone    func(seq int64)
+	hbSeq       atomic.Int64
+	hbDone      func(seq int64) // after each heartbeat round
 	attemptDone chan int64
 
 	// OnLoop, if set before Start, is called after each loop iteration from the
@@ -161,15 +172,16 @@ func (c stopCause) Error() string { return "attempt stopped: " + string(c.reason
 func New(st store.Store, cfg Config, defs []*jobs.Definition) (*Scheduler, error) {
 	cfg = cfg.withDefaults()
 	s := &Scheduler{
-		cfg:         cfg,
-		st:          st,
-		log:         cfg.Logger.With("component", "scheduler", "node", cfg.NodeID),
-		clock:       cfg.Clock,
-		incarnation: uuid.NewString(),
-		cursors:     map[string]*store.Cursor{},
-		running:     map[string]*attempt{},
-		wake:        make(chan struct{}, 1),
+		cfg:     cfg,
+		st:      st,
+		log:     cfg.Logger.With("component", "scheduler", "node", cfg.NodeID),
+		clock:   cfg.Clock,
+		cursors: map[string]*store.Cursor{},
+		running: map[string]*attempt{},
+		wake:    make(chan struct{}, 1),
 	}
+	inc := uuid.NewString()
+	s.inc.Store(&inc)
 	if err := s.setJobs(defs); err != nil {
 		return nil, err
 	}
@@ -196,7 +208,7 @@ func (s *Scheduler) setJobs(defs []*jobs.Definition) error {
 }
 
 // Incarnation is this process's incarnation id.
-func (s *Scheduler) Incarnation() string { return s.incarnation }
+func (s *Scheduler) Incarnation() string { return *s.inc.Load() }
 
 // NodeID is the node's id.
 func (s *Scheduler) NodeID() string { return s.cfg.NodeID }
@@ -235,7 +247,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.lastHeartbeat.Store(now.UnixNano())
 	if prev != nil {
 		s.log.InfoContext(ctx, "node took over from its previous process",
-			"previous_incarnation", prev.Incarnation, "previous_pid", prev.PID, "incarnation", s.incarnation)
+			"previous_incarnation", prev.Incarnation, "previous_pid", prev.PID, "incarnation", s.Incarnation())
 	}
 	if err := s.recoverOwn(ctx, now); err != nil {
 		return err
@@ -248,10 +260,12 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.runCtx, s.stopRuns = context.WithCancelCause(context.WithoutCancel(ctx))
 	s.lastLoop.Store(now.UnixNano())
 	s.loops.Add(3)
+	// The loops count their deadlines from now, read here and not in the
+	// goroutines, so their schedule does not depend on when they first run.
 	go s.tickLoop()
-	go s.heartbeatLoop()
-	go s.pruneLoop()
-	s.log.InfoContext(ctx, "scheduler started", "incarnation", s.incarnation, "jobs", len(s.order), "concurrency", s.cfg.Concurrency)
+	go s.heartbeatLoop(now)
+	go s.pruneLoop(now)
+	s.log.InfoContext(ctx, "scheduler started", "incarnation", s.Incarnation(), "jobs", len(s.order), "concurrency", s.cfg.Concurrency)
 	return nil
 }
 
@@ -268,8 +282,8 @@ func (s *Scheduler) jobNames() []string {
 // makes the start fail: two processes must never share a node id.
 func (s *Scheduler) register(ctx context.Context, now time.Time) (*store.Node, error) {
 	p := store.NodeRegisterParams{
-		ID: s.cfg.NodeID, Incarnation: s.incarnation, Host: hostname(), PID: os.Getpid(),
-		Version: s.cfg.Version, Jobs: s.jobNames(), Now: now,
+		ID: s.cfg.NodeID, Incarnation: s.Incarnation(), Host: hostname(), PID: os.Getpid(),
+		Version: s.cfg.Version, Jobs: s.jobNames(), Now: s.storeNow(now),
 	}
 	prev, err := s.st.NodeRegister(ctx, p)
 	if err == nil || !errors.Is(err, store.ErrLocked) || prev == nil {
@@ -299,8 +313,8 @@ func (s *Scheduler) alive(n *store.Node) (string, bool) {
 			return "its process still runs on this host", true
 		}
 		return "", false
-	case n.Age < s.cfg.InactiveThreshold:
-		return fmt.Sprintf("last heartbeat %s ago, under inactive_threshold %s", n.Age.Round(time.Second), s.cfg.InactiveThreshold), true
+	case s.age(n) < s.cfg.InactiveThreshold:
+		return fmt.Sprintf("last heartbeat %s ago, under inactive_threshold %s", s.age(n).Round(time.Second), s.cfg.InactiveThreshold), true
 	}
 	return "", false
 }
@@ -314,7 +328,7 @@ func (s *Scheduler) recoverOwn(ctx context.Context, now time.Time) error {
 		return fmt.Errorf("list interrupted runs: %w", err)
 	}
 	for _, r := range runs {
-		if r.Incarnation == s.incarnation {
+		if r.Incarnation == s.Incarnation() {
 			continue
 		}
 		f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}
@@ -345,7 +359,7 @@ func (s *Scheduler) syncJobs(ctx context.Context, now time.Time) error {
 		if _, ok := cursors[name]; ok {
 			continue
 		}
-		res, err := s.st.ScheduleFire(ctx, store.FireParams{Job: name, Cursor: now, Node: s.cfg.NodeID, Now: now})
+		res, err := s.st.ScheduleFire(ctx, store.FireParams{Job: name, Cursor: now, Node: s.cfg.NodeID, Now: s.storeNow(now)})
 		if err != nil {
 			return fmt.Errorf("create schedule cursor of %q: %w", name, err)
 		}
@@ -370,7 +384,7 @@ func (s *Scheduler) syncJobs(ctx context.Context, now time.Time) error {
 		nb, na := d.Window(jobs.TriggerOnce, d.At)
 		r, err := s.st.RunInsert(ctx, store.RunInsertParams{
 			Job: d.Name, Trigger: jobs.TriggerOnce, ScheduledAt: d.At, NotBefore: nb, NotAfter: na,
-			Retry: d.Retry, NoRetryExitCodes: d.NoRetryExitCodes, Node: s.cfg.NodeID, Now: now,
+			Retry: d.Retry, NoRetryExitCodes: d.NoRetryExitCodes, Node: s.cfg.NodeID, Now: s.storeNow(now),
 		})
 		switch {
 		case errors.Is(err, store.ErrDuplicate):
@@ -451,8 +465,25 @@ func (s *Scheduler) Running() int {
 	return len(s.running)
 }
 
+// storeNow is the Now to pass to the store: zero when the store's clock rules.
+func (s *Scheduler) storeNow(now time.Time) time.Time {
+	if s.cfg.StoreClock {
+		return time.Time{}
+	}
+	return now
+}
+
+// age is how long ago a node heartbeated, by the clock that rules.
+func (s *Scheduler) age(n *store.Node) time.Duration {
+	if s.cfg.StoreClock {
+		return n.Age
+	}
+	return s.clock.Now().Sub(n.HeartbeatAt)
+}
+
 // transition applies t to run r and logs the change.
 func (s *Scheduler) transition(ctx context.Context, r *jobs.Run, t jobs.Transition) (*jobs.Run, error) {
+	t.Time = s.storeNow(t.Time)
 	nr, err := s.st.RunTransition(ctx, t)
 	if err != nil {
 		if errors.Is(err, store.ErrFenced) {

@@ -19,7 +19,7 @@ import (
 func (s *Scheduler) startAttempt(r *jobs.Run) {
 	s.mu.Lock()
 	d := s.defs[r.Job]
-	f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: s.incarnation}
+	f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}
 	ctx, cancel := context.WithCancelCause(s.runCtx)
 	a := &attempt{run: r, fence: f, cancel: cancel}
 	s.running[r.ID] = a
@@ -35,6 +35,13 @@ func (s *Scheduler) startAttempt(r *jobs.Run) {
 			res = s.execute(ctx, r, d)
 		}
 		cancel(nil)
+		if res.Reason == "" && !res.Ok() {
+			// A user may have asked to cancel just as the attempt failed by
+			// itself: the request wins over a retry.
+			if cur, err := s.st.RunGet(context.Background(), r.ID); err == nil && cur.CancelRequested {
+				res.Reason = jobs.ReasonCancelled
+			}
+		}
 		t := jobs.Finish(r, f, s.cfg.NodeID, res, s.clock.Now(), s.cfg.Rand)
 		s.finish(r, t)
 		s.mu.Lock()

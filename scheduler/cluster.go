@@ -1,0 +1,177 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// heartbeatLoop refreshes the node's heartbeat; stops the local attempts
+// whose runs a user asked to cancel from elsewhere; recovers the runs of
+// nodes that went silent; and fences this node when its own heartbeat has
+// not succeeded for inactive_threshold - heartbeat_interval.
+func (s *Scheduler) heartbeatLoop(start time.Time) {
+	defer s.loops.Done()
+	ctx := s.loopCtx
+	next := start
+	// connectedSince is when the current streak of successful heartbeats
+	// began: the node judges others only by time it was itself connected.
+	var connectedSince time.Time
+	for {
+		// Absolute deadlines: a late timer fires at once and never drifts.
+		next = next.Add(s.cfg.HeartbeatInterval)
+		t := s.clock.NewTimer(next.Sub(s.clock.Now()))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		s.heartbeatRound(ctx, &connectedSince)
+		if s.hbDone != nil {
+			s.hbDone(s.hbSeq.Add(1))
+		}
+	}
+}
+
+// heartbeatRound is one round of the heartbeat loop.
+func (s *Scheduler) heartbeatRound(ctx context.Context, connectedSince *time.Time) {
+	now := s.clock.Now()
+	if s.fenced.Load() {
+		if err := s.rejoin(ctx, now); err != nil {
+			if ctx.Err() == nil {
+				s.log.WarnContext(ctx, "rejoin: store still unreachable", "error", err)
+			}
+			return
+		}
+		*connectedSince = now
+		return
+	}
+	hctx, cancel := context.WithTimeout(ctx, max(s.cfg.HeartbeatInterval, time.Second))
+	err := s.st.NodeHeartbeat(hctx, s.cfg.NodeID, s.Incarnation(), s.storeNow(now))
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		s.noteStoreError(err)
+		*connectedSince = time.Time{}
+		if errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrNotFound) {
+			// Another node judged this one dead and took its runs.
+			s.fence(ctx, "the node's registration was taken over or pruned: "+err.Error())
+			return
+		}
+		last := time.Unix(0, s.lastHeartbeat.Load())
+		s.log.ErrorContext(ctx, "heartbeat", "error", err, "last_success", last.UTC().Format(time.RFC3339))
+		if now.Sub(last) >= s.cfg.InactiveThreshold-s.cfg.HeartbeatInterval {
+			s.fence(ctx, fmt.Sprintf("no successful heartbeat for %s", now.Sub(last).Round(time.Millisecond)))
+		}
+		return
+	}
+	s.lastHeartbeat.Store(now.UnixNano())
+	if connectedSince.IsZero() {
+		*connectedSince = now
+	}
+	if ids, err := s.st.RunsCancelRequested(ctx, s.Incarnation()); err == nil {
+		for _, id := range ids {
+			s.stopLocal(id, jobs.ReasonCancelled)
+		}
+	}
+	if now.Sub(*connectedSince) >= s.cfg.InactiveThreshold {
+		s.recoverDead(ctx, now)
+	}
+}
+
+// fence stops claiming and stops every local attempt (reason fenced): a node
+// that cannot prove it is alive must not act as if it owned its runs, which
+// the other nodes are about to recover.
+func (s *Scheduler) fence(ctx context.Context, why string) {
+	if !s.fenced.CompareAndSwap(false, true) {
+		return
+	}
+	s.mu.Lock()
+	n := len(s.running)
+	for _, a := range s.running {
+		a.cancel(stopCause{jobs.ReasonFenced})
+	}
+	s.mu.Unlock()
+	s.log.ErrorContext(ctx, "node fenced itself: claims stopped and running attempts stopped", "why", why,
+		"stopped_attempts", n, "incarnation", s.Incarnation())
+}
+
+// rejoin registers the node as a new incarnation once the store answers,
+// and resolves what the old incarnation left running.
+func (s *Scheduler) rejoin(ctx context.Context, now time.Time) error {
+	old := s.Incarnation()
+	inc := uuid.NewString()
+	s.inc.Store(&inc)
+	prev, err := s.st.NodeRegister(ctx, store.NodeRegisterParams{
+		ID: s.cfg.NodeID, Incarnation: inc, Host: hostname(), PID: os.Getpid(),
+		Version: s.cfg.Version, Jobs: s.jobNames(), Replace: old, Now: s.storeNow(now),
+	})
+	if errors.Is(err, store.ErrLocked) && prev == nil {
+		// The row was pruned by a recovering node: register afresh.
+		prev, err = s.st.NodeRegister(ctx, store.NodeRegisterParams{
+			ID: s.cfg.NodeID, Incarnation: inc, Host: hostname(), PID: os.Getpid(),
+			Version: s.cfg.Version, Jobs: s.jobNames(), Now: s.storeNow(now),
+		})
+	}
+	if err != nil {
+		s.inc.Store(&old)
+		return err
+	}
+	_ = prev
+	s.lastHeartbeat.Store(now.UnixNano())
+	if err := s.recoverOwn(ctx, now); err != nil {
+		return err
+	}
+	s.fenced.Store(false)
+	s.lastStoreErr.Store(nil)
+	s.log.InfoContext(ctx, "node rejoined as a new incarnation", "incarnation", inc, "previous_incarnation", old)
+	s.Wake()
+	return nil
+}
+
+// recoverDead moves the running attempts of nodes silent past
+// inactive_threshold through the retry flow (reason node_lost, counting
+// toward max_attempts), then prunes the node. Each write is fenced by the
+// dead attempt, so when several nodes race, exactly one recovers each run.
+func (s *Scheduler) recoverDead(ctx context.Context, now time.Time) {
+	nodes, err := s.st.NodesList(ctx)
+	if err != nil {
+		return
+	}
+	for _, n := range nodes {
+		age := s.age(n)
+		if n.ID == s.cfg.NodeID || age < s.cfg.InactiveThreshold {
+			continue
+		}
+		runs, err := s.st.RunsRunning(ctx, n.ID)
+		if err != nil {
+			return
+		}
+		recovered := 0
+		for _, r := range runs {
+			f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}
+			res := jobs.Result{Err: fmt.Errorf("node %s silent for %s", n.ID, age.Round(time.Second))}
+			t := jobs.FailAttempt(r, f, s.cfg.NodeID, res, jobs.ReasonNodeLost, now, s.cfg.Rand)
+			if _, err := s.transition(ctx, r, t); err == nil {
+				recovered++
+			}
+		}
+		if err := s.st.NodeDelete(ctx, n.ID, n.Incarnation); err == nil || recovered > 0 {
+			s.log.WarnContext(ctx, "recovered the runs of a silent node", "lost_node", n.ID, "lost_incarnation", n.Incarnation,
+				"silent_for", age.Round(time.Second).String(), "recovered_runs", recovered)
+		}
+	}
+	if len(nodes) > 0 {
+		s.Wake()
+	}
+}

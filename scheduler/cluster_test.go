@@ -1,0 +1,243 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// outage is a store whose calls fail while down is set: a store that cannot
+// be reached. It never invents results.
+type outage struct {
+	store.Store
+	down atomic.Bool
+}
+
+var errUnreachable = errors.New("store unreachable (injected outage)")
+
+func (o *outage) NodeHeartbeat(ctx context.Context, id, inc string, now time.Time) error {
+	if o.down.Load() {
+		return errUnreachable
+	}
+	return o.Store.NodeHeartbeat(ctx, id, inc, now)
+}
+
+func (o *outage) NodeRegister(ctx context.Context, p store.NodeRegisterParams) (*store.Node, error) {
+	if o.down.Load() {
+		return nil, errUnreachable
+	}
+	return o.Store.NodeRegister(ctx, p)
+}
+
+func (o *outage) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run, error) {
+	if o.down.Load() {
+		return nil, errUnreachable
+	}
+	return o.Store.RunsClaim(ctx, p)
+}
+
+// otherNodeRunning registers node-b (heartbeat at hb) and makes it claim one
+// run of job, as a node that then died would leave it.
+func otherNodeRunning(t *testing.T, st store.Store, job string, hb time.Time) *jobs.Run {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := st.NodeRegister(ctx, store.NodeRegisterParams{ID: "node-b", Incarnation: "b-1", Host: "elsewhere", PID: 1, Now: hb}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.RunInsert(ctx, store.RunInsertParams{Job: job, Trigger: jobs.TriggerManual, ScheduledAt: hb, NotBefore: hb,
+		Retry: jobs.RetryPolicy{MaxAttempts: 2, Backoff: jobs.BackoffFixed, InitialDelay: time.Second}, Now: hb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := st.RunsClaim(ctx, store.ClaimParams{Node: "node-b", Incarnation: "b-1", Jobs: map[string]int{job: 0}, Limit: 1, Now: hb})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %v %v", claimed, err)
+	}
+	return r
+}
+
+// TestRecoverSilentNode: the runs of a node silent past inactive_threshold
+// go through the retry flow with reason node_lost, once this node has itself
+// been connected for the threshold; the dead node's late write is rejected.
+func TestRecoverSilentNode(t *testing.T) {
+	var r *jobs.Run
+	h := newHarness(t, func(h *harness) []*jobs.Definition {
+		return []*jobs.Definition{job("work", h.blockUntil(nil))}
+	})
+	h.stop()
+	st, err := sqliteOpen(h.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// node-b heartbeated 10 minutes ago: long silent, but node-a has only
+	// just come up, so it must first see node-b stay silent for itself.
+	r = otherNodeRunning(t, st, "work", t0.Add(-10*time.Minute))
+	st.Close()
+	h.cfg.InactiveThreshold = 2 * time.Minute
+	h.start([]*jobs.Definition{job("work", h.blockUntil(nil))})
+
+	for i := 1; i <= 4; i++ { // heartbeats at 30s..2m: connected since 30s, for 1m30s at most
+		h.heartbeatAt(t0.Add(time.Duration(i) * 30 * time.Second))
+		if got := h.run(r.ID); got.Status != jobs.StatusRunning {
+			t.Fatalf("recovered after %d heartbeats, before node-a was connected for the threshold: %s", i, got.Status)
+		}
+	}
+	h.heartbeatAt(t0.Add(150 * time.Second)) // connected for 2m
+	got := h.run(r.ID)
+	if got.Status != jobs.StatusRetrying || got.Reason != jobs.ReasonNodeLost {
+		t.Fatalf("status %s reason %s, want retrying node_lost", got.Status, got.Reason)
+	}
+	nodes, err := h.st.NodesList(context.Background())
+	if err != nil || len(nodes) != 1 || nodes[0].ID != "node-a" {
+		t.Fatalf("nodes after recovery: %v %v", nodes, err)
+	}
+	// The dead node comes back and tries to finish its attempt: rejected.
+	_, err = h.st.RunTransition(context.Background(), jobs.Complete(jobs.Fence{RunID: r.ID, Attempt: 1, Incarnation: "b-1"}, "node-b", jobs.Result{}, t0))
+	if !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("late write of the lost node: %v", err)
+	}
+	// The run is retried here and counts the lost attempt.
+	h.advanceTo(got.NotBefore)
+	h.handled(1)
+	if got := h.run(r.ID); got.Status != jobs.StatusRunning || got.Attempt != 2 || got.Node != "node-a" {
+		t.Fatalf("retry: status %s attempt %d node %s", got.Status, got.Attempt, got.Node)
+	}
+}
+
+// TestSilentForLessThanThresholdNotRecovered: a node whose heartbeat is late
+// but within the threshold keeps its runs.
+func TestSilentForLessThanThresholdNotRecovered(t *testing.T) {
+	h := newHarness(t, func(h *harness) []*jobs.Definition { return []*jobs.Definition{job("work", h.succeed)} })
+	h.stop()
+	st, err := sqliteOpen(h.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := otherNodeRunning(t, st, "work", t0)
+	st.Close()
+	h.cfg.InactiveThreshold = 2 * time.Minute
+	h.start([]*jobs.Definition{job("work", h.succeed)})
+	for i := 1; i <= 6; i++ {
+		at := t0.Add(time.Duration(i) * 30 * time.Second)
+		if i == 3 { // node-b heartbeats at 1m30s: never silent for 2m until 3m30s
+			if err := h.st.NodeHeartbeat(context.Background(), "node-b", "b-1", at); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h.heartbeatAt(at)
+		if got := h.run(r.ID); got.Status != jobs.StatusRunning {
+			t.Fatalf("recovered at %s while node-b was silent for less than the threshold", at.Sub(t0))
+		}
+	}
+	h.heartbeatAt(t0.Add(210 * time.Second)) // silent since 1m30s: 2m, the threshold
+	if got := h.run(r.ID); got.Status != jobs.StatusRetrying || got.Reason != jobs.ReasonNodeLost {
+		t.Fatalf("status %s reason %s", got.Status, got.Reason)
+	}
+}
+
+// TestSelfFenceAndRejoin: a node whose heartbeats fail for
+// inactive_threshold - heartbeat_interval stops claiming and stops its
+// attempts, and rejoins as a new incarnation when the store is back.
+func TestSelfFenceAndRejoin(t *testing.T) {
+	var o *outage
+	h := &harness{}
+	_ = h
+	h = newHarnessWith(t, func(h *harness) {
+		h.cfg.InactiveThreshold = 2 * time.Minute
+		h.wrap = func(st store.Store) store.Store { o = &outage{Store: st}; return o }
+	}, func(h *harness) []*jobs.Definition {
+		return []*jobs.Definition{job("work", h.blockUntil(nil))}
+	})
+	ctx := context.Background()
+	r, err := h.s.Trigger(ctx, "work", TriggerParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.loop()
+	h.handled(1)
+	oldInc := h.s.Incarnation()
+
+	o.down.Store(true)
+	h.heartbeatAt(t0.Add(30 * time.Second))
+	h.heartbeatAt(t0.Add(60 * time.Second))
+	if h.s.fenced.Load() {
+		t.Fatal("fenced after 60s without a heartbeat; the limit is 90s")
+	}
+	h.heartbeatAt(t0.Add(90 * time.Second))
+	if !h.s.fenced.Load() {
+		t.Fatal("not fenced after 90s without a heartbeat")
+	}
+	h.attemptsDone(1) // the running attempt was stopped
+	// While fenced it claims nothing, even with work due.
+	if _, err := h.s.Trigger(ctx, "work", TriggerParams{}); err != nil {
+		t.Fatal(err)
+	}
+	h.loop()
+	if n := h.s.Running(); n != 0 {
+		t.Fatalf("a fenced node runs %d attempts", n)
+	}
+	got := h.run(r.ID)
+	if got.Status != jobs.StatusRetrying || got.Reason != jobs.ReasonFenced {
+		t.Fatalf("stopped attempt: status %s reason %s", got.Status, got.Reason)
+	}
+
+	o.down.Store(false)
+	h.heartbeatAt(t0.Add(120 * time.Second))
+	if h.s.fenced.Load() {
+		t.Fatal("still fenced after the store came back")
+	}
+	if h.s.Incarnation() == oldInc {
+		t.Fatal("rejoined with the old incarnation")
+	}
+	h.advanceTo(t0.Add(10 * time.Minute))
+	h.handled(2) // the retried run and the one triggered while fenced
+	for _, run := range h.runs("work") {
+		if run.Status != jobs.StatusRunning || run.Incarnation != h.s.Incarnation() {
+			t.Errorf("run %s: status %s incarnation %s", run.ID, run.Status, run.Incarnation)
+		}
+	}
+}
+
+// TestLiveNodeIDRefused: a node id held by a live incarnation on another
+// host makes the start fail; once that one is silent past the threshold the
+// id is taken over.
+func TestLiveNodeIDRefused(t *testing.T) {
+	h := newHarness(t, func(h *harness) []*jobs.Definition { return []*jobs.Definition{job("work", h.succeed)} })
+	h.stop()
+	st, err := sqliteOpen(h.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.NodeRegister(context.Background(), store.NodeRegisterParams{ID: "node-a", Incarnation: "elsewhere-1",
+		Host: "another-host", PID: 99, Replace: h.s.Incarnation(), Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	st2, err := sqliteOpen(h.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	cfg := h.cfg
+	cfg.Clock, cfg.InactiveThreshold = h.clock, 2*time.Minute
+	s, err := New(st2, cfg, []*jobs.Definition{job("work", h.succeed)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Set(t0.Add(time.Minute))
+	if err := s.Start(context.Background()); !errors.Is(err, store.ErrLocked) {
+		t.Fatalf("start with a live node id elsewhere: %v", err)
+	}
+	h.clock.Set(t0.Add(3 * time.Minute))
+	s2, _ := New(st2, cfg, []*jobs.Definition{job("work", h.succeed)})
+	if err := s2.Start(context.Background()); err != nil {
+		t.Fatalf("start after the other incarnation went silent: %v", err)
+	}
+	s2.Stop(context.Background())
+}
