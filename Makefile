@@ -32,6 +32,7 @@ lint: ## go vet and staticcheck
 fuzz: ## run every fuzz target for FUZZTIME each
 	$(GO) test -run='^$$' -fuzz='^FuzzSchedule$$' -fuzztime=$(FUZZTIME) ./jobs/schedule/
 	$(GO) test -run='^$$' -fuzz='^FuzzParseConfig$$' -fuzztime=$(FUZZTIME) ./config/
+	$(GO) test -run='^$$' -fuzz='^FuzzControlRequest$$' -fuzztime=$(FUZZTIME) ./control/
 
 install: build ## install binary, example config and unit under PREFIX and /etc
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/schedulerd

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/schedulerd/schedulerd/config"
+	"github.com/schedulerd/schedulerd/control"
+	"github.com/schedulerd/schedulerd/jobs"
+)
+
+// Exit codes of the commands that talk to the daemon, besides exitFailure
+// (1) and exitUsage (2). Scripts can branch on them:
+//
+//	0  success
+//	1  any other failure; `health` when the node is unhealthy
+//	2  bad flags or arguments, a request the daemon rejects as malformed,
+//	   a reload whose config is rejected (the running config stays)
+//	3  the daemon is not running: no socket, or nothing listens on it
+//	4  permission denied: the socket is for root, the daemon's user and
+//	   members of socket_group
+//	5  unknown job
+//	6  unknown run
+//	7  duplicate: an active run of the job already has the dedup id
+//	8  invalid window: not_after is not after not_before, or has passed
+//	9  trigger/rerun/cancel --wait: the run finished but did not complete
+//	   (dead_letter or cancelled)
+const (
+	exitNotRunning    = 3
+	exitPermission    = 4
+	exitUnknownJob    = 5
+	exitUnknownRun    = 6
+	exitDuplicate     = 7
+	exitInvalidWindow = 8
+	exitRunFailed     = 9
+)
+
+// socketCommands are the commands that are clients of the control socket.
+var socketCommands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{
+	"trigger":  cmdTrigger,
+	"jobs":     cmdJobs,
+	"runs":     cmdRuns,
+	"cancel":   cmdCancel,
+	"rerun":    cmdRerun,
+	"pause":    cmdPause,
+	"resume":   cmdResume,
+	"nodes":    cmdNodes,
+	"health":   cmdHealth,
+	"reload":   cmdReload,
+	"progress": cmdProgress,
+}
+
+// cliExitCode returns the exit code of an error of a socket command.
+func cliExitCode(err error) (int, bool) {
+	var rf runFailedError
+	switch {
+	case errors.As(err, &rf):
+		return exitRunFailed, true
+	case errors.Is(err, control.ErrDaemonNotRunning):
+		return exitNotRunning, true
+	case errors.Is(err, control.ErrPermissionDenied):
+		return exitPermission, true
+	case errors.Is(err, control.ErrUnknownJob):
+		return exitUnknownJob, true
+	case errors.Is(err, control.ErrUnknownRun):
+		return exitUnknownRun, true
+	case errors.Is(err, control.ErrDuplicate):
+		return exitDuplicate, true
+	case errors.Is(err, control.ErrInvalidWindow):
+		return exitInvalidWindow, true
+	case errors.Is(err, control.ErrBadRequest), errors.Is(err, control.ErrReloadRejected):
+		return exitUsage, true
+	}
+	return 0, false
+}
+
+// runFailedError is a followed run that finished but did not complete.
+type runFailedError struct{ run *control.Run }
+
+func (e runFailedError) Error() string {
+	msg := fmt.Sprintf("run %s of %s ended %s", e.run.ID, e.run.Job, e.run.Status)
+	if e.run.Reason != "" {
+		msg += " (" + string(e.run.Reason) + ")"
+	}
+	if e.run.Error != "" {
+		msg += ": " + e.run.Error
+	}
+	return msg
+}
+
+// systemdSocket is where the daemon listens under the unit file
+// (RuntimeDirectory=schedulerd), which a client outside the unit cannot
+// learn from the config.
+const systemdSocket = "/run/schedulerd/" + config.SocketName
+
+// clientFlags are the flags every socket command takes.
+type clientFlags struct {
+	fs     *flag.FlagSet
+	socket *string
+	config *string
+	json   *bool
+}
+
+func addClientFlags(fs *flag.FlagSet) *clientFlags {
+	return &clientFlags{
+		fs:     fs,
+		socket: fs.String("socket", "", "control socket (default: $SCHEDULERD_SOCKET, else the socket of --config)"),
+		config: fs.String("config", defaultConfig, "config file whose socket to use"),
+		json:   fs.Bool("json", false, "print one JSON object per line"),
+	}
+}
+
+// client returns a client of the socket found from --socket, else
+// $SCHEDULERD_SOCKET, else the config's socket. When the config is the
+// default one and names no reachable socket, the socket of the systemd
+// unit is tried: the daemon's RUNTIME_DIRECTORY is not in our environment.
+func (cf *clientFlags) client() (*control.Client, error) {
+	if *cf.socket != "" {
+		return control.NewClient(*cf.socket), nil
+	}
+	if s := os.Getenv("SCHEDULERD_SOCKET"); s != "" {
+		return control.NewClient(s), nil
+	}
+	configGiven := false
+	cf.fs.Visit(func(f *flag.Flag) { configGiven = configGiven || f.Name == "config" })
+	cfg, err := config.Load(*cf.config)
+	fallback := !configGiven && os.Getenv("RUNTIME_DIRECTORY") == "" && exists(systemdSocket)
+	switch {
+	case err == nil && (exists(cfg.Daemon.Socket) || !fallback):
+		return control.NewClient(cfg.Daemon.Socket), nil
+	case fallback:
+		return control.NewClient(systemdSocket), nil
+	}
+	return nil, usageError{fmt.Errorf("find the control socket: give --socket or $SCHEDULERD_SOCKET, or a readable --config: %w", err)}
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+// printJSON writes v as one line of JSON.
+func printJSON(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// when formats an API time for a table: RFC 3339 in UTC, "-" for none.
+func when(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func exitCodeText(c *int) string {
+	if c == nil {
+		return "-"
+	}
+	return fmt.Sprint(*c)
+}
+
+// oneArg checks that a command got exactly one positional argument.
+func oneArg(pos []string, usage string) (string, error) {
+	if len(pos) != 1 || pos[0] == "" {
+		return "", usageError{fmt.Errorf("usage: %s", usage)}
+	}
+	return pos[0], nil
+}
+
+// describe is a one-line summary of a run's state.
+func describe(r *control.Run) string {
+	s := fmt.Sprintf("run %s of %s: %s", r.ID, r.Job, r.Status)
+	switch r.Status {
+	case jobs.StatusPending:
+		if r.NotBefore != nil && r.NotBefore.After(time.Now()) {
+			s += ", not before " + when(r.NotBefore)
+		}
+	case jobs.StatusRunning:
+		s += fmt.Sprintf(" (attempt %d of %d on %s)", r.Attempt, r.MaxAttempts, r.Node)
+		if r.CancelRequested {
+			s += ", cancel requested"
+		}
+	case jobs.StatusRetrying:
+		s += fmt.Sprintf(" (attempt %d of %d failed: %s), next attempt not before %s", r.Attempt, r.MaxAttempts, r.Error, when(r.NotBefore))
+	case jobs.StatusCompleted:
+		s += " (exit code " + exitCodeText(r.ExitCode) + ")"
+	default:
+		if r.Reason != "" {
+			s += " (" + string(r.Reason) + ")"
+		}
+		if r.Error != "" {
+			s += ": " + r.Error
+		}
+	}
+	return s
+}
+
+// follow waits for a run to finish, printing each status it moves through
+// unless asJSON, in which case only the finished run is printed.
+func follow(ctx context.Context, c *control.Client, run *control.Run, asJSON bool, stdout io.Writer) (*control.Run, error) {
+	seen := run.Status
+	final, err := c.Follow(ctx, run.ID, func(r *control.Run) {
+		if !asJSON && r.Status != seen {
+			fmt.Fprintln(stdout, describe(r))
+		}
+		seen = r.Status
+	})
+	if err != nil {
+		return nil, fmt.Errorf("wait for run %s: %w", run.ID, err)
+	}
+	if asJSON {
+		if err := printJSON(stdout, final); err != nil {
+			return nil, err
+		}
+	}
+	return final, nil
+}
+
+// followCompleted follows a run and fails with runFailedError unless it
+// completes.
+func followCompleted(ctx context.Context, c *control.Client, run *control.Run, asJSON bool, stdout io.Writer) error {
+	final, err := follow(ctx, c, run, asJSON, stdout)
+	if err != nil {
+		return err
+	}
+	if final.Status != jobs.StatusCompleted {
+		return runFailedError{final}
+	}
+	return nil
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/schedulerd/schedulerd/control"
+	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/scheduler"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// engine is the control socket's view of this node: control.Engine over
+// the scheduler and the store.
+type engine struct {
+	sched *scheduler.Scheduler
+	st    store.Store
+	// reload re-reads the config, as SIGHUP does.
+	reload func(context.Context) error
+}
+
+var _ control.Engine = (*engine)(nil)
+
+// controlError marks the scheduler's errors with the control kinds; the
+// store's and the jobs package's sentinels are mapped by the server.
+func controlError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, scheduler.ErrUnknownJob):
+		return control.Mark(err, control.ErrUnknownJob)
+	case errors.Is(err, scheduler.ErrInvalidWindow):
+		return control.Mark(err, control.ErrInvalidWindow)
+	}
+	return err
+}
+
+func (e *engine) Trigger(ctx context.Context, job string, p control.TriggerParams) (*jobs.Run, error) {
+	r, err := e.sched.Trigger(ctx, job, scheduler.TriggerParams{
+		DedupID: p.DedupID, Payload: p.Payload, NotBefore: p.NotBefore, NotAfter: p.NotAfter,
+	})
+	return r, controlError(err)
+}
+
+func (e *engine) Cancel(ctx context.Context, id string) (*jobs.Run, error) {
+	r, err := e.sched.Cancel(ctx, id)
+	return r, controlError(err)
+}
+
+func (e *engine) Rerun(ctx context.Context, id string) (*jobs.Run, error) {
+	r, err := e.sched.Rerun(ctx, id)
+	return r, controlError(err)
+}
+
+func (e *engine) Pause(ctx context.Context, job string) error  { return e.setPaused(ctx, job, true) }
+func (e *engine) Resume(ctx context.Context, job string) error { return e.setPaused(ctx, job, false) }
+
+func (e *engine) setPaused(ctx context.Context, job string, paused bool) error {
+	d, ok := e.sched.Job(job)
+	switch {
+	case !ok:
+		return control.Mark(fmt.Errorf("%w %q", scheduler.ErrUnknownJob, job), control.ErrUnknownJob)
+	case d.Schedule == nil:
+		return control.Mark(fmt.Errorf("job %q has no schedule to pause or resume (it is a %s job)", job, d.Kind()), control.ErrNoSchedule)
+	}
+	var err error
+	if paused {
+		_, err = e.sched.Pause(ctx, job)
+	} else {
+		_, err = e.sched.Resume(ctx, job)
+	}
+	return controlError(err)
+}
+
+func (e *engine) Jobs(ctx context.Context) ([]control.JobInfo, error) {
+	defs := e.sched.Jobs()
+	names := make([]string, len(defs))
+	for i, d := range defs {
+		names[i] = d.Name
+	}
+	last, err := e.st.JobsLastRun(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]control.JobInfo, 0, len(defs))
+	for _, d := range defs {
+		j := control.JobInfo{Name: d.Name, Kind: d.Kind(), At: utcPtr(d.At), NextFire: utcPtr(e.sched.NextFire(d.Name))}
+		if d.Schedule != nil {
+			j.Schedule = d.Schedule.String()
+			if l, ok := d.Schedule.(interface{ Location() *time.Location }); ok && l.Location() != nil {
+				j.Timezone = l.Location().String()
+			}
+			if c := e.sched.Cursor(d.Name); c != nil {
+				j.Paused, j.Skipped, j.LastSkippedAt = c.Paused, c.Skipped, utcPtr(c.LastSkippedAt)
+			}
+		}
+		if r := last[d.Name]; r != nil {
+			j.LastRunID, j.LastRunStatus = r.ID, r.Status
+			switch {
+			case !r.FinishedAt.IsZero():
+				j.LastRunAt = utcPtr(r.FinishedAt)
+			case !r.StartedAt.IsZero():
+				j.LastRunAt = utcPtr(r.StartedAt)
+			default:
+				j.LastRunAt = utcPtr(r.CreatedAt)
+			}
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+func (e *engine) Health(ctx context.Context) control.Health {
+	h := e.sched.Health(ctx)
+	return control.Health{
+		OK: h.OK, Problems: h.Problems, Node: e.sched.NodeID(), Incarnation: h.Incarnation,
+		LastHeartbeat: utcPtr(h.LastHeartbeat), LastLoop: utcPtr(h.LastLoop), Running: h.Running,
+	}
+}
+
+// Progress is fenced by the run id and attempt the job reports and by this
+// node's incarnation: the job runs on the node whose socket it was given.
+func (e *engine) Progress(ctx context.Context, runID string, attempt, percent int, message string) error {
+	f := jobs.Fence{RunID: runID, Attempt: attempt, Incarnation: e.sched.Incarnation()}
+	return e.st.RunProgress(ctx, f, percent, message)
+}
+
+// Reload outlives the request: a client that goes away does not cut a
+// reload in half.
+func (e *engine) Reload(ctx context.Context) error {
+	return control.Mark(e.reload(context.WithoutCancel(ctx)), control.ErrReloadRejected)
+}
+
+func utcPtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}

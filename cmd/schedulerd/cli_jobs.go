@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/schedulerd/schedulerd/control"
+)
+
+// cmdJobs lists the declared jobs with their schedule, next fire time,
+// paused state, last run and skipped ticks.
+func cmdJobs(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	fs := newFlags("jobs")
+	cf := addClientFlags(fs)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageError{fmt.Errorf("usage: schedulerd jobs [--json]")}
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	js, err := c.Jobs(ctx)
+	if err != nil {
+		return fmt.Errorf("jobs: %w", err)
+	}
+	if *cf.json {
+		for _, j := range js {
+			if err := printJSON(stdout, j); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tKIND\tSCHEDULE\tNEXT\tPAUSED\tLAST RUN\tSTATUS\tAT\tSKIPPED")
+	for _, j := range js {
+		sched := "-"
+		switch j.Kind {
+		case "cron":
+			sched = j.Schedule
+			if j.Timezone != "" {
+				sched += " (" + j.Timezone + ")"
+			}
+		case "once":
+			sched = "at " + when(j.At)
+		case "trigger":
+			sched = "on trigger"
+		}
+		paused := "no"
+		if j.Paused {
+			paused = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", j.Name, j.Kind, sched, when(j.NextFire), paused,
+			orDash(j.LastRunID), orDash(string(j.LastRunStatus)), when(j.LastRunAt), j.Skipped)
+	}
+	return tw.Flush()
+}
+
+// cmdPause stops a cron job's schedule, persistently; triggers still work.
+func cmdPause(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	return pauseResume(ctx, "pause", args, stdout)
+}
+
+// cmdResume restarts a paused schedule from now.
+func cmdResume(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	return pauseResume(ctx, "resume", args, stdout)
+}
+
+func pauseResume(ctx context.Context, cmd string, args []string, stdout io.Writer) error {
+	fs := newFlags(cmd)
+	cf := addClientFlags(fs)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	job, err := oneArg(pos, "schedulerd "+cmd+" JOB [--json]")
+	if err != nil {
+		return err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var reply *control.PauseReply
+	if cmd == "pause" {
+		reply, err = c.Pause(ctx, job)
+	} else {
+		reply, err = c.Resume(ctx, job)
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", cmd, job, err)
+	}
+	if *cf.json {
+		return printJSON(stdout, reply)
+	}
+	if reply.Paused {
+		fmt.Fprintf(stdout, "job %s paused: its schedule does not fire until `schedulerd resume %s`; triggers still work\n", job, job)
+	} else {
+		fmt.Fprintf(stdout, "job %s resumed: it fires from its next tick on; ticks that fell while it was paused are not caught up\n", job)
+	}
+	return nil
+}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/schedulerd/schedulerd/control"
+)
+
+const triggerUsage = "schedulerd trigger JOB [--dedup-id ID] [--not-before T] [--not-after T] [--payload S] [--wait] [--json]"
+
+// cmdTrigger makes a run of a declared job now.
+func cmdTrigger(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	fs := newFlags("trigger")
+	cf := addClientFlags(fs)
+	dedup := fs.String("dedup-id", "", "refuse the trigger while an active run of the job has this id")
+	notBefore := fs.String("not-before", "", "earliest start: RFC 3339, or +DURATION from now such as +30m")
+	notAfter := fs.String("not-after", "", "latest start: RFC 3339, or +DURATION from now; the run is cancelled (expired) if not started by then")
+	payload := fs.String("payload", "", "text passed to the job as $SCHEDULERD_PAYLOAD")
+	wait := fs.Bool("wait", false, "wait until the run finishes; exit 0 only if it completed")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	job, err := oneArg(pos, triggerUsage)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	req := control.TriggerRequest{DedupID: *dedup, Payload: *payload}
+	if req.NotBefore, err = parseWhen("--not-before", *notBefore, now); err != nil {
+		return err
+	}
+	if req.NotAfter, err = parseWhen("--not-after", *notAfter, now); err != nil {
+		return err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	run, err := c.Trigger(ctx, job, req)
+	if err != nil {
+		return fmt.Errorf("trigger %s: %w", job, err)
+	}
+	if *cf.json && !*wait {
+		return printJSON(stdout, run)
+	}
+	if !*cf.json {
+		fmt.Fprintln(stdout, describe(run))
+	}
+	if *wait {
+		return followCompleted(ctx, c, run, *cf.json, stdout)
+	}
+	return nil
+}
+
+// parseWhen reads a time flag: RFC 3339, or "+DURATION" from now.
+func parseWhen(name, s string, now time.Time) (*time.Time, error) {
+	if s == "" {
+		return nil, nil
+	}
+	if rest, ok := strings.CutPrefix(s, "+"); ok {
+		d, err := time.ParseDuration(rest)
+		if err != nil || d < 0 {
+			return nil, usageError{fmt.Errorf("%s: want RFC 3339 such as 2026-05-01T03:00:00Z or +DURATION such as +30m, got %q", name, s)}
+		}
+		t := now.Add(d).UTC()
+		return &t, nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("%s: want RFC 3339 such as 2026-05-01T03:00:00Z or +DURATION such as +30m, got %q", name, s)}
+	}
+	t = t.UTC()
+	return &t, nil
+}
+
+// cmdRerun makes a new run of the job of a run, linked to it.
+func cmdRerun(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	fs := newFlags("rerun")
+	cf := addClientFlags(fs)
+	wait := fs.Bool("wait", false, "wait until the new run finishes; exit 0 only if it completed")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	id, err := oneArg(pos, "schedulerd rerun ID [--wait] [--json]")
+	if err != nil {
+		return err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	run, err := c.Rerun(ctx, id)
+	if err != nil {
+		return fmt.Errorf("rerun %s: %w", id, err)
+	}
+	if *cf.json && !*wait {
+		return printJSON(stdout, run)
+	}
+	if !*cf.json {
+		fmt.Fprintf(stdout, "%s, rerun of %s\n", describe(run), id)
+	}
+	if *wait {
+		return followCompleted(ctx, c, run, *cf.json, stdout)
+	}
+	return nil
+}
+
+// cmdCancel cancels a waiting run at once, or asks the node that runs it to
+// stop the attempt (SIGTERM to its process group, SIGKILL after kill_grace).
+func cmdCancel(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	fs := newFlags("cancel")
+	cf := addClientFlags(fs)
+	wait := fs.Bool("wait", false, "wait until the run has stopped")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	id, err := oneArg(pos, "schedulerd cancel ID [--wait] [--json]")
+	if err != nil {
+		return err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	run, err := c.Cancel(ctx, id)
+	if err != nil {
+		return fmt.Errorf("cancel %s: %w", id, err)
+	}
+	if *cf.json && !*wait {
+		return printJSON(stdout, run)
+	}
+	if !*cf.json {
+		fmt.Fprintln(stdout, describe(run))
+	}
+	if *wait {
+		_, err := follow(ctx, c, run, *cf.json, stdout)
+		return err
+	}
+	return nil
+}

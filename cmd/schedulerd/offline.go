@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schedulerd/schedulerd/jobs/schedule"
+	"github.com/schedulerd/schedulerd/store/sqlite"
+)
+
+func cmdCheckConfig(args []string, stdout io.Writer) error {
+	fs := newFlags("check-config")
+	cfgPath := fs.String("config", defaultConfig, "config file")
+	n := fs.Int("n", 3, "fire times to print per job")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	fmt.Fprintf(stdout, "%s: ok, %d jobs, store %s\n", cfg.Path, len(cfg.Jobs), storeName(cfg.Daemon.Store, cfg.Daemon.StorePath()))
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tKIND\tWHEN\tNEXT")
+	for _, d := range cfg.Jobs {
+		when, next := "on trigger", "-"
+		switch {
+		case d.Schedule != nil:
+			when = d.Schedule.String()
+			if s, ok := d.Schedule.(*schedule.Schedule); ok {
+				when += " (" + s.Location().String() + ")"
+			}
+			var ts []string
+			for t, i := d.Schedule.Next(now), 0; i < *n && !t.IsZero(); t, i = d.Schedule.Next(t), i+1 {
+				ts = append(ts, t.Format(time.RFC3339))
+			}
+			next = strings.Join(ts, ", ")
+		case !d.At.IsZero():
+			when = "at " + d.At.Format(time.RFC3339)
+			next = d.At.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.Name, d.Kind(), when, next)
+	}
+	return tw.Flush()
+}
+
+func storeName(dsn, path string) string {
+	if dsn == "" || path != "" {
+		return "sqlite " + path
+	}
+	return "postgres"
+}
+
+func cmdNext(args []string, stdout io.Writer) error {
+	fs := newFlags("next")
+	spec := fs.String("schedule", "", "cron spec, e.g. \"0 3 * * *\" or \"@every 10m\"")
+	tz := fs.String("timezone", "", "IANA time zone (default: local)")
+	from := fs.String("from", "", "start time, RFC 3339 (default: now)")
+	n := fs.Int("n", 10, "how many fire times")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *spec == "" {
+		return usageError{fmt.Errorf("next: --schedule is required")}
+	}
+	if *n < 1 || *n > 100000 {
+		return usageError{fmt.Errorf("next: -n must be between 1 and 100000")}
+	}
+	loc := time.Local
+	if *tz != "" {
+		l, err := time.LoadLocation(*tz)
+		if err != nil {
+			return usageError{fmt.Errorf("next: --timezone: unknown time zone %q", *tz)}
+		}
+		loc = l
+	}
+	s, err := schedule.Parse(*spec, loc)
+	if err != nil {
+		return usageError{fmt.Errorf("next: --schedule: %w", err)}
+	}
+	t := time.Now()
+	if *from != "" {
+		t, err = time.Parse(time.RFC3339, *from)
+		if err != nil {
+			return usageError{fmt.Errorf("next: --from: want RFC 3339 such as 2026-03-29T00:00:00+01:00: %w", err)}
+		}
+	}
+	for i := 0; i < *n; i++ {
+		t = s.Next(t)
+		if t.IsZero() {
+			break
+		}
+		fmt.Fprintln(stdout, t.In(s.Location()).Format(time.RFC3339))
+	}
+	return nil
+}
+
+func cmdMigrate(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("migrate")
+	cfgPath := fs.String("config", defaultConfig, "config file")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	if cfg.Daemon.IsPostgres() {
+		_, err := openStore(ctx, cfg.Daemon, false, nil)
+		return err
+	}
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: cfg.Daemon.StorePath(), Lock: true})
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer st.Close()
+	applied, err := st.Migrate(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "store %s is up to date (applied now: %v)\n", cfg.Daemon.StorePath(), applied)
+	return nil
+}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+
+	"github.com/schedulerd/schedulerd/config"
+	"github.com/schedulerd/schedulerd/control"
+	"github.com/schedulerd/schedulerd/scheduler"
+	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/sqlite"
+)
+
+func loadConfig(path string) (*config.Config, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("config: %w", err)}
+	}
+	return cfg, nil
+}
+
+func newLogger(w io.Writer, d config.Daemon) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(d.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if d.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// openStore opens the configured store. lock makes a second daemon on the
+// same SQLite database refuse to start.
+func openStore(ctx context.Context, d config.Daemon, lock bool, logger *slog.Logger) (store.Store, error) {
+	if d.IsPostgres() {
+		return nil, errors.New("store: the PostgreSQL store is not part of this build yet; use the embedded SQLite store (leave store empty)")
+	}
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: d.StorePath(), Lock: lock, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	return st, nil
+}
+
+func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := newFlags("run")
+	cfgPath := fs.String("config", defaultConfig, "config file")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	logger := newLogger(stderr, cfg.Daemon)
+	slog.SetDefault(logger)
+
+	st, err := openStore(ctx, cfg.Daemon, true, logger)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	d := cfg.Daemon
+	sc := scheduler.Config{
+		NodeID: d.NodeID, Concurrency: d.Concurrency,
+		HeartbeatInterval: d.HeartbeatInterval, InactiveThreshold: d.InactiveThreshold,
+		ShutdownGrace: d.ShutdownGrace, History: d.History,
+		Version: version, SocketPath: d.Socket, Logger: logger,
+		ExclusiveStore: !d.IsPostgres(), // the SQLite lock is held: no earlier process of this node lives
+	}
+	// The watchdog ping comes from the scheduling loop itself, so a stuck
+	// loop stops the pings; the loop must then wake at least twice per period.
+	if wd, err := daemon.SdWatchdogEnabled(false); err == nil && wd > 0 {
+		sc.PollInterval = min(10*time.Second, wd/3)
+	}
+	sched, err := scheduler.New(st, sc, cfg.Jobs)
+	if err != nil {
+		return err
+	}
+	sched.OnLoop = func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyWatchdog) }
+
+	// SIGHUP and `schedulerd reload` share one reload, one at a time.
+	var reloadMu sync.Mutex
+	reloadConfig := func(ctx context.Context) error {
+		reloadMu.Lock()
+		defer reloadMu.Unlock()
+		notify(daemon.SdNotifyReloading, "MONOTONIC_USEC="+strconv.FormatInt(monotonicUsec(), 10))
+		err := reload(ctx, logger, *cfgPath, cfg, sched)
+		notify(daemon.SdNotifyReady, fmt.Sprintf("STATUS=running %d jobs", len(sched.Jobs())))
+		return err
+	}
+	// The sockets are bound before the scheduler starts, so that a clash
+	// stops the start before any run is claimed; they serve once it runs.
+	eng := &engine{sched: sched, st: st, reload: reloadConfig}
+	runtimeDir, _, _ := strings.Cut(os.Getenv("RUNTIME_DIRECTORY"), ":")
+	ctl, err := control.Listen(control.ServerConfig{
+		Path: d.Socket, Group: d.SocketGroup, Logger: logger, Engine: eng, Store: st,
+		InactiveThreshold: d.InactiveThreshold,
+		DirOwned:          runtimeDir != "" && filepath.Dir(d.Socket) == filepath.Clean(runtimeDir),
+	})
+	if err != nil {
+		return err
+	}
+	defer closeServer(ctl.Close)
+	var hs *control.HealthServer
+	if d.HealthListen != "" {
+		if hs, err = control.ListenHealth(d.HealthListen, eng, logger); err != nil {
+			return err
+		}
+		defer closeServer(hs.Close)
+	}
+	if err := sched.Start(ctx); err != nil {
+		return err
+	}
+	ctl.Start()
+	if hs != nil {
+		hs.Start()
+	}
+	logger.Info("schedulerd running", "version", version, "config", cfg.Path, "node", d.NodeID,
+		"store", d.StorePath(), "jobs", len(cfg.Jobs))
+	notify(daemon.SdNotifyReady, fmt.Sprintf("STATUS=running %d jobs", len(cfg.Jobs)))
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-hup:
+			_ = reloadConfig(ctx)
+		case <-ctx.Done():
+			notify(daemon.SdNotifyStopping, "STATUS=stopping: waiting for running attempts")
+			logger.Info("stopping", "running", sched.Running(), "shutdown_grace", d.ShutdownGrace)
+			sched.Stop(context.Background())
+			return nil
+		}
+	}
+}
+
+// closeServer stops a socket server at the end of cmdRun, after the
+// scheduler, so that runs can be watched and cancelled while it drains.
+func closeServer(stop func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = stop(ctx)
+}
+
+// reload re-reads the config. A config that does not load is rejected whole
+// and the running one stays; the error says why.
+func reload(ctx context.Context, logger *slog.Logger, path string, running *config.Config, sched *scheduler.Scheduler) error {
+	cfg, err := config.Load(path)
+	if err != nil {
+		logger.Error("reload rejected: keeping the running config", "config", path, "error", err)
+		return fmt.Errorf("config: %w", err)
+	}
+	if cfg.Daemon != running.Daemon {
+		logger.Warn("reload: [daemon] settings changed; they take effect at the next restart", "config", path)
+	}
+	if err := sched.Reload(ctx, cfg.Jobs); err != nil {
+		logger.Error("reload rejected: keeping the running config", "config", path, "error", err)
+		return err
+	}
+	logger.Info("reload applied", "config", path, "jobs", len(cfg.Jobs))
+	return nil
+}
+
+func notify(states ...string) {
+	for _, s := range states {
+		_, _ = daemon.SdNotify(false, s)
+	}
+}
+
+// monotonicUsec is CLOCK_MONOTONIC in microseconds, as systemd wants with RELOADING=1.
+func monotonicUsec() int64 {
+	var ts syscall.Timespec
+	if err := clockGettime(&ts); err != nil {
+		return 0
+	}
+	return ts.Sec*1e6 + ts.Nsec/1e3
+}

@@ -1,0 +1,316 @@
+package control
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/schedulerd/schedulerd/jobs"
+)
+
+// maxReplyBytes bounds a reply the client reads.
+const maxReplyBytes = 256 << 20
+
+// Client calls the control API of a daemon over its unix socket. Its
+// methods return *APIError for error replies (match them with errors.Is
+// against the Err* kinds), and errors matching ErrDaemonNotRunning or
+// ErrPermissionDenied when the socket cannot be reached.
+type Client struct {
+	path string
+	hc   *http.Client
+	// Timeout bounds each request except long polls. Default 30s.
+	Timeout time.Duration
+}
+
+// NewClient returns a client of the socket at socketPath.
+func NewClient(socketPath string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socketPath)
+		},
+		MaxIdleConns:       2,
+		IdleConnTimeout:    30 * time.Second,
+		DisableCompression: true,
+	}
+	return &Client{path: socketPath, hc: &http.Client{Transport: tr}, Timeout: 30 * time.Second}
+}
+
+// Path is the socket the client calls.
+func (c *Client) Path() string { return c.path }
+
+// Close releases idle connections.
+func (c *Client) Close() { c.hc.CloseIdleConnections() }
+
+// Jobs returns the declared jobs.
+func (c *Client) Jobs(ctx context.Context) ([]JobInfo, error) {
+	var out struct {
+		Jobs []JobInfo `json:"jobs"`
+	}
+	err := c.do(ctx, http.MethodGet, "/v1/jobs", nil, nil, &out, 0)
+	return out.Jobs, err
+}
+
+// Trigger makes a run of job now.
+func (c *Client) Trigger(ctx context.Context, job string, req TriggerRequest) (*Run, error) {
+	var out Run
+	if err := c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(job)+"/trigger", nil, req, &out, 0); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Pause pauses a cron job's schedule.
+func (c *Client) Pause(ctx context.Context, job string) (*PauseReply, error) {
+	var out PauseReply
+	if err := c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(job)+"/pause", nil, nil, &out, 0); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Resume resumes a paused schedule.
+func (c *Client) Resume(ctx context.Context, job string) (*PauseReply, error) {
+	var out PauseReply
+	if err := c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(job)+"/resume", nil, nil, &out, 0); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// RunsQuery selects runs; zero fields select all (Limit 0: the server's 100).
+type RunsQuery struct {
+	Job    string
+	Status jobs.Status
+	Limit  int
+}
+
+// Runs lists runs, newest first.
+func (c *Client) Runs(ctx context.Context, q RunsQuery) ([]Run, error) {
+	v := url.Values{}
+	if q.Job != "" {
+		v.Set("job", q.Job)
+	}
+	if q.Status != "" {
+		v.Set("status", string(q.Status))
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	var out struct {
+		Runs []Run `json:"runs"`
+	}
+	err := c.do(ctx, http.MethodGet, "/v1/runs", v, nil, &out, 0)
+	return out.Runs, err
+}
+
+// Run returns one run.
+func (c *Client) Run(ctx context.Context, id string) (*Run, error) {
+	var out Run
+	if err := c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id), nil, nil, &out, 0); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// WaitRun returns the run once its status is not seen, it is finished, or
+// wait is over (long poll).
+func (c *Client) WaitRun(ctx context.Context, id string, seen jobs.Status, wait time.Duration) (*Run, error) {
+	v := url.Values{"wait": {wait.String()}}
+	if seen != "" {
+		v.Set("status", string(seen))
+	}
+	var out Run
+	if err := c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id), v, nil, &out, wait+c.timeout()); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Follow long-polls run id until it is finished, calling onChange (if not
+// nil) with each status it sees, and returns the finished run.
+func (c *Client) Follow(ctx context.Context, id string, onChange func(*Run)) (*Run, error) {
+	run, err := c.Run(ctx, id)
+	for err == nil {
+		if onChange != nil {
+			onChange(run)
+		}
+		if run.Status.Terminal() {
+			return run, nil
+		}
+		seen := run.Status
+		for err == nil && run.Status == seen {
+			run, err = c.WaitRun(ctx, id, seen, 60*time.Second)
+		}
+	}
+	return nil, err
+}
+
+// Attempts returns a run's attempts with their output.
+func (c *Client) Attempts(ctx context.Context, id string) ([]Attempt, error) {
+	var out struct {
+		Attempts []Attempt `json:"attempts"`
+	}
+	err := c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id)+"/attempts", nil, nil, &out, 0)
+	return out.Attempts, err
+}
+
+// Events returns a run's history.
+func (c *Client) Events(ctx context.Context, id string) ([]Event, error) {
+	var out struct {
+		Events []Event `json:"events"`
+	}
+	err := c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id)+"/events", nil, nil, &out, 0)
+	return out.Events, err
+}
+
+// Cancel cancels a run, or asks its node to stop the running attempt.
+func (c *Client) Cancel(ctx context.Context, id string) (*Run, error) {
+	var out Run
+	if err := c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/cancel", nil, nil, &out, 0); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Rerun makes a new run of the job of run id.
+func (c *Client) Rerun(ctx context.Context, id string) (*Run, error) {
+	var out Run
+	if err := c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/rerun", nil, nil, &out, 0); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Progress reports the progress of the attempt req.Attempt of run id.
+func (c *Client) Progress(ctx context.Context, id string, req ProgressRequest) error {
+	return c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/progress", nil, req, nil, 0)
+}
+
+// Nodes lists the registered nodes.
+func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
+	var out struct {
+		Nodes []Node `json:"nodes"`
+	}
+	err := c.do(ctx, http.MethodGet, "/v1/nodes", nil, nil, &out, 0)
+	return out.Nodes, err
+}
+
+// Health returns the node's health, healthy or not.
+func (c *Client) Health(ctx context.Context) (*Health, error) {
+	var out Health
+	err := c.do(ctx, http.MethodGet, "/v1/health", nil, nil, &out, 0)
+	if ae := (*APIError)(nil); errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable && ae.Code == CodeUnhealthy {
+		return &out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Reload asks the daemon to re-read its config. An error matching
+// ErrReloadRejected says why it was rejected.
+func (c *Client) Reload(ctx context.Context) error {
+	var out ReloadReply
+	return c.do(ctx, http.MethodPost, "/v1/reload", nil, nil, &out, 0)
+}
+
+func (c *Client) timeout() time.Duration {
+	if c.Timeout > 0 {
+		return c.Timeout
+	}
+	return 30 * time.Second
+}
+
+// do sends a request and decodes the reply into out. A 503 reply of the
+// health endpoint is decoded into out too, and returned as an APIError
+// with the code unhealthy.
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, body, out any, timeout time.Duration) error {
+	if timeout <= 0 {
+		timeout = c.timeout()
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	u := "http://schedulerd" + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return c.connError(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes))
+	if err != nil {
+		return fmt.Errorf("read the reply of %s: %w", c.path, err)
+	}
+	if resp.StatusCode >= 400 {
+		var eb errorBody
+		if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
+			return &APIError{Status: resp.StatusCode, Code: eb.Code, Message: eb.Error}
+		}
+		if path == "/v1/health" && resp.StatusCode == http.StatusServiceUnavailable && out != nil && json.Unmarshal(data, out) == nil {
+			return &APIError{Status: resp.StatusCode, Code: CodeUnhealthy, Message: "unhealthy"}
+		}
+		return &APIError{Status: resp.StatusCode, Message: fmt.Sprintf("%s: %s", resp.Status, strings.TrimSpace(string(clipBytes(data))))}
+	}
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("decode the reply of %s: %w", c.path, err)
+	}
+	return nil
+}
+
+// connError explains why the socket could not be used.
+func (c *Client) connError(err error) error {
+	switch {
+	case errors.Is(err, syscall.ENOENT):
+		return fmt.Errorf("%w: no socket at %s", ErrDaemonNotRunning, c.path)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("%w: nothing listens on %s", ErrDaemonNotRunning, c.path)
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+		return fmt.Errorf("%w: cannot connect to %s: the socket is for root, the daemon's user and members of socket_group", ErrPermissionDenied, c.path)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("no reply from %s in time: %w", c.path, err)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return fmt.Errorf("control socket %s: %w", c.path, err)
+}
+
+func clipBytes(b []byte) []byte {
+	if len(b) > 200 {
+		return b[:200]
+	}
+	return b
+}

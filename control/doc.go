@@ -1,0 +1,38 @@
+// Package control owns the control socket of schedulerd: the HTTP+JSON API
+// that the daemon serves on its unix socket, the client that the command
+// line uses to call it, and the optional TCP listener for /healthz and
+// /readyz.
+//
+// The socket is the daemon's only way in, so the package also owns its
+// security: the socket lives in a directory of mode 0750 and is itself 0660
+// (bound under a umask), owned by the daemon's user and socket_group, and
+// every accepted connection is checked with SO_PEERCRED: root, the daemon's
+// own user and members of socket_group are served; anyone else is logged
+// with pid and uid and refused before a request is read. Requests are
+// bounded in size (64 KiB), time and concurrency, and a malformed request
+// gets a 4xx JSON error and changes nothing.
+//
+// Endpoints (all JSON; errors are {"error": "...", "code": "..."}):
+//
+//	GET  /v1/jobs                   declared jobs                  {"jobs": [JobInfo]}
+//	POST /v1/jobs/{job}/trigger     make a run now (TriggerRequest) 201 Run
+//	POST /v1/jobs/{job}/pause       pause a cron schedule           {"job", "paused"}
+//	POST /v1/jobs/{job}/resume      resume it                       {"job", "paused"}
+//	GET  /v1/runs?job=&status=&limit=   runs, newest first          {"runs": [Run]}
+//	GET  /v1/runs/{id}              one run                         Run
+//	GET  /v1/runs/{id}?wait=60s[&status=S]  long poll: returns when the
+//	                                run's status differs from S (default:
+//	                                its status when the request came), the
+//	                                run is finished, or the wait is over
+//	GET  /v1/runs/{id}/attempts     attempts with output            {"attempts": [Attempt]}
+//	GET  /v1/runs/{id}/events       history with reasons            {"events": [Event]}
+//	POST /v1/runs/{id}/cancel       cancel, or stop a running attempt  Run
+//	POST /v1/runs/{id}/rerun        a new run linked by rerun_of    201 Run
+//	POST /v1/runs/{id}/progress     progress of the calling attempt (ProgressRequest) 204
+//	GET  /v1/nodes                  registered nodes                {"nodes": [Node]}
+//	GET  /v1/health                 200 or 503 with the problems    Health
+//	POST /v1/reload                 re-read the config (like SIGHUP) {"applied": true} or 422
+//
+// Bodies of POST requests are JSON objects; unknown fields are rejected. The
+// endpoints without parameters accept an empty body or {}.
+package control

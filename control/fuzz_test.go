@@ -1,0 +1,101 @@
+package control
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// FuzzControlRequest feeds arbitrary methods, paths and bodies to the
+// server's handler. Whatever comes in, the handler does not panic, a bad
+// request never gets a 5xx, and the engine sees no state-changing call
+// unless the request was a well-formed POST to an endpoint.
+func FuzzControlRequest(f *testing.F) {
+	st := openStore(f)
+	eng := &fakeEngine{st: st}
+	s, err := newServer(ServerConfig{Engine: eng, Store: st, Logger: slog.New(slog.DiscardHandler), MaxWait: 10 * time.Millisecond, WaitPoll: time.Millisecond})
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := s.Handler()
+	seeds := []struct{ method, path, body string }{
+		{"GET", "/v1/jobs", ""},
+		{"POST", "/v1/jobs/backup/trigger", `{}`},
+		{"POST", "/v1/jobs/backup/trigger", `{"dedup_id": "d", "payload": "p", "not_before": "2030-01-01T00:00:00Z", "not_after": "2030-01-02T00:00:00Z"}`},
+		{"POST", "/v1/jobs/backup/trigger", `{"not_after": "2000-01-01T00:00:00Z"}`},
+		{"POST", "/v1/jobs/nope/trigger", `{}`},
+		{"POST", "/v1/jobs/backup/trigger", `{"dedup_id": 1}`},
+		{"POST", "/v1/jobs/backup/trigger", `{"unknown": 1}`},
+		{"POST", "/v1/jobs/backup/trigger", `{"payload": "` + strings.Repeat("x", 100) + `"`},
+		{"POST", "/v1/jobs/backup/pause", ""},
+		{"POST", "/v1/jobs/adhoc/resume", "{}"},
+		{"GET", "/v1/runs?job=backup&status=pending&limit=5", ""},
+		{"GET", "/v1/runs?limit=-1", ""},
+		{"GET", "/v1/runs/x?wait=1ms&status=running", ""},
+		{"GET", "/v1/runs/x/attempts", ""},
+		{"GET", "/v1/runs/x/events", ""},
+		{"POST", "/v1/runs/x/cancel", ""},
+		{"POST", "/v1/runs/x/rerun", "{}"},
+		{"POST", "/v1/runs/x/progress", `{"attempt": 1, "percent": 50, "message": "half"}`},
+		{"POST", "/v1/runs/x/progress", `{"attempt": 1, "percent": 500}`},
+		{"GET", "/v1/nodes", ""},
+		{"GET", "/v1/health", ""},
+		{"POST", "/v1/reload", ""},
+		{"PUT", "/v1/reload", "{}"},
+		{"GET", "/v1/../etc/passwd", ""},
+		{"POST", "//v1/jobs/backup/trigger", "{}"},
+		{"POST", "/v1/jobs/%2e%2e/trigger", "{}"},
+		{"CONNECT", "/v1/jobs", ""},
+		{"OPTIONS", "*", ""},
+		{"POST", "/v1/jobs/backup/trigger", "{}\x00"},
+		{"POST", "/v1/jobs/backup/trigger?x=1", "{}"},
+	}
+	for _, sd := range seeds {
+		f.Add(sd.method, sd.path, []byte(sd.body))
+	}
+	f.Fuzz(func(t *testing.T, method, path string, body []byte) {
+		req, err := http.NewRequest(method, "http://schedulerd"+path, bytes.NewReader(body))
+		if err != nil {
+			return // not a request an HTTP server would parse
+		}
+		eng.reset()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		status := rec.Code
+		if status >= 500 && status != http.StatusServiceUnavailable {
+			t.Fatalf("%s %q %q: status %d: %s", method, path, body, status, rec.Body)
+		}
+		if status == http.StatusServiceUnavailable && req.URL.Path != "/v1/health" {
+			t.Fatalf("%s %q: 503 outside the health endpoint", method, path)
+		}
+		var eb errorBody
+		if status >= 400 && status != http.StatusServiceUnavailable {
+			if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil || eb.Error == "" || eb.Code == "" {
+				t.Fatalf("%s %q: error reply %d is not a JSON error: %q", method, path, status, rec.Body)
+			}
+		}
+		calls := eng.Calls()
+		if len(calls) == 0 {
+			return
+		}
+		// The engine was called: the request must have been well-formed.
+		trimmed := bytes.TrimSpace(body)
+		switch {
+		case method != http.MethodPost:
+			t.Fatalf("%s %q reached the engine: %v", method, path, calls)
+		case len(trimmed) > 0 && (trimmed[0] != '{' || !json.Valid(trimmed)):
+			t.Fatalf("POST %q with a malformed body %q reached the engine: %v", path, body, calls)
+		case len(body) > MaxBodyBytes:
+			t.Fatalf("an oversized body reached the engine")
+		}
+		switch eb.Code {
+		case CodeBadRequest, CodeNotFound, CodeMethodNotAllowed, CodeTooLarge:
+			t.Fatalf("POST %q: rejected as %s after the engine was called: %v", path, eb.Code, calls)
+		}
+	})
+}

@@ -1,0 +1,256 @@
+package control
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/sqlite"
+)
+
+// testIncarnation is the incarnation the fake engine fences progress with.
+const testIncarnation = "test-incarnation"
+
+// fakeEngine stands in for the scheduler, over a real store. It records
+// the state-changing calls it gets.
+type fakeEngine struct {
+	st store.Store
+
+	mu        sync.Mutex
+	calls     []string
+	reloadErr error
+	unhealthy bool
+}
+
+// Declared jobs of the fake engine: backup has a schedule, adhoc does not.
+var fakeJobs = []JobInfo{
+	{Name: "backup", Kind: "cron", Schedule: "0 3 * * *", Timezone: "UTC"},
+	{Name: "adhoc", Kind: "trigger"},
+}
+
+func (e *fakeEngine) record(format string, args ...any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.calls = append(e.calls, fmt.Sprintf(format, args...))
+}
+
+// Calls returns the state-changing calls so far.
+func (e *fakeEngine) Calls() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.calls)
+}
+
+func (e *fakeEngine) reset() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.calls = nil
+}
+
+func known(job string) bool {
+	return slices.ContainsFunc(fakeJobs, func(j JobInfo) bool { return j.Name == job })
+}
+
+func (e *fakeEngine) Trigger(ctx context.Context, job string, p TriggerParams) (*jobs.Run, error) {
+	e.record("trigger %s", job)
+	if !known(job) {
+		return nil, Mark(fmt.Errorf("unknown job %q", job), ErrUnknownJob)
+	}
+	now := time.Now()
+	if !p.NotAfter.IsZero() && !p.NotAfter.After(now) {
+		return nil, Mark(errors.New("not_after has passed"), ErrInvalidWindow)
+	}
+	return e.st.RunInsert(ctx, store.RunInsertParams{
+		Job: job, Trigger: jobs.TriggerManual, ScheduledAt: now, NotBefore: p.NotBefore, NotAfter: p.NotAfter,
+		Retry: jobs.RetryPolicy{MaxAttempts: 3}, DedupID: p.DedupID, Payload: p.Payload, Node: "test-node",
+	})
+}
+
+func (e *fakeEngine) Cancel(ctx context.Context, id string) (*jobs.Run, error) {
+	e.record("cancel %s", id)
+	return e.st.RunCancel(ctx, id, "test-node", jobs.ReasonCancelled, time.Time{})
+}
+
+func (e *fakeEngine) Rerun(ctx context.Context, id string) (*jobs.Run, error) {
+	e.record("rerun %s", id)
+	old, err := e.st.RunGet(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return e.st.RunInsert(ctx, store.RunInsertParams{
+		Job: old.Job, Trigger: jobs.TriggerRerun, Retry: jobs.RetryPolicy{MaxAttempts: 3}, RerunOf: old.ID, Node: "test-node",
+	})
+}
+
+func (e *fakeEngine) pause(job string) error {
+	switch {
+	case !known(job):
+		return Mark(fmt.Errorf("unknown job %q", job), ErrUnknownJob)
+	case job == "adhoc":
+		return Mark(errors.New("job \"adhoc\" has no schedule"), ErrNoSchedule)
+	}
+	return nil
+}
+
+func (e *fakeEngine) Pause(ctx context.Context, job string) error {
+	e.record("pause %s", job)
+	return e.pause(job)
+}
+
+func (e *fakeEngine) Resume(ctx context.Context, job string) error {
+	e.record("resume %s", job)
+	return e.pause(job)
+}
+
+func (e *fakeEngine) Jobs(ctx context.Context) ([]JobInfo, error) { return slices.Clone(fakeJobs), nil }
+
+func (e *fakeEngine) Health(ctx context.Context) Health {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.unhealthy {
+		return Health{Node: "test-node", Problems: []string{"heartbeat is stale: last success 3m0s ago"}}
+	}
+	return Health{OK: true, Node: "test-node", Incarnation: testIncarnation}
+}
+
+func (e *fakeEngine) Progress(ctx context.Context, runID string, attempt, percent int, message string) error {
+	e.record("progress %s %d %d", runID, attempt, percent)
+	return e.st.RunProgress(ctx, jobs.Fence{RunID: runID, Attempt: attempt, Incarnation: testIncarnation}, percent, message)
+}
+
+func (e *fakeEngine) Reload(ctx context.Context) error {
+	e.record("reload")
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.reloadErr
+}
+
+// openStore opens a real SQLite store in a temporary directory.
+func openStore(tb testing.TB) store.Store {
+	tb.Helper()
+	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(tb.TempDir(), "schedulerd.db")})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	return st
+}
+
+// logBuffer collects JSON log lines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// records returns the log records whose message contains msg.
+func (b *logBuffer) records(msg string) []map[string]any {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for _, l := range strings.Split(b.buf.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && strings.Contains(fmt.Sprint(m["msg"]), msg) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// socketDir returns a fresh directory for sockets, short enough for a unix
+// socket path, searchable by everyone so that tests can connect as another
+// user when they open the socket's own directory up.
+func socketDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "ctl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// testServer is a server on a real socket with a fake engine and a real store.
+type testServer struct {
+	*Server
+	eng  *fakeEngine
+	st   store.Store
+	logs *logBuffer
+	c    *Client
+}
+
+// startServer listens on <socketDir>/run/s.sock; mod adjusts the config.
+func startServer(t *testing.T, mod func(*ServerConfig)) *testServer {
+	t.Helper()
+	st := openStore(t)
+	ts := &testServer{eng: &fakeEngine{st: st}, st: st, logs: &logBuffer{}}
+	cfg := ServerConfig{
+		Path:   filepath.Join(socketDir(t), "run", "s.sock"),
+		Logger: slog.New(slog.NewJSONHandler(ts.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Engine: ts.eng,
+		Store:  st,
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	s, err := Listen(cfg)
+	if err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	s.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	ts.Server = s
+	ts.c = NewClient(cfg.Path)
+	t.Cleanup(ts.c.Close)
+	return ts
+}
+
+// insertRun makes a pending run of job in the store.
+func insertRun(t *testing.T, st store.Store, job, dedup string) *jobs.Run {
+	t.Helper()
+	r, err := st.RunInsert(context.Background(), store.RunInsertParams{
+		Job: job, Trigger: jobs.TriggerManual, Retry: jobs.RetryPolicy{MaxAttempts: 2}, DedupID: dedup, Node: "test-node",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// claim starts the due runs of job as testIncarnation.
+func claim(t *testing.T, st store.Store, job string) []*jobs.Run {
+	t.Helper()
+	rs, err := st.RunsClaim(context.Background(), store.ClaimParams{
+		Node: "test-node", Incarnation: testIncarnation, Jobs: map[string]int{job: 0}, Limit: 10,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}

@@ -1,0 +1,414 @@
+package control
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxSocketPath is the longest path a unix socket address holds.
+const maxSocketPath = 107
+
+// listenBacklog is the queue of connections not yet accepted (the kernel
+// caps it at net.core.somaxconn). Past it, connecting fails with EAGAIN, so
+// it is generous: the connections the server holds are bounded by MaxConns.
+const listenBacklog = 1024
+
+// socketFile is a bound socket and the identity of its file, so that Close
+// removes our file and never one that another process put there since.
+type socketFile struct {
+	ln   net.Listener
+	path string
+	dev  uint64
+	ino  uint64
+}
+
+// umaskMu serializes the changes of the process-wide umask.
+var umaskMu sync.Mutex
+
+// bindSocket makes the directory if needed, clears a stale socket file,
+// binds path as 0660 and gives it to the group gid (-1: none). dirOwned says
+// the directory was made for the daemon by its service manager.
+func bindSocket(path string, gid int, group string, dirOwned bool, log *slog.Logger) (*socketFile, error) {
+	if path == "" {
+		return nil, errors.New("the socket path is empty")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(abs) > maxSocketPath {
+		return nil, fmt.Errorf("the path %s is %d bytes; a unix socket path has at most %d", abs, len(abs), maxSocketPath)
+	}
+	if err := prepareDir(filepath.Dir(abs), gid, group, dirOwned, log); err != nil {
+		return nil, err
+	}
+	if err := clearPath(abs, log); err != nil {
+		return nil, err
+	}
+	ln, err := bindUmask(abs)
+	if err != nil {
+		return nil, err
+	}
+	sf := &socketFile{ln: ln, path: abs}
+	fi, err := os.Lstat(abs)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		sf.dev, sf.ino = st.Dev, st.Ino
+	}
+	if gid >= 0 {
+		if err := os.Lchown(abs, os.Geteuid(), gid); err != nil {
+			sf.ln.Close()
+			sf.remove(log)
+			return nil, fmt.Errorf("give %s to socket_group %s: %w", abs, group, err)
+		}
+	}
+	return sf, nil
+}
+
+// prepareDir makes the socket's directory 0750, of the socket group, when
+// it is missing or owned (made for the daemon by systemd); any other
+// existing directory keeps its mode and group.
+func prepareDir(dir string, gid int, group string, owned bool, log *slog.Logger) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return fmt.Errorf("make the socket directory: %w", err)
+		}
+		owned = true
+	case err != nil:
+		return fmt.Errorf("socket directory: %w", err)
+	case !fi.IsDir():
+		return fmt.Errorf("socket directory %s is not a directory", dir)
+	}
+	if owned {
+		if err := os.Chmod(dir, 0o750); err != nil {
+			return fmt.Errorf("socket directory: %w", err)
+		}
+		if gid >= 0 {
+			if err := os.Chown(dir, os.Geteuid(), gid); err != nil {
+				return fmt.Errorf("give the socket directory %s to socket_group %s: %w", dir, group, err)
+			}
+		}
+		return nil
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && gid >= 0 && int(st.Gid) != gid && fi.Mode().Perm()&0o001 == 0 {
+		log.Warn("members of socket_group cannot reach the socket: its directory is not searchable by the group; "+
+			"give the directory to the group (chgrp) or set socket to a path in another directory",
+			"directory", dir, "mode", fi.Mode().Perm().String(), "socket_group", group)
+	}
+	return nil
+}
+
+// ErrInUse is wrapped by Listen when a live daemon listens on the path.
+var ErrInUse = errors.New("another schedulerd is listening")
+
+// clearPath refuses a symlink, a file that is not a socket, and a socket
+// that a live process listens on; it removes a stale socket file.
+func clearPath(path string, log *slog.Logger) error {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("%s is a symlink; refusing to use it as the control socket: remove it, or set socket to another path", path)
+	case fi.Mode()&fs.ModeSocket == 0:
+		return fmt.Errorf("%s exists and is not a socket; remove it, or set socket to another path", path)
+	}
+	c, err := net.DialTimeout("unix", path, 2*time.Second)
+	switch {
+	case err == nil:
+		c.Close()
+		return fmt.Errorf("%w on %s: stop it first, or set socket to another path", ErrInUse, path)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove the stale socket %s: %w", path, err)
+		}
+		log.Info("removed a stale control socket left by a daemon that is gone", "socket", path)
+		return nil
+	default:
+		return fmt.Errorf("check whether a daemon listens on %s: %w", path, err)
+	}
+}
+
+// bindUmask binds and listens on path with the umask 0117, so the socket is
+// created 0660. The umask is process-wide: the change is serialized, and
+// ForkLock is held so that no child process is started with it.
+func bindUmask(path string) (net.Listener, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socket: %w", err)
+	}
+	syscall.ForkLock.RLock()
+	umaskMu.Lock()
+	old := unix.Umask(0o117)
+	err = unix.Bind(fd, &unix.SockaddrUnix{Name: path})
+	unix.Umask(old)
+	umaskMu.Unlock()
+	syscall.ForkLock.RUnlock()
+	if err != nil {
+		unix.Close(fd)
+		if errors.Is(err, unix.EADDRINUSE) {
+			return nil, fmt.Errorf("%w on %s", ErrInUse, path)
+		}
+		return nil, fmt.Errorf("bind %s: %w", path, err)
+	}
+	if err := unix.Listen(fd, listenBacklog); err != nil {
+		unix.Close(fd)
+		os.Remove(path)
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	ln, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		os.Remove(path)
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+// remove deletes the socket file if it is still ours.
+func (sf *socketFile) remove(log *slog.Logger) {
+	fi, err := os.Lstat(sf.path)
+	if err != nil {
+		return
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || st.Dev != sf.dev || st.Ino != sf.ino {
+		log.Info("control socket was replaced by another process; leaving it", "socket", sf.path)
+		return
+	}
+	if err := os.Remove(sf.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		log.Warn("remove the control socket", "socket", sf.path, "error", err)
+	}
+}
+
+// peerPolicy decides who may use the socket: root, the daemon's user, and
+// members of the socket group.
+type peerPolicy struct {
+	uid    uint32
+	gid    int // -1: no group
+	gidStr string
+}
+
+func newPeerPolicy(group string) (*peerPolicy, error) {
+	p := &peerPolicy{uid: uint32(os.Geteuid()), gid: -1}
+	if group == "" {
+		return p, nil
+	}
+	g, err := user.LookupGroup(group)
+	if err != nil {
+		if _, convErr := strconv.Atoi(group); convErr == nil {
+			g, err = user.LookupGroupId(group)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("unknown group %q", group)
+	}
+	gid, err := strconv.Atoi(g.Gid)
+	if err != nil {
+		return nil, fmt.Errorf("group %q has the id %q, not a number", group, g.Gid)
+	}
+	p.gid, p.gidStr = gid, g.Gid
+	return p, nil
+}
+
+// allowed reports whether the peer may use the socket. Group membership is
+// the peer's primary group, or the user's supplementary groups looked up by
+// uid.
+func (p *peerPolicy) allowed(c *unix.Ucred) bool {
+	if c.Uid == 0 || c.Uid == p.uid {
+		return true
+	}
+	if p.gid < 0 {
+		return false
+	}
+	if c.Gid == uint32(p.gid) {
+		return true
+	}
+	u, err := lookupUserID(c.Uid)
+	if err != nil {
+		return false
+	}
+	ids, err := u.GroupIds()
+	return err == nil && slices.Contains(ids, p.gidStr)
+}
+
+func lookupUserID(uid uint32) (*user.User, error) {
+	return user.LookupId(strconv.FormatUint(uint64(uid), 10))
+}
+
+// peerCredentials returns the SO_PEERCRED of an accepted connection.
+func peerCredentials(c net.Conn) (*unix.Ucred, error) {
+	if lc, ok := c.(*limitConn); ok {
+		c = lc.Conn
+	}
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return nil, fmt.Errorf("not a unix connection: %T", c)
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return nil, err
+	}
+	if credErr != nil {
+		return nil, fmt.Errorf("SO_PEERCRED: %w", credErr)
+	}
+	return cred, nil
+}
+
+// limitListener bounds the connections served at once. When every slot is
+// taken, Accept closes the oldest connection that has not sent a request
+// for a moment (idle between requests, or new and silent), so that silent
+// clients cannot keep others out; when all are busy with requests, it waits.
+type limitListener struct {
+	net.Listener
+	sem      chan struct{}
+	done     chan struct{}
+	doneOnce sync.Once
+
+	mu    sync.Mutex
+	conns map[*limitConn]trackedConn
+}
+
+type trackedConn struct {
+	state http.ConnState
+	since time.Time
+}
+
+// silentAge is how long a new connection may send nothing before it can be
+// evicted to make room.
+const silentAge = 20 * time.Millisecond
+
+func newLimitListener(ln net.Listener, n int) *limitListener {
+	return &limitListener{Listener: ln, sem: make(chan struct{}, n), done: make(chan struct{}), conns: map[*limitConn]trackedConn{}}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for acquired := false; !acquired; {
+		select {
+		case l.sem <- struct{}{}:
+			acquired = true
+			continue
+		case <-l.done:
+			return nil, net.ErrClosed
+		default:
+		}
+		l.evictSilent()
+		t := time.NewTimer(silentAge)
+		select {
+		case l.sem <- struct{}{}:
+			acquired = true
+		case <-t.C:
+		case <-l.done:
+			t.Stop()
+			return nil, net.ErrClosed
+		}
+		t.Stop()
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	lc := &limitConn{Conn: c, l: l}
+	l.mu.Lock()
+	l.conns[lc] = trackedConn{http.StateNew, time.Now()}
+	l.mu.Unlock()
+	return lc, nil
+}
+
+// track follows the state of the connections (http.Server.ConnState).
+func (l *limitListener) track(c net.Conn, st http.ConnState) {
+	lc, ok := c.(*limitConn)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.conns[lc]; !ok {
+		return
+	}
+	switch st {
+	case http.StateClosed, http.StateHijacked:
+		delete(l.conns, lc)
+	default:
+		l.conns[lc] = trackedConn{st, time.Now()}
+	}
+}
+
+// evictSilent closes the oldest connection that is idle, or new and silent
+// for silentAge.
+func (l *limitListener) evictSilent() {
+	now := time.Now()
+	var victim *limitConn
+	var since time.Time
+	l.mu.Lock()
+	for c, t := range l.conns {
+		if t.state != http.StateIdle && (t.state != http.StateNew || now.Sub(t.since) < silentAge) {
+			continue
+		}
+		if victim == nil || t.since.Before(since) {
+			victim, since = c, t.since
+		}
+	}
+	l.mu.Unlock()
+	if victim != nil {
+		victim.Close()
+	}
+}
+
+// shutdown makes a waiting Accept return.
+func (l *limitListener) shutdown() {
+	l.doneOnce.Do(func() { close(l.done) })
+}
+
+func (l *limitListener) Close() error {
+	l.shutdown()
+	return l.Listener.Close()
+}
+
+// limitConn gives its slot back when closed.
+type limitConn struct {
+	net.Conn
+	l    *limitListener
+	once sync.Once
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		delete(c.l.conns, c)
+		c.l.mu.Unlock()
+		<-c.l.sem
+	})
+	return err
+}
