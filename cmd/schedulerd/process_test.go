@@ -47,7 +47,7 @@ type proc struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	notify *net.UnixConn
-	states chan string // sd_notify messages, one per datagram line
+	states chan string // sd_notify messages, one per datagram
 	log    string
 	exited chan struct{}
 }
@@ -85,6 +85,12 @@ log_level = "debug"
 // start runs `schedulerd run` and, when wantReady, waits for READY=1.
 func (e *env) start(wantReady bool) *proc {
 	e.t.Helper()
+	return e.startEnv(wantReady)
+}
+
+// startEnv is start with extra environment variables for the daemon.
+func (e *env) startEnv(wantReady bool, extra ...string) *proc {
+	e.t.Helper()
 	sock := filepath.Join(e.dir, fmt.Sprintf("notify-%d.sock", rand.Int64()))
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
 	if err != nil {
@@ -94,9 +100,9 @@ func (e *env) start(wantReady bool) *proc {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	d := &proc{t: e.t, notify: conn, states: make(chan string, 100), log: logf.Name(), exited: make(chan struct{})}
+	d := &proc{t: e.t, notify: conn, states: make(chan string, 10000), log: logf.Name(), exited: make(chan struct{})}
 	d.cmd = exec.Command(binary, "run", "--config", e.config)
-	d.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock)
+	d.cmd.Env = append(append(os.Environ(), "NOTIFY_SOCKET="+sock), extra...)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	if err := d.cmd.Start(); err != nil {
 		e.t.Fatal(err)
@@ -110,9 +116,7 @@ func (e *env) start(wantReady bool) *proc {
 				close(d.states)
 				return
 			}
-			for _, l := range strings.Split(strings.TrimSpace(string(buf[:n])), "\n") {
-				d.states <- l
-			}
+			d.states <- string(buf[:n])
 		}
 	}()
 	go func() { _ = d.cmd.Wait(); close(d.exited) }()
@@ -123,8 +127,9 @@ func (e *env) start(wantReady bool) *proc {
 	return d
 }
 
-// waitState waits for an sd_notify message, skipping others.
-func (d *proc) waitState(want string) {
+// waitState waits for an sd_notify message with the line want, skipping
+// others, and returns the whole message.
+func (d *proc) waitState(want string) string {
 	d.t.Helper()
 	timeout := time.After(30 * time.Second)
 	for {
@@ -133,8 +138,10 @@ func (d *proc) waitState(want string) {
 			if !ok {
 				d.t.Fatalf("notify socket closed before %s", want)
 			}
-			if s == want {
-				return
+			for _, l := range strings.Split(s, "\n") {
+				if l == want {
+					return s
+				}
 			}
 		case <-d.exited:
 			d.t.Fatalf("daemon exited before %s: %s\n%s", want, d.cmd.ProcessState, d.logText())

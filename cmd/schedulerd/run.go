@@ -84,14 +84,17 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	// The watchdog ping comes from the scheduling loop itself, so a stuck
 	// loop stops the pings; the loop must then wake at least twice per period.
-	if wd, err := daemon.SdWatchdogEnabled(false); err == nil && wd > 0 {
+	wd, err := daemon.SdWatchdogEnabled(false)
+	if err == nil && wd > 0 {
 		sc.PollInterval = min(10*time.Second, wd/3)
 	}
 	sched, err := scheduler.New(st, sc, cfg.Jobs)
 	if err != nil {
 		return err
 	}
-	sched.OnLoop = func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyWatchdog) }
+	if wd > 0 {
+		sched.OnLoop = func() { notify(daemon.SdNotifyWatchdog) }
+	}
 
 	// SIGHUP and `schedulerd reload` share one reload, one at a time.
 	var reloadMu sync.Mutex
@@ -177,10 +180,10 @@ func reload(ctx context.Context, logger *slog.Logger, path string, running *conf
 	return nil
 }
 
+// notify sends the states to systemd in one message (RELOADING=1 must come
+// with its MONOTONIC_USEC); a no-op without NOTIFY_SOCKET.
 func notify(states ...string) {
-	for _, s := range states {
-		_, _ = daemon.SdNotify(false, s)
-	}
+	_, _ = daemon.SdNotify(false, strings.Join(states, "\n"))
 }
 
 // monotonicUsec is CLOCK_MONOTONIC in microseconds, as systemd wants with RELOADING=1.
