@@ -4,7 +4,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 BIN      := bin/schedulerd
 CONFIG   ?= schedulerd.toml
-STATICCHECK := honnef.co/go/tools/cmd/staticcheck@2026.2.2
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
 PREFIX   ?= /usr/local
 

@@ -196,6 +196,9 @@ func (s *Server) Close(ctx context.Context) error {
 
 type ctxKey struct{}
 
+// connKey carries the *limitConn of a request's connection.
+type connKey struct{}
+
 // peerInfo is what the connection context carries about the peer.
 type peerInfo struct {
 	allowed bool
@@ -210,6 +213,9 @@ func (s *Server) connContext(ctx context.Context, c net.Conn) context.Context {
 	if err != nil {
 		s.log.Warn("control socket: refused a connection whose peer is unknown", "error", err)
 		return context.WithValue(ctx, ctxKey{}, peerInfo{})
+	}
+	if lc, isLimited := c.(*limitConn); isLimited {
+		ctx = context.WithValue(ctx, connKey{}, lc)
 	}
 	ok := s.peers.allowed(cred)
 	if !ok {
@@ -229,6 +235,22 @@ func (s *Server) checkPeer(next http.Handler) http.Handler {
 			writeError(w, http.StatusForbidden, CodePermissionDenied, fmt.Sprintf(
 				"permission denied: uid %d may not use this socket (allowed: root, the daemon's user and members of socket_group)", p.uid))
 			return
+		}
+		// Read the whole (bounded) request before serving it, so that a
+		// client stuck halfway through its body can be evicted to make room
+		// and a request being served cannot.
+		data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+		if err != nil {
+			if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+				writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("request body is larger than %d bytes", MaxBodyBytes))
+				return
+			}
+			writeError(w, http.StatusBadRequest, CodeBadRequest, "read the request body: "+err.Error())
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(data))
+		if lc, ok := r.Context().Value(connKey{}).(*limitConn); ok {
+			lc.l.markRead(lc)
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -301,11 +301,20 @@ type limitListener struct {
 type trackedConn struct {
 	state http.ConnState
 	since time.Time
+	// read is set once the server has the whole request (headers and
+	// body): from then on the connection is being served, possibly in a
+	// long poll, and is never evicted.
+	read bool
 }
 
 // silentAge is how long a new connection may send nothing before it can be
 // evicted to make room.
 const silentAge = 20 * time.Millisecond
+
+// slowAge is how long a connection may take to send the rest of a request
+// whose headers arrived before it can be evicted to make room. A local
+// client sends a whole request (at most 64 KiB) in far less.
+const slowAge = 250 * time.Millisecond
 
 func newLimitListener(ln net.Listener, n int) *limitListener {
 	return &limitListener{Listener: ln, sem: make(chan struct{}, n), done: make(chan struct{}), conns: map[*limitConn]trackedConn{}}
@@ -340,7 +349,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	}
 	lc := &limitConn{Conn: c, l: l}
 	l.mu.Lock()
-	l.conns[lc] = trackedConn{http.StateNew, time.Now()}
+	l.conns[lc] = trackedConn{state: http.StateNew, since: time.Now()}
 	l.mu.Unlock()
 	return lc, nil
 }
@@ -360,19 +369,32 @@ func (l *limitListener) track(c net.Conn, st http.ConnState) {
 	case http.StateClosed, http.StateHijacked:
 		delete(l.conns, lc)
 	default:
-		l.conns[lc] = trackedConn{st, time.Now()}
+		l.conns[lc] = trackedConn{state: st, since: time.Now()}
 	}
 }
 
-// evictSilent closes the oldest connection that is idle, or new and silent
-// for silentAge.
+// markRead records that the request of c has been read whole.
+func (l *limitListener) markRead(c *limitConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t, ok := l.conns[c]; ok {
+		t.read = true
+		l.conns[c] = t
+	}
+}
+
+// evictSilent closes the oldest connection that is idle, new and silent for
+// silentAge, or still sending a request after slowAge.
 func (l *limitListener) evictSilent() {
 	now := time.Now()
 	var victim *limitConn
 	var since time.Time
 	l.mu.Lock()
 	for c, t := range l.conns {
-		if t.state != http.StateIdle && (t.state != http.StateNew || now.Sub(t.since) < silentAge) {
+		evictable := t.state == http.StateIdle ||
+			(t.state == http.StateNew && now.Sub(t.since) >= silentAge) ||
+			(t.state == http.StateActive && !t.read && now.Sub(t.since) >= slowAge)
+		if !evictable {
 			continue
 		}
 		if victim == nil || t.since.Before(since) {
