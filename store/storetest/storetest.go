@@ -34,6 +34,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ClaimConcurrencyLimit", testClaimConcurrencyLimit},
 		{"ClaimBacklog", testClaimBacklog},
 		{"ClaimConcurrent", testClaimConcurrent},
+		{"ClaimConcurrencyLimitConcurrent", testClaimConcurrencyLimitConcurrent},
 		{"TransitionComplete", testTransitionComplete},
 		{"TransitionFenced", testTransitionFenced},
 		{"TransitionInvalid", testTransitionInvalid},
@@ -47,6 +48,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListAndLastRun", testListAndLastRun},
 		{"ListDefaultLimit", testListDefaultLimit},
 		{"Nodes", testNodes},
+		{"StoreClock", testStoreClock},
+		{"BinaryText", testBinaryText},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

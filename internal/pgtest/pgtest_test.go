@@ -1,0 +1,136 @@
+package pgtest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var srv *Server
+
+func TestMain(m *testing.M) { os.Exit(Main(m, &srv)) }
+
+func query(t *testing.T, dsn, sql string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	var out string
+	if err := conn.QueryRow(ctx, sql).Scan(&out); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return out
+}
+
+func TestNewDatabase(t *testing.T) {
+	a, b := srv.NewDatabase(t), srv.NewDatabase(t)
+	if a == b {
+		t.Fatalf("two databases with one DSN %s", a)
+	}
+	nameA, nameB := query(t, a, `SELECT current_database()`), query(t, b, `SELECT current_database()`)
+	if nameA == nameB || nameA == "postgres" {
+		t.Fatalf("databases %q and %q", nameA, nameB)
+	}
+	t.Run("dropped", func(t *testing.T) {
+		srv.NewDatabase(t)
+	})
+	// The subtest's database is gone; ours stay until we end.
+	if n := query(t, srv.DSN(), `SELECT count(*)::text FROM pg_database WHERE datname LIKE 'schedulerd_test_%'`); n != "2" && !srv.external {
+		t.Fatalf("%s test databases, want 2", n)
+	}
+}
+
+func TestSettings(t *testing.T) {
+	srv.Require(t)
+	if srv.external {
+		t.Skip("an external server has its own settings")
+	}
+	for name, want := range map[string]string{
+		"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
+		"max_connections": "200", "listen_addresses": "127.0.0.1",
+	} {
+		if got := query(t, srv.DSN(), `SHOW `+name); got != want {
+			t.Errorf("%s = %s, want %s", name, got, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(srv.dir, ".s.PGSQL."+query(t, srv.DSN(), `SHOW port`))); err != nil {
+		t.Errorf("unix socket in the private directory: %v", err)
+	}
+}
+
+func TestRestart(t *testing.T) {
+	srv.Require(t)
+	if srv.external {
+		t.Skip("an external server is not ours to restart")
+	}
+	dsn := srv.NewDatabase(t)
+	query(t, dsn, `SELECT 'ok'`)
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	query(t, dsn, `SELECT 'ok'`)
+	if err := srv.StopServer(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if conn, err := pgx.Connect(ctx, dsn); err == nil {
+		conn.Close(ctx)
+		t.Fatal("connected to a stopped server")
+	}
+	if err := srv.StartServer(); err != nil {
+		t.Fatal(err)
+	}
+	query(t, dsn, `SELECT 'ok'`)
+}
+
+// TestStartStop starts a second server next to the package's and stops it:
+// nothing of it stays.
+func TestStartStop(t *testing.T) {
+	srv.Require(t)
+	if srv.external {
+		t.Skip("external server")
+	}
+	start := time.Now()
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Start took %s", time.Since(start).Round(time.Millisecond))
+	if s.port == srv.port || s.dir == srv.dir {
+		t.Fatalf("second server shares port %d or directory %s", s.port, s.dir)
+	}
+	query(t, s.DSN(), `SELECT 'ok'`)
+	s.Stop()
+	s.Stop()
+	if _, err := os.Stat(s.dir); !os.IsNotExist(err) {
+		t.Fatalf("directory after Stop: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if conn, err := pgx.Connect(ctx, s.DSN()); err == nil {
+		conn.Close(ctx)
+		t.Fatal("connected after Stop")
+	}
+}
+
+func TestDatabaseDSN(t *testing.T) {
+	tests := []struct{ dsn, want string }{
+		{"postgres://u:p@h:5432/postgres?sslmode=disable", "postgres://u:p@h:5432/db1?sslmode=disable"},
+		{"postgresql://h/x", "postgresql://h/db1"},
+		{"host=h user=u dbname=postgres", "host=h user=u dbname=postgres dbname=db1"},
+	}
+	for _, tc := range tests {
+		if got := DatabaseDSN(tc.dsn, "db1"); got != tc.want {
+			t.Errorf("DatabaseDSN(%q) = %q, want %q", tc.dsn, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,148 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// NodeRegister records a new incarnation of a node by compare-and-set on
+// the stored incarnation (see store.Store), under the node row's lock, and
+// returns the row it replaced, with its Age by p.Now or else by the
+// database clock.
+func (s *Store) NodeRegister(ctx context.Context, p store.NodeRegisterParams) (*store.Node, error) {
+	if p.ID == "" || p.Incarnation == "" {
+		return nil, errors.New("register node: id and incarnation must be set")
+	}
+	jobNames := p.Jobs
+	if jobNames == nil {
+		jobNames = []string{}
+	}
+	var prev *store.Node
+	err := s.write(ctx, "register node "+p.ID, func(c *conn) (err error) {
+		read := func(lock string) (*store.Node, error) {
+			n, err := scanNode(c.queryRow(ctx, `SELECT `+nodeColumns+`, COALESCE($2::timestamptz, now())
+				FROM nodes WHERE id = $1`+lock, p.ID, ts(p.Now)))
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil, nil
+			}
+			return n, err
+		}
+		locked := func(n *store.Node) error {
+			stored := ""
+			if n != nil {
+				stored = n.Incarnation
+			}
+			return fmt.Errorf("%w: node id %s is held by incarnation %q (host %s, pid %d)",
+				store.ErrLocked, p.ID, stored, hostOf(n), pidOf(n))
+		}
+		if prev, err = read(` FOR UPDATE`); err != nil {
+			return err
+		}
+		if prev == nil && p.Replace == "" {
+			// A concurrent registration of the same id waits for ours,
+			// then inserts nothing.
+			tag, err := c.exec(ctx, `INSERT INTO nodes (id, incarnation, host, pid, version, started_at, heartbeat_at, jobs)
+				VALUES ($1, $2, $3, $4, $5, COALESCE($6::timestamptz, now()), COALESCE($6::timestamptz, now()), $7)
+				ON CONFLICT (id) DO NOTHING`,
+				p.ID, p.Incarnation, p.Host, p.PID, p.Version, ts(p.Now), jobNames)
+			if err != nil || tag.RowsAffected() == 1 {
+				return err
+			}
+			if prev, err = read(``); err != nil {
+				return err
+			}
+			return locked(prev)
+		}
+		if prev == nil || prev.Incarnation != p.Replace {
+			return locked(prev)
+		}
+		_, err = c.exec(ctx, `UPDATE nodes SET incarnation = $2, host = $3, pid = $4, version = $5,
+				started_at = COALESCE($6::timestamptz, now()), heartbeat_at = COALESCE($6::timestamptz, now()), jobs = $7
+			WHERE id = $1`,
+			p.ID, p.Incarnation, p.Host, p.PID, p.Version, ts(p.Now), jobNames)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, store.ErrLocked) {
+			return prev, err
+		}
+		return nil, err
+	}
+	return prev, nil
+}
+
+func hostOf(n *store.Node) string {
+	if n == nil {
+		return ""
+	}
+	return n.Host
+}
+
+func pidOf(n *store.Node) int {
+	if n == nil {
+		return 0
+	}
+	return n.PID
+}
+
+// NodeDelete removes a node's row if it still belongs to incarnation.
+func (s *Store) NodeDelete(ctx context.Context, nodeID, incarnation string) error {
+	c := s.read()
+	tag, err := c.exec(ctx, `DELETE FROM nodes WHERE id = $1 AND incarnation = $2`, nodeID, incarnation)
+	if err != nil {
+		return fail("delete node "+nodeID, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	return nodeMismatch(ctx, c, "delete node", nodeID, incarnation)
+}
+
+// nodeMismatch explains why a write fenced by (nodeID, incarnation) found
+// no row: the node is gone, or it belongs to another incarnation.
+func nodeMismatch(ctx context.Context, c *conn, op, nodeID, incarnation string) error {
+	var other string
+	err := c.queryRow(ctx, `SELECT incarnation FROM nodes WHERE id = $1`, nodeID).Scan(&other)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%s: node %s: %w", op, nodeID, store.ErrNotFound)
+	}
+	if err != nil {
+		return fail(op, err)
+	}
+	return fmt.Errorf("%s: %w: node %s belongs to incarnation %s, not %s", op, store.ErrFenced, nodeID, other, incarnation)
+}
+
+// NodeHeartbeat refreshes the heartbeat of the node's incarnation. It runs
+// on the heartbeat pool, never waiting behind the main pool's claims.
+func (s *Store) NodeHeartbeat(ctx context.Context, nodeID, incarnation string, now time.Time) error {
+	c := &conn{q: s.heartbeat, n: &s.statements}
+	tag, err := c.exec(ctx, `UPDATE nodes SET heartbeat_at = COALESCE($3::timestamptz, now())
+		WHERE id = $1 AND incarnation = $2`, nodeID, incarnation, ts(now))
+	if err != nil {
+		return fail("node heartbeat "+nodeID, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	return nodeMismatch(ctx, c, "node heartbeat", nodeID, incarnation)
+}
+
+// NodesList returns every registered node, by id, with its Age by the
+// database clock.
+func (s *Store) NodesList(ctx context.Context) ([]*store.Node, error) {
+	rows, err := s.read().query(ctx, `SELECT `+nodeColumns+`, now() FROM nodes ORDER BY id`)
+	if err != nil {
+		return nil, fail("list nodes", err)
+	}
+	nodes, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Node, error) { return scanNode(row) })
+	if err != nil {
+		return nil, fail("list nodes", err)
+	}
+	return nodes, nil
+}

@@ -1,0 +1,602 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/schedulerd/schedulerd/internal/pgtest"
+	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/storetest"
+)
+
+// srv is the package's PostgreSQL server; nil when there is none (the
+// tests then skip, except on CI).
+var srv *pgtest.Server
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m, &srv)) }
+
+// openTest opens a store on a fresh database, closed when the test ends,
+// and returns it with the database's DSN.
+func openTest(t *testing.T) (*Store, string) {
+	t.Helper()
+	dsn := srv.NewDatabase(t)
+	return openDSN(t, dsn, Options{}), dsn
+}
+
+// openDSN opens another store on dsn, closed when the test ends.
+func openDSN(t *testing.T, dsn string, opts Options) *Store {
+	t.Helper()
+	opts.DSN = dsn
+	s, err := Open(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// admin runs statements on dsn outside any store.
+func admin(t *testing.T, dsn string, sqls ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	for _, sql := range sqls {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+}
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func manual(job string) store.RunInsertParams {
+	return store.RunInsertParams{Job: job, Trigger: jobs.TriggerManual, ScheduledAt: t0, Retry: jobs.DefaultRetry, Now: t0}
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		s, _ := openTest(t)
+		return s
+	})
+}
+
+// TestClaimLimitAcrossStores: nodes with pools of their own keep a job's
+// concurrency limit while they claim at once.
+func TestClaimLimitAcrossStores(t *testing.T) {
+	_, dsn := openTest(t)
+	var stores []store.Store
+	for range 3 {
+		stores = append(stores, openDSN(t, dsn, Options{MaxConns: 4}))
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	storetest.ClaimLimitRace(ctx, t, stores, 9)
+}
+
+func TestMigrateConcurrentOpens(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	const n = 5
+	stores := make([]*Store, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { stores[i], errs[i] = Open(t.Context(), Options{DSN: dsn}) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Open %d: %v", i, err)
+		}
+		defer stores[i].Close()
+	}
+	want, err := loadMigrations(embeddedMigrations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows, max int
+	if err := stores[0].pool.QueryRow(t.Context(), `SELECT count(*), max(version) FROM schema_migrations`).Scan(&rows, &max); err != nil {
+		t.Fatal(err)
+	}
+	if rows != len(want) || max != len(want) {
+		t.Fatalf("schema_migrations: %d rows up to %d, want %d", rows, max, len(want))
+	}
+	applied, err := stores[1].Migrate(t.Context())
+	if err != nil || len(applied) != 0 {
+		t.Fatalf("Migrate on a migrated database = %v, %v", applied, err)
+	}
+}
+
+// withMigrations replaces the migration source for one test.
+func withMigrations(t *testing.T, fsys fstest.MapFS) {
+	old := migrationSource
+	migrationSource = fsys
+	t.Cleanup(func() { migrationSource = old })
+}
+
+func TestMigrationSetErrors(t *testing.T) {
+	good := "CREATE TABLE t1 (x integer);"
+	tests := []struct {
+		name  string
+		files map[string]string
+		want  string
+	}{
+		{"gap", map[string]string{"migrations/001_a.up.sql": good, "migrations/003_c.up.sql": good}, "without gaps"},
+		{"duplicate", map[string]string{"migrations/001_a.up.sql": good, "migrations/001_b.up.sql": good}, "same number"},
+		{"not from one", map[string]string{"migrations/002_b.up.sql": good}, "without gaps"},
+		{"bad name", map[string]string{"migrations/001_a.up.sql": good, "migrations/two.sql": good}, "name must look like"},
+	}
+	dsn := srv.NewDatabase(t)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys := fstest.MapFS{}
+			for name, body := range tc.files {
+				fsys[name] = &fstest.MapFile{Data: []byte(body)}
+			}
+			withMigrations(t, fsys)
+			_, err := Open(t.Context(), Options{DSN: dsn})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Open: got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestMigrationFailureRollsBack(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	withMigrations(t, fstest.MapFS{
+		"migrations/001_a.up.sql": {Data: []byte("CREATE TABLE t1 (x integer);")},
+		"migrations/002_b.up.sql": {Data: []byte("CREATE TABLE t2 (x integer); SELECT no_such_function();")},
+	})
+	_, err := Open(t.Context(), Options{DSN: dsn})
+	if err == nil || !strings.Contains(err.Error(), "002_b.up.sql") {
+		t.Fatalf("Open with a broken migration: %v", err)
+	}
+	withMigrations(t, fstest.MapFS{
+		"migrations/001_a.up.sql": {Data: []byte("CREATE TABLE t1 (x integer);")},
+		"migrations/002_b.up.sql": {Data: []byte("CREATE TABLE t2 (x integer);")},
+	})
+	s := openDSN(t, dsn, Options{})
+	applied, err := s.Migrate(t.Context())
+	if err != nil || len(applied) != 0 {
+		t.Fatalf("Migrate = %v, %v", applied, err)
+	}
+	// A newer database than the program is refused.
+	withMigrations(t, fstest.MapFS{"migrations/001_a.up.sql": {Data: []byte("CREATE TABLE t1 (x integer);")}})
+	if _, err := s.Migrate(t.Context()); err == nil || !strings.Contains(err.Error(), "newer") {
+		t.Fatalf("Migrate with fewer migrations than applied: %v", err)
+	}
+}
+
+// waitWakeup waits up to d for a wakeup of s.
+func waitWakeup(s *Store, d time.Duration) bool {
+	select {
+	case <-s.Wakeups():
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// drain empties the wakeup channel of s.
+func drain(s *Store) {
+	for {
+		select {
+		case <-s.Wakeups():
+		default:
+			return
+		}
+	}
+}
+
+func waitListening(t *testing.T, s *Store) {
+	t.Helper()
+	select {
+	case <-s.listening:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener did not connect")
+	}
+}
+
+// TestWakeups: a write on one node that makes runs due wakes another.
+func TestWakeups(t *testing.T) {
+	a, dsn := openTest(t)
+	b := openDSN(t, dsn, Options{})
+	waitListening(t, b)
+	ctx := t.Context()
+
+	drain(b)
+	run, err := a.RunInsert(ctx, manual("report"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !waitWakeup(b, time.Second) {
+		t.Fatal("RunInsert on one store did not wake the other within a second")
+	}
+
+	// A claim makes nothing due: no wakeup.
+	claimed, err := a.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "i", Jobs: map[string]int{"report": 0}, Limit: 1, Now: t0})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("RunsClaim = %v, %v", claimed, err)
+	}
+	if waitWakeup(b, 300*time.Millisecond) {
+		t.Fatal("a claim woke the other store")
+	}
+	// The end of an attempt frees a slot and makes a retry.
+	res := jobs.Result{ExitCode: new(int), Err: errors.New("exit status 1")}
+	*res.ExitCode = 1
+	if _, err := a.RunTransition(ctx, jobs.FailAttempt(claimed[0], jobs.Fence{RunID: run.ID, Attempt: 1, Incarnation: "i"},
+		"n", res, jobs.ReasonFailed, t0, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if !waitWakeup(b, time.Second) {
+		t.Fatal("a retry did not wake the other store")
+	}
+	// A fire that makes runs.
+	if _, err := a.ScheduleFire(ctx, store.FireParams{Job: "tick", Cursor: t0, Overlap: jobs.OverlapAllow, Now: t0,
+		Runs: []store.RunInsertParams{{ScheduledAt: t0, Retry: jobs.DefaultRetry}, {ScheduledAt: t0.Add(-time.Minute), Retry: jobs.DefaultRetry}}}); err != nil {
+		t.Fatal(err)
+	}
+	if !waitWakeup(b, time.Second) {
+		t.Fatal("a fire did not wake the other store")
+	}
+}
+
+// TestReconnect: after the server restarts, and after an outage, the same
+// Store works again without being reopened, and so do its wakeups.
+func TestReconnect(t *testing.T) {
+	a, dsn := openTest(t)
+	b := openDSN(t, dsn, Options{})
+	waitListening(t, b)
+	ctx := t.Context()
+	if _, err := a.RunInsert(ctx, manual("before")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.NodeHeartbeat(ctx, "none", "none", time.Time{}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("heartbeat of an unknown node: %v", err)
+	}
+	if err := srv.Restart(); err != nil {
+		t.Skip(err)
+	}
+	works := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			_, err := a.RunInsert(ctx, manual(what))
+			if err == nil {
+				err = a.NodeHeartbeat(ctx, "none", "none", time.Time{})
+				if errors.Is(err, store.ErrNotFound) {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the store does not work again: %v", what, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	works("after-restart")
+	// The listener is back: it says so with a wakeup, then relays others.
+	if !waitWakeup(b, 10*time.Second) {
+		t.Fatal("no wakeup after the listener reconnected")
+	}
+	drain(b)
+	if _, err := a.RunInsert(ctx, manual("wake")); err != nil {
+		t.Fatal(err)
+	}
+	if !waitWakeup(b, time.Second) {
+		t.Fatal("no wakeup after the restart")
+	}
+
+	// An outage: operations fail (they do not hang), and work again after.
+	if err := srv.StopServer(); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_, err := a.RunInsert(short, manual("outage"))
+	cancel()
+	if err == nil {
+		t.Fatal("RunInsert succeeded with the server stopped")
+	}
+	if err := srv.StartServer(); err != nil {
+		t.Fatal(err)
+	}
+	works("after-outage")
+	runs, err := a.RunsList(ctx, store.RunFilter{})
+	if err != nil || len(runs) < 4 {
+		t.Fatalf("runs after the outage: %d, %v", len(runs), err)
+	}
+}
+
+// TestReadOnlyServer: a store refuses connections to a server that takes
+// no writes, with an error that says so, and recovers when it takes them
+// again.
+func TestReadOnlyServer(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	db := dbName(t, dsn)
+	admin(t, srv.DSN(), `ALTER DATABASE `+db+` SET default_transaction_read_only = on`)
+	_, err := Open(t.Context(), Options{DSN: dsn})
+	if err == nil || !strings.Contains(err.Error(), "read-only") || !errors.Is(err, errReadOnly) {
+		t.Fatalf("Open on a read-only server: %v", err)
+	}
+	t.Logf("Open on a read-only server: %v", err)
+
+	// A store already open: its connections are ended (a failover), the
+	// new ones land on a read-only server, then on a writable one.
+	admin(t, srv.DSN(), `ALTER DATABASE `+db+` SET default_transaction_read_only = off`)
+	s := openDSN(t, dsn, Options{})
+	admin(t, srv.DSN(), `ALTER DATABASE `+db+` SET default_transaction_read_only = on`,
+		`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '`+db+`' AND pid <> pg_backend_pid()`)
+	// The first tries may meet the ended connections; the pool drops
+	// them and connects again.
+	for try := 1; ; try++ {
+		_, err := s.RunInsert(t.Context(), manual("x"))
+		if errors.Is(err, errReadOnly) {
+			break
+		}
+		if err == nil || try == 10 {
+			t.Fatalf("RunInsert on a read-only server, try %d: %v", try, err)
+		}
+	}
+	admin(t, srv.DSN(), `ALTER DATABASE `+db+` SET default_transaction_read_only = off`)
+	if _, err := s.RunInsert(t.Context(), manual("x")); err != nil {
+		t.Fatalf("RunInsert once the server is writable: %v", err)
+	}
+}
+
+// TestReadOnlyConnectionDropped: a connection whose writes fail because
+// the server takes none is closed, not given out again.
+func TestReadOnlyConnectionDropped(t *testing.T) {
+	_, dsn := openTest(t)
+	s := openDSN(t, dsn, Options{MaxConns: 1})
+	ctx := t.Context()
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, `SET SESSION default_transaction_read_only = on`); err != nil {
+		t.Fatal(err)
+	}
+	c.Release()
+	_, err = s.RunInsert(ctx, manual("x"))
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "25006" {
+		t.Fatalf("RunInsert on a read-only session: %v", err)
+	}
+	if _, err := s.RunInsert(ctx, manual("x")); err != nil {
+		t.Fatalf("RunInsert on the next connection: %v", err)
+	}
+}
+
+func dbName(t *testing.T, dsn string) string {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Database
+}
+
+// TestPasswordsHidden: no error of Open and no log line shows a password.
+func TestPasswordsHidden(t *testing.T) {
+	const secret = "s3cret-Pa55word"
+	srv.Require(t)
+	dsn := srv.NewDatabase(t)
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withPassword := strings.Replace(dsn, "postgres://postgres@", "postgres://postgres:"+secret+"@", 1)
+	if withPassword == dsn {
+		t.Skip("the test server's DSN is not a postgres://user@ URL")
+	}
+	var logs safeBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+
+	// The trust authentication of the test server ignores the password:
+	// these open.
+	s, err := Open(t.Context(), Options{DSN: withPassword, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if !strings.Contains(logs.String(), "xxxxx") {
+		t.Errorf("the log does not show the redacted DSN:\n%s", logs.String())
+	}
+
+	failing := []string{
+		fmt.Sprintf("postgres://u:%s@127.0.0.1:1/db?sslmode=disable&connect_timeout=5", secret),
+		fmt.Sprintf("host=127.0.0.1 port=1 user=u password=%s dbname=db sslmode=disable connect_timeout=5", secret),
+		fmt.Sprintf("host=127.0.0.1 port=1 user=u password='%s' dbname=db sslmode=disable", secret),
+		fmt.Sprintf("postgres://u:%s@127.0.0.1:notaport/db", secret),
+		fmt.Sprintf("postgres://u:%s@127.0.0.1:%d/db?sslmode=bogus", secret, cfg.Port),
+		fmt.Sprintf("postgres://u@127.0.0.1:%d/db?password=%s&sslmode=disable", 1, secret),
+		// No such database on a live server.
+		strings.Replace(pgtest.DatabaseDSN(withPassword, "no_such_db"), "sslmode=disable", "sslmode=disable&application_name=x", 1),
+	}
+	for _, dsn := range failing {
+		_, err := Open(t.Context(), Options{DSN: dsn, Logger: logger})
+		if err == nil {
+			t.Fatalf("Open(%s) succeeded", RedactDSN(dsn))
+		}
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("error shows the password: %v", err)
+		}
+		if !strings.Contains(err.Error(), "xxxxx") {
+			t.Errorf("error does not name the redacted DSN: %v", err)
+		}
+	}
+	if strings.Contains(logs.String(), secret) {
+		t.Errorf("the log shows the password:\n%s", logs.String())
+	}
+	if got := fmt.Sprint(DSN(withPassword)); strings.Contains(got, secret) {
+		t.Errorf("DSN prints as %s", got)
+	}
+}
+
+// safeBuffer is a bytes.Buffer for concurrent writers.
+type safeBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *safeBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *safeBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func TestRedactDSN(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"postgres://u:secret@h:5432/db?sslmode=disable", "postgres://u:xxxxx@h:5432/db?sslmode=disable"},
+		{"postgresql://u:p%40ss@h/db", "postgresql://u:xxxxx@h/db"},
+		{"postgres://u@h/db", "postgres://u@h/db"},
+		{"postgres://h/db?password=secret&sslmode=disable", "postgres://h/db?password=xxxxx&sslmode=disable"},
+		{"host=h user=u password=secret dbname=db", "host=h user=u password=xxxxx dbname=db"},
+		{"host=h password = 'se cret' dbname=db", "host=h password = xxxxx dbname=db"},
+		{"host=h password='it\\'s' dbname=db", "host=h password=xxxxx dbname=db"},
+		{"postgres://u:se/cr@et@h:x/db", "postgres://u:xxxxx@h:x/db"},
+		{"cannot parse `postgres://u:secret@h:bad/db`: invalid port", "cannot parse `postgres://u:xxxxx@h:bad/db`: invalid port"},
+		{"", ""},
+	}
+	for _, tc := range tests {
+		if got := RedactDSN(tc.in); got != tc.want {
+			t.Errorf("RedactDSN(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestStatementsIdle: an idle poll (claim and expiry, nothing due) costs
+// one statement each.
+func TestStatementsIdle(t *testing.T) {
+	s, _ := openTest(t)
+	waitListening(t, s)
+	ctx := t.Context()
+	before := s.Statements()
+	runs, err := s.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "i", Jobs: map[string]int{"a": 1, "b": 0}, Limit: 4})
+	if err != nil || len(runs) != 0 {
+		t.Fatalf("RunsClaim = %v, %v", runs, err)
+	}
+	if _, err := s.RunsExpire(ctx, "n", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Statements() - before; got != 2 {
+		t.Fatalf("an idle claim and expiry ran %d statements, want 2", got)
+	}
+}
+
+// TestHeartbeatReserved: heartbeats go through when claims hold every
+// connection of the main pool.
+func TestHeartbeatReserved(t *testing.T) {
+	_, dsn := openTest(t)
+	s := openDSN(t, dsn, Options{MaxConns: 2})
+	ctx := t.Context()
+	if _, err := s.NodeRegister(ctx, store.NodeRegisterParams{ID: "n1", Incarnation: "i1"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		c, err := s.pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Release()
+	}
+	busy, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err := s.RunGet(busy, "x")
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("RunGet on an exhausted pool: %v", err)
+	}
+	hb, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.NodeHeartbeat(hb, "n1", "i1", time.Time{}); err != nil {
+		t.Fatalf("heartbeat with the main pool exhausted: %v", err)
+	}
+}
+
+func TestInterpretError(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := t.Context()
+	err := s.write(ctx, "test", func(c *conn) error {
+		for range 2 {
+			if _, err := c.exec(ctx, `INSERT INTO cursors (job, last, updated_at) VALUES ('a', now(), now())`); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if !errors.Is(err, store.ErrDuplicate) {
+		t.Fatalf("unique violation: %v", err)
+	}
+	if _, err := s.RunGet(ctx, "none"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("missing run: %v", err)
+	}
+	// A window refused by the schema rather than by the code.
+	_, err = s.RunInsert(ctx, store.RunInsertParams{Job: "w", Trigger: jobs.TriggerManual, NotAfter: time.Now().Add(-time.Hour), Retry: jobs.DefaultRetry})
+	if !errors.Is(err, jobs.ErrWindow) {
+		t.Fatalf("window in the past: %v", err)
+	}
+	// Dedup refusals say why.
+	p := manual("d")
+	p.DedupID = "id-1"
+	if _, err := s.RunInsert(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.RunInsert(ctx, p)
+	if !errors.Is(err, store.ErrDuplicate) || !strings.Contains(err.Error(), "dedup id") {
+		t.Fatalf("second run with a dedup id: %v", err)
+	}
+}
+
+// TestWriteRetries: a transaction that meets a serialization failure or a
+// deadlock runs again; other errors end it at once.
+func TestWriteRetries(t *testing.T) {
+	s, _ := openTest(t)
+	tries := 0
+	err := s.write(t.Context(), "test", func(c *conn) error {
+		tries++
+		if tries < 3 {
+			return &pgconn.PgError{Code: []string{"40001", "40P01"}[tries-1]}
+		}
+		return nil
+	})
+	if err != nil || tries != 3 {
+		t.Fatalf("write = %v after %d tries, want success after 3", err, tries)
+	}
+	tries = 0
+	err = s.write(t.Context(), "test", func(c *conn) error {
+		tries++
+		return &pgconn.PgError{Code: "40001"}
+	})
+	if err == nil || tries != maxTries {
+		t.Fatalf("write = %v after %d tries, want an error after %d", err, tries, maxTries)
+	}
+	tries = 0
+	boom := errors.New("boom")
+	if err := s.write(t.Context(), "test", func(c *conn) error { tries++; return boom }); !errors.Is(err, boom) || tries != 1 {
+		t.Fatalf("write = %v after %d tries", err, tries)
+	}
+}

@@ -1,0 +1,658 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// Status lists as SQL literals. The statements spell them exactly as the
+// partial indexes do, so that the planner uses those.
+const (
+	sqlActive   = `('pending', 'running', 'retrying')`
+	sqlWaiting  = `('pending', 'retrying')`
+	sqlTerminal = `('completed', 'cancelled', 'dead_letter')`
+)
+
+// batchSize bounds the rows one statement of expiry or pruning handles, so
+// that no transaction holds many locks for long.
+const batchSize = 1000
+
+// hasOccurrence reports whether runs of trigger are identified by their
+// occurrence (job, scheduled time).
+func hasOccurrence(t jobs.Trigger) bool {
+	return t == jobs.TriggerSchedule || t == jobs.TriggerOnce
+}
+
+// firstTime returns the first non-zero time, or zero.
+func firstTime(ts ...time.Time) time.Time {
+	for _, t := range ts {
+		if !t.IsZero() {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+// RunInsert makes a run (one-off, manual or rerun).
+func (s *Store) RunInsert(ctx context.Context, p store.RunInsertParams) (*jobs.Run, error) {
+	var run *jobs.Run
+	err := s.write(ctx, "insert run", func(c *conn) (err error) {
+		var dup bool
+		run, dup, err = insertRun(ctx, c, p, p.Now)
+		if err == nil && dup {
+			var other string
+			err = c.queryRow(ctx, `SELECT run_id FROM occurrences WHERE job = $1 AND scheduled_at = $2`,
+				p.Job, ts(p.ScheduledAt)).Scan(&other)
+			if err == nil {
+				err = fmt.Errorf("%w: job %s at %s already has run %s",
+					store.ErrDuplicate, p.Job, p.ScheduledAt.UTC().Format(time.RFC3339Nano), other)
+			}
+		}
+		return err
+	})
+	return run, err
+}
+
+// insertRun makes a run, its occurrence and its creation event in one
+// statement. dup reports that the occurrence had a run already: then
+// nothing was written. A zero now is the database clock.
+func insertRun(ctx context.Context, c *conn, p store.RunInsertParams, now time.Time) (run *jobs.Run, dup bool, err error) {
+	switch {
+	case p.Job == "":
+		return nil, false, errors.New("job name is empty")
+	case p.Trigger != jobs.TriggerSchedule && p.Trigger != jobs.TriggerOnce &&
+		p.Trigger != jobs.TriggerManual && p.Trigger != jobs.TriggerRerun:
+		return nil, false, fmt.Errorf("unknown trigger %q", p.Trigger)
+	case hasOccurrence(p.Trigger) && p.ScheduledAt.IsZero():
+		return nil, false, fmt.Errorf("a %s run needs its scheduled time", p.Trigger)
+	}
+	// The window is checked here when its start is known, and by the
+	// runs_window constraint in any case.
+	if err := jobs.ValidateWindow(firstTime(p.NotBefore, p.ScheduledAt, now), p.NotAfter); err != nil {
+		return nil, false, fmt.Errorf("run window: %w", err)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, false, err
+	}
+	retry, err := encodeRetry(p.Retry, p.NoRetryExitCodes)
+	if err != nil {
+		return nil, false, err
+	}
+	// $3: the clock; $4: scheduled_at (the occurrence key); $5: not_before.
+	const at = `COALESCE($3::timestamptz, now())`
+	const scheduledAt = `COALESCE($4::timestamptz, ` + at + `)`
+	var occurrence, from string
+	if hasOccurrence(p.Trigger) {
+		// ON CONFLICT DO NOTHING: a concurrent maker of the occurrence is
+		// waited for; if it commits, this statement makes nothing.
+		occurrence = `o AS (
+			INSERT INTO occurrences (job, scheduled_at, run_id, kind) VALUES ($2, ` + scheduledAt + `, $1, $6)
+			ON CONFLICT (job, scheduled_at) DO NOTHING RETURNING run_id
+		), `
+		from = ` FROM o`
+	}
+	run, err = scanRun(c.queryRow(ctx, `WITH `+occurrence+`r AS (
+			INSERT INTO runs (id, job, status, attempt, max_attempts, trigger_kind, scheduled_at, not_before,
+				not_after, created_at, updated_at, dedup_id, rerun_of, payload, retry)
+			SELECT $1::text, $2::text, 'pending', 0, $7::int4, $6::text, `+scheduledAt+`, COALESCE($5::timestamptz, `+scheduledAt+`),
+				$8::timestamptz, `+at+`, `+at+`, $9::text, $10::text, $11::bytea, $12::jsonb`+from+`
+			RETURNING `+runColumns+`
+		), e AS (
+			INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason)
+			SELECT id, created_at, $13::text, 0, NULL, 'pending', 'created' FROM r
+		)
+		SELECT * FROM r`,
+		id.String(), p.Job, ts(now), ts(p.ScheduledAt), ts(p.NotBefore), string(p.Trigger), max(p.Retry.MaxAttempts, 1),
+		ts(p.NotAfter), nullString(p.DedupID), nullString(p.RerunOf), bytesOf(p.Payload), retry, p.Node))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, true, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	c.wake()
+	return run, false, nil
+}
+
+// getRun reads a run; lock takes its row lock until the transaction ends.
+func getRun(ctx context.Context, c *conn, id string, lock bool) (*jobs.Run, error) {
+	q := `SELECT ` + runColumns + ` FROM runs WHERE id = $1`
+	if lock {
+		q += ` FOR UPDATE`
+	}
+	run, err := scanRun(c.queryRow(ctx, q, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("run %s: %w", id, store.ErrNotFound)
+	}
+	return run, err
+}
+
+// RunTransition applies a change of status; see store.Store.
+func (s *Store) RunTransition(ctx context.Context, t jobs.Transition) (*jobs.Run, error) {
+	var run *jobs.Run
+	err := s.write(ctx, "run transition", func(c *conn) (err error) {
+		run, err = transition(ctx, c, t)
+		return err
+	})
+	return run, err
+}
+
+// transition is the one code path that changes a run's status after its
+// claim: under the run's row lock it checks the fence, From and
+// jobs.ValidateTransition, then writes the run, its attempt and its event in
+// one statement. A completion racing a recovery of the same attempt waits
+// for the row lock, then finds the fence broken.
+func transition(ctx context.Context, c *conn, t jobs.Transition) (*jobs.Run, error) {
+	cur, err := getRun(ctx, c, t.RunID, true)
+	if err != nil {
+		return nil, err
+	}
+	if f := t.Fence; f != nil {
+		if f.RunID != "" && f.RunID != t.RunID {
+			return nil, fmt.Errorf("fence %s is not about run %s", f, t.RunID)
+		}
+		if cur.Status != jobs.StatusRunning || cur.Attempt != f.Attempt || cur.Incarnation != f.Incarnation {
+			return nil, fmt.Errorf("%w: %s: the run is %s at attempt %d of incarnation %s",
+				store.ErrFenced, f, cur.Status, cur.Attempt, cur.Incarnation)
+		}
+	} else if cur.Status == jobs.StatusRunning {
+		return nil, fmt.Errorf("%w: run %s is running, and a running run changes only with its attempt's fence",
+			jobs.ErrInvalidTransition, t.RunID)
+	}
+	if t.To == jobs.StatusRunning {
+		return nil, fmt.Errorf("%w: run %s: a run starts only through a claim", jobs.ErrInvalidTransition, t.RunID)
+	}
+	if len(t.From) > 0 && !slices.Contains(t.From, cur.Status) {
+		return nil, fmt.Errorf("%w: run %s is %s, want one of %v", jobs.ErrInvalidTransition, t.RunID, cur.Status, t.From)
+	}
+	if err := jobs.ValidateTransition(cur.Status, t.To); err != nil {
+		return nil, fmt.Errorf("run %s: %w", t.RunID, err)
+	}
+
+	leaving := cur.Status == jobs.StatusRunning
+	errText, exitCode := cur.Error, cur.ExitCode
+	if leaving {
+		errText, exitCode = t.Error, t.ExitCode
+	} else if t.Error != "" {
+		errText = t.Error
+	}
+	// not_before: kept, or for a retry its given time (NULL: now).
+	notBefore := ts(cur.NotBefore)
+	if t.To == jobs.StatusRetrying {
+		notBefore = ts(t.NotBefore)
+	}
+	const at = `COALESCE($2::timestamptz, now())`
+	run, err := scanRun(c.queryRow(ctx, `WITH r AS (
+			UPDATE runs SET status = $3, reason = $4, error = $5, exit_code = $6,
+				not_before = COALESCE($7::timestamptz, `+at+`),
+				finished_at = CASE WHEN $8::boolean THEN `+at+` END,
+				updated_at = `+at+`, cancel_requested = $9
+			WHERE id = $1 RETURNING `+runColumns+`
+		), a AS (
+			UPDATE attempts SET finished_at = `+at+`, status = $3, exit_code = $10, error = $11, reason = $4,
+				output = $12, output_bytes = $13, truncated = $14
+			WHERE $15::boolean AND run_id = $1 AND number = $16
+		), e AS (
+			INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
+			SELECT id, `+at+`, $17::text, $16::int4, $18::text, $3::text, $4::text, $11::text FROM r
+		)
+		SELECT * FROM r`,
+		t.RunID, ts(t.Time), string(t.To), string(t.Reason), cleanText(errText), intOrNull(exitCode),
+		notBefore, t.To.Terminal(), cur.CancelRequested && !leaving,
+		intOrNull(t.ExitCode), cleanText(t.Error), bytesOf(t.Output), t.OutputBytes, t.Truncated,
+		leaving, cur.Attempt, t.Node, string(cur.Status)))
+	if err != nil {
+		return nil, err
+	}
+	if leaving {
+		// A slot of the job is free, or a retry waits for its time.
+		c.wake()
+	}
+	return run, nil
+}
+
+func intOrNull(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return int32(*p)
+}
+
+// claimLockTimeout bounds the wait for the locks of limited jobs.
+const claimLockTimeout = "5s"
+
+// jobLockKey is the advisory lock key of a job's claims (with lockJobs).
+func jobLockKey(job string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(job))
+	return int32(h.Sum32())
+}
+
+// RunsClaim atomically starts up to Limit due runs; see store.Store.
+//
+// An idle poll is one statement: which of the jobs have due runs. When some
+// have, one transaction claims them. FOR UPDATE SKIP LOCKED lets nodes
+// claim the same jobs at once without waiting for each other or taking a
+// run twice. It cannot keep a concurrency limit, though: two claimers would
+// each count the job's running runs before the other's claim commits. So
+// the transaction first takes an advisory lock per limited job that is due
+// (in the order of the lock keys, so that claimers never deadlock), and
+// counts the running runs after that: claims of one limited job are
+// serialized across the cluster, while claims of unlimited jobs never wait.
+// A run leaving running needs no lock; it only makes the count smaller.
+//
+// Each job's due runs are read in start order (not_before, created_at, id)
+// from the runs_claim index, at most as many as the job can still take, and
+// the first Limit of them in that order are claimed: a backlog of one job
+// at its limit never hides another job's due runs.
+func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run, error) {
+	if p.Limit <= 0 || len(p.Jobs) == 0 {
+		return nil, nil
+	}
+	if p.Node == "" || p.Incarnation == "" {
+		return nil, errors.New("claim runs: node and incarnation must be set")
+	}
+	names := make([]string, 0, len(p.Jobs))
+	for name := range p.Jobs {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+
+	const at = `COALESCE($2::timestamptz, now())`
+	const due = `status IN ` + sqlWaiting + ` AND not_before <= ` + at + ` AND (not_after IS NULL OR not_after > ` + at + `)`
+	rows, err := s.read().query(ctx, `SELECT j FROM unnest($1::text[]) AS j WHERE EXISTS (
+		SELECT 1 FROM runs WHERE job = j AND `+due+`)`, names, ts(p.Now))
+	dueJobs, err := collectStrings(rows, err)
+	if err != nil {
+		return nil, fail("claim runs", err)
+	}
+	if len(dueJobs) == 0 {
+		return nil, nil
+	}
+	limits := make([]int32, len(dueJobs))
+	var keys []int32
+	for i, job := range dueJobs {
+		if limit := p.Jobs[job]; limit > 0 {
+			limits[i] = int32(limit)
+			keys = append(keys, jobLockKey(job))
+		}
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+
+	var claimed []*jobs.Run
+	err = s.write(ctx, "claim runs", func(c *conn) error {
+		claimed = nil
+		if len(keys) > 0 {
+			// A claimer that stalls while it holds a job's lock must not
+			// stall every node's claims: give up this poll instead.
+			if _, err := c.exec(ctx, `SET LOCAL lock_timeout = '`+claimLockTimeout+`'`); err != nil {
+				return err
+			}
+			if _, err := c.exec(ctx, `SELECT count(pg_advisory_xact_lock($1, k)) FROM unnest($2::int4[]) AS k`,
+				lockJobs, keys); err != nil {
+				return err
+			}
+		}
+		// room: how many runs each job may still start; cand: that many of
+		// its due runs, unlocked; picked: the first Limit of them that no
+		// one else holds, locked; then the claim, its attempts and events.
+		rows, err := c.query(ctx, `WITH room AS (
+				SELECT w.job, CASE WHEN w.lim > 0
+					THEN LEAST(w.lim - (SELECT count(*) FROM runs WHERE job = w.job AND status = 'running'), $3)
+					ELSE $3 END AS n
+				FROM unnest($1::text[], $4::int4[]) AS w(job, lim)
+			), cand AS (
+				SELECT c.id FROM room CROSS JOIN LATERAL (
+					SELECT id FROM runs WHERE job = room.job AND `+due+`
+					ORDER BY not_before, created_at, id LIMIT GREATEST(room.n, 0)
+				) c
+			), picked AS (
+				SELECT id, status AS from_status FROM runs
+				WHERE id IN (SELECT id FROM cand) AND `+due+`
+				ORDER BY not_before, created_at, id LIMIT $3
+				FOR UPDATE SKIP LOCKED
+			), r AS (
+				UPDATE runs SET status = 'running', attempt = runs.attempt + 1, node = $5, incarnation = $6,
+					started_at = `+at+`, updated_at = `+at+`, reason = 'claimed', error = '', exit_code = NULL,
+					cancel_requested = false, progress = 0, progress_message = ''
+				FROM picked WHERE runs.id = picked.id
+				RETURNING `+qualified("runs", runColumns)+`, picked.from_status
+			), a AS (
+				INSERT INTO attempts (run_id, number, node, incarnation, started_at, status)
+				SELECT id, attempt, node, incarnation, started_at, 'running' FROM r
+			), e AS (
+				INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason)
+				SELECT id, started_at, node, attempt, from_status, 'running', 'claimed' FROM r
+			)
+			SELECT * FROM r ORDER BY not_before, created_at, id`,
+			dueJobs, ts(p.Now), p.Limit, limits, p.Node, p.Incarnation)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			run, from, err := scanClaimed(rows)
+			if err != nil {
+				return err
+			}
+			// The statement only takes waiting runs; the state machine
+			// still has the last word.
+			if err := jobs.ValidateTransition(from, jobs.StatusRunning); err != nil {
+				return fmt.Errorf("run %s: %w", run.ID, err)
+			}
+			claimed = append(claimed, run)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return claimed, nil
+}
+
+// scanClaimed reads a claimed run and the status it was claimed from.
+func scanClaimed(rows pgx.Rows) (*jobs.Run, jobs.Status, error) {
+	var from string
+	run, err := scanRun(rowFunc(func(dest ...any) error { return rows.Scan(append(dest, &from)...) }))
+	return run, jobs.Status(from), err
+}
+
+// rowFunc adapts a Scan function to pgx.Row.
+type rowFunc func(dest ...any) error
+
+func (f rowFunc) Scan(dest ...any) error { return f(dest...) }
+
+// qualified prefixes each column of a column list with table.
+func qualified(table, columns string) string {
+	cols := strings.Split(columns, ",")
+	for i, col := range cols {
+		cols[i] = table + "." + strings.TrimSpace(col)
+	}
+	return strings.Join(cols, ", ")
+}
+
+// RunsExpire cancels (reason expired) the waiting runs past their not_after.
+// An idle poll is one statement; expired runs are cancelled through the
+// transition code path, in batches, skipping runs that another node is
+// expiring or claiming at that moment.
+func (s *Store) RunsExpire(ctx context.Context, node string, now time.Time) ([]*jobs.Run, error) {
+	const expired = `status IN ` + sqlWaiting + ` AND not_after IS NOT NULL AND not_after <= COALESCE($1::timestamptz, now())`
+	var one int
+	err := s.read().queryRow(ctx, `SELECT 1 FROM runs WHERE `+expired+` LIMIT 1`, ts(now)).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fail("expire runs", err)
+	}
+	var all []*jobs.Run
+	for {
+		var batch []*jobs.Run
+		err := s.write(ctx, "expire runs", func(c *conn) error {
+			batch = nil
+			rows, err := c.query(ctx, `SELECT id FROM runs WHERE `+expired+` ORDER BY not_after LIMIT $2
+				FOR UPDATE SKIP LOCKED`, ts(now), batchSize)
+			ids, err := collectStrings(rows, err)
+			if err != nil {
+				return err
+			}
+			for _, id := range ids {
+				run, err := transition(ctx, c, jobs.Expire(id, node, now))
+				if err != nil {
+					return err
+				}
+				batch = append(batch, run)
+			}
+			return nil
+		})
+		all = append(all, batch...)
+		if err != nil {
+			return all, err
+		}
+		if len(batch) < batchSize {
+			return all, nil
+		}
+	}
+}
+
+func collectStrings(rows pgx.Rows, err error) ([]string, error) {
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// RunCancel cancels a waiting run, or asks the owner of a running one to
+// stop it; see store.Store.
+func (s *Store) RunCancel(ctx context.Context, id, node string, reason jobs.Reason, now time.Time) (*jobs.Run, error) {
+	if reason == "" {
+		reason = jobs.ReasonCancelled
+	}
+	var run *jobs.Run
+	err := s.write(ctx, "cancel run", func(c *conn) error {
+		cur, err := getRun(ctx, c, id, true)
+		if err != nil {
+			return err
+		}
+		run, err = cancelRun(ctx, c, cur, node, reason, now)
+		return err
+	})
+	return run, err
+}
+
+// cancelRun cancels cur when it waits, or sets CancelRequested when it
+// runs; the caller holds cur's row lock.
+func cancelRun(ctx context.Context, c *conn, cur *jobs.Run, node string, reason jobs.Reason, now time.Time) (*jobs.Run, error) {
+	switch {
+	case cur.Status == jobs.StatusRunning:
+		return scanRun(c.queryRow(ctx, `UPDATE runs SET cancel_requested = true, updated_at = COALESCE($2::timestamptz, now())
+			WHERE id = $1 RETURNING `+runColumns, cur.ID, ts(now)))
+	case cur.Status.Terminal():
+		return nil, fmt.Errorf("%w: run %s is already %s", jobs.ErrInvalidTransition, cur.ID, cur.Status)
+	}
+	return transition(ctx, c, jobs.Cancel(cur.ID, node, reason, now))
+}
+
+// RunsCancelRequested returns the running runs of incarnation that a user
+// asked to cancel.
+func (s *Store) RunsCancelRequested(ctx context.Context, incarnation string) ([]string, error) {
+	rows, err := s.read().query(ctx, `SELECT id FROM runs WHERE incarnation = $1 AND cancel_requested
+		AND status = 'running' ORDER BY id`, incarnation)
+	ids, err := collectStrings(rows, err)
+	if err != nil {
+		return nil, fail("runs cancel requested", err)
+	}
+	return ids, nil
+}
+
+// RunProgress records the progress of a running attempt (fenced).
+func (s *Store) RunProgress(ctx context.Context, f jobs.Fence, percent int, message string) error {
+	percent = min(max(percent, 0), 100)
+	c := s.read()
+	tag, err := c.exec(ctx, `UPDATE runs SET progress = $2, progress_message = $3, updated_at = now()
+		WHERE id = $1 AND status = 'running' AND attempt = $4 AND incarnation = $5`,
+		f.RunID, percent, cleanText(message), f.Attempt, f.Incarnation)
+	if err != nil {
+		return fail("run progress", err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	cur, err := getRun(ctx, c, f.RunID, false)
+	if err != nil {
+		return fail("run progress", err)
+	}
+	return fmt.Errorf("run progress: %w: %s: the run is %s at attempt %d of incarnation %s",
+		store.ErrFenced, f, cur.Status, cur.Attempt, cur.Incarnation)
+}
+
+// RunsRunning returns the running runs whose attempt belongs to node.
+func (s *Store) RunsRunning(ctx context.Context, node string) ([]*jobs.Run, error) {
+	runs, err := scanRuns(s.read().query(ctx, `SELECT `+runColumns+` FROM runs
+		WHERE node = $1 AND status = 'running' ORDER BY started_at, id`, node))
+	if err != nil {
+		return nil, fail("running runs", err)
+	}
+	return runs, nil
+}
+
+// RunsNextDue returns the earliest not_before of the waiting runs of the
+// named jobs; zero when there is none.
+func (s *Store) RunsNextDue(ctx context.Context, jobNames []string) (time.Time, error) {
+	if len(jobNames) == 0 {
+		return time.Time{}, nil
+	}
+	var next *time.Time
+	err := s.read().queryRow(ctx, `SELECT min(not_before) FROM runs WHERE status IN `+sqlWaiting+
+		` AND job = ANY($1::text[])`, jobNames).Scan(&next)
+	if err != nil {
+		return time.Time{}, fail("next due run", err)
+	}
+	return utc(next), nil
+}
+
+// RunsPrune deletes the runs that finished before the given time, with
+// their events and attempts (ON DELETE CASCADE), in batches; see
+// store.Store. It also deletes the occurrences of schedule ticks that are
+// older than both the prune horizon and the job's cursor and whose run is
+// gone: the cursor already keeps those ticks from firing again. Occurrences
+// of one-off jobs, and of jobs without a cursor, stay forever.
+func (s *Store) RunsPrune(ctx context.Context, before time.Time) (int, error) {
+	if before.IsZero() {
+		return 0, nil
+	}
+	c := s.read()
+	total := 0
+	for {
+		tag, err := c.exec(ctx, `DELETE FROM runs WHERE id IN (
+			SELECT id FROM runs WHERE finished_at IS NOT NULL AND finished_at < $1 AND status IN `+sqlTerminal+`
+			ORDER BY finished_at LIMIT $2)`, ts(before), batchSize)
+		if err != nil {
+			return total, fail("prune runs", err)
+		}
+		total += int(tag.RowsAffected())
+		if tag.RowsAffected() < batchSize {
+			break
+		}
+	}
+	for {
+		tag, err := c.exec(ctx, `DELETE FROM occurrences WHERE (job, scheduled_at) IN (
+			SELECT o.job, o.scheduled_at FROM occurrences o JOIN cursors c ON c.job = o.job
+			WHERE o.scheduled_at < $1 AND o.scheduled_at < c.last AND o.kind = 'schedule'
+			AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = o.run_id)
+			LIMIT $2)`, ts(before), batchSize)
+		if err != nil {
+			return total, fail("prune occurrences", err)
+		}
+		if tag.RowsAffected() < batchSize {
+			break
+		}
+	}
+	if total > 0 {
+		s.logger.DebugContext(ctx, "pruned runs", "count", total, "before", before)
+	}
+	return total, nil
+}
+
+// RunGet returns one run.
+func (s *Store) RunGet(ctx context.Context, id string) (*jobs.Run, error) {
+	run, err := getRun(ctx, s.read(), id, false)
+	if err != nil {
+		return nil, fail("get run", err)
+	}
+	return run, nil
+}
+
+// RunsList returns runs, newest first.
+func (s *Store) RunsList(ctx context.Context, f store.RunFilter) ([]*jobs.Run, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	limit = min(limit, 10000)
+	q := `SELECT ` + runColumns + ` FROM runs WHERE true`
+	var args []any
+	if f.Job != "" {
+		args = append(args, f.Job)
+		q += fmt.Sprintf(` AND job = $%d`, len(args))
+	}
+	if f.Status != "" {
+		args = append(args, string(f.Status))
+		q += fmt.Sprintf(` AND status = $%d`, len(args))
+	}
+	args = append(args, limit)
+	q += fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT $%d`, len(args))
+	runs, err := scanRuns(s.read().query(ctx, q, args...))
+	if err != nil {
+		return nil, fail("list runs", err)
+	}
+	return runs, nil
+}
+
+// RunEvents returns a run's history, oldest first.
+func (s *Store) RunEvents(ctx context.Context, id string) ([]*jobs.Event, error) {
+	c := s.read()
+	rows, err := c.query(ctx, `SELECT `+eventColumns+` FROM events WHERE run_id = $1 ORDER BY id`, id)
+	if err != nil {
+		return nil, fail("run events", err)
+	}
+	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*jobs.Event, error) { return scanEvent(row) })
+	if err != nil {
+		return nil, fail("run events", err)
+	}
+	if len(events) == 0 { // every run has its creation event
+		if _, err := getRun(ctx, c, id, false); err != nil {
+			return nil, fail("run events", err)
+		}
+	}
+	return events, nil
+}
+
+// RunAttempts returns a run's attempts, oldest first, with their output.
+func (s *Store) RunAttempts(ctx context.Context, id string) ([]*jobs.Attempt, error) {
+	c := s.read()
+	rows, err := c.query(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE run_id = $1 ORDER BY number`, id)
+	if err != nil {
+		return nil, fail("run attempts", err)
+	}
+	attempts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*jobs.Attempt, error) { return scanAttempt(row) })
+	if err != nil {
+		return nil, fail("run attempts", err)
+	}
+	if len(attempts) == 0 {
+		if _, err := getRun(ctx, c, id, false); err != nil {
+			return nil, fail("run attempts", err)
+		}
+	}
+	return attempts, nil
+}
+
+// JobsLastRun returns the newest run of each named job that has one.
+func (s *Store) JobsLastRun(ctx context.Context, jobNames []string) (map[string]*jobs.Run, error) {
+	out := map[string]*jobs.Run{}
+	if len(jobNames) == 0 {
+		return out, nil
+	}
+	runs, err := scanRuns(s.read().query(ctx, `SELECT r.* FROM unnest($1::text[]) AS j CROSS JOIN LATERAL (
+		SELECT `+runColumns+` FROM runs WHERE job = j ORDER BY created_at DESC, id DESC LIMIT 1) r`, jobNames))
+	if err != nil {
+		return nil, fail("last runs", err)
+	}
+	for _, r := range runs {
+		out[r.Job] = r
+	}
+	return out, nil
+}
