@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/jobs/schedule"
-	"github.com/schedulerd/schedulerd/store/sqlite"
+	"github.com/schedulerd/schedulerd/store/postgres"
 )
 
 func cmdCheckConfig(args []string, stdout io.Writer) error {
@@ -110,19 +110,19 @@ func cmdMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Daemon.IsPostgres() {
-		_, err := openStore(ctx, cfg.Daemon, false, nil)
-		return err
-	}
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: cfg.Daemon.StorePath(), Lock: true})
+	// Opening a store applies the pending migrations (each in its own
+	// transaction; on PostgreSQL under an advisory lock, so nodes starting
+	// at once are safe). A SQLite store in use by a running daemon is
+	// refused: that daemon has migrated it already.
+	st, err := openStore(ctx, cfg.Daemon, true, nil)
 	if err != nil {
-		return fmt.Errorf("open store: %w", err)
+		return err
 	}
 	defer st.Close()
-	applied, err := st.Migrate(ctx)
-	if err != nil {
-		return err
+	where := "sqlite " + cfg.Daemon.StorePath()
+	if cfg.Daemon.IsPostgres() {
+		where = "postgres " + postgres.RedactDSN(cfg.Daemon.Store)
 	}
-	fmt.Fprintf(stdout, "store %s is up to date (applied now: %v)\n", cfg.Daemon.StorePath(), applied)
+	fmt.Fprintf(stdout, "store %s is migrated to the newest schema\n", where)
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/pgtest"
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/sqlite"
@@ -23,6 +24,9 @@ import (
 
 // binary is the schedulerd built once for the process tests.
 var binary string
+
+// pg is the PostgreSQL server of the cluster tests.
+var pg *pgtest.Server
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "schedulerd-bin-")
@@ -37,7 +41,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build schedulerd:", err)
 		os.Exit(1)
 	}
-	code := m.Run()
+	// One throwaway PostgreSQL for the cluster tests (or
+	// $SCHEDULERD_TEST_POSTGRES); on CI a missing one fails the run.
+	code := pgtest.Main(m, &pg)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

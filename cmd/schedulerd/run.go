@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +20,7 @@ import (
 	"github.com/schedulerd/schedulerd/control"
 	"github.com/schedulerd/schedulerd/scheduler"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/postgres"
 	"github.com/schedulerd/schedulerd/store/sqlite"
 )
 
@@ -46,7 +46,13 @@ func newLogger(w io.Writer, d config.Daemon) *slog.Logger {
 // same SQLite database refuse to start.
 func openStore(ctx context.Context, d config.Daemon, lock bool, logger *slog.Logger) (store.Store, error) {
 	if d.IsPostgres() {
-		return nil, errors.New("store: the PostgreSQL store is not part of this build yet; use the embedded SQLite store (leave store empty)")
+		// Several nodes share the database: no lock; the node registry
+		// keeps node ids apart. Errors never repeat the password.
+		st, err := postgres.Open(ctx, postgres.Options{DSN: d.Store, Logger: logger})
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
 	}
 	st, err := sqlite.Open(ctx, sqlite.Options{Path: d.StorePath(), Lock: lock, Logger: logger})
 	if err != nil {
@@ -80,7 +86,11 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		HeartbeatInterval: d.HeartbeatInterval, InactiveThreshold: d.InactiveThreshold,
 		ShutdownGrace: d.ShutdownGrace, History: d.History,
 		Version: version, SocketPath: d.Socket, Logger: logger,
-		ExclusiveStore: !d.IsPostgres(), // the SQLite lock is held: no earlier process of this node lives
+		// SQLite: the lock is held, so no earlier process of this node
+		// lives, and the machine clock is the store's. PostgreSQL: the
+		// database clock judges leases, windows and liveness.
+		ExclusiveStore: !d.IsPostgres(),
+		StoreClock:     d.IsPostgres(),
 	}
 	// The watchdog ping comes from the scheduling loop itself, so a stuck
 	// loop stops the pings; the loop must then wake at least twice per period.
@@ -134,7 +144,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		hs.Start()
 	}
 	logger.Info("schedulerd running", "version", version, "config", cfg.Path, "node", d.NodeID,
-		"store", d.StorePath(), "jobs", len(cfg.Jobs))
+		"store", storeLogValue(d), "jobs", len(cfg.Jobs))
 	notify(daemon.SdNotifyReady, fmt.Sprintf("STATUS=running %d jobs", len(cfg.Jobs)))
 
 	hup := make(chan os.Signal, 1)
@@ -194,3 +204,15 @@ func monotonicUsec() int64 {
 	}
 	return ts.Sec*1e6 + ts.Nsec/1e3
 }
+
+// storeLogValue names the store for logs; a DSN's password never appears.
+func storeLogValue(d config.Daemon) slog.LogValuer {
+	if d.IsPostgres() {
+		return postgres.DSN(d.Store)
+	}
+	return sqliteLog(d.StorePath())
+}
+
+type sqliteLog string
+
+func (s sqliteLog) LogValue() slog.Value { return slog.StringValue("sqlite:" + string(s)) }
