@@ -63,6 +63,17 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 		s.log.ErrorContext(ctx, what, "error", err)
 	}
 
+	// A pause or resume made through another node changes the cursor in
+	// the store only: re-read paused cursors every poll interval. (A pause
+	// made elsewhere is seen at once: firing on a paused cursor is refused
+	// by the store and the cursor re-read.)
+	if now.Sub(s.pausedReadAt) >= s.cfg.PollInterval {
+		s.pausedReadAt = now
+		if err := s.refreshPaused(ctx); err != nil {
+			noteErr("read paused cursors", err)
+		}
+	}
+
 	// Fire due ticks.
 	for _, d := range s.Jobs() {
 		if d.Schedule == nil {
@@ -260,4 +271,31 @@ func (s *Scheduler) pruneLoop(start time.Time) {
 func (s *Scheduler) noteStoreError(err error) {
 	msg := err.Error()
 	s.lastStoreErr.Store(&msg)
+}
+
+// refreshPaused re-reads the cursors of the jobs this node sees paused.
+func (s *Scheduler) refreshPaused(ctx context.Context) error {
+	s.mu.Lock()
+	var paused []string
+	for name, c := range s.cursors {
+		if c.Paused {
+			paused = append(paused, name)
+		}
+	}
+	s.mu.Unlock()
+	if len(paused) == 0 {
+		return nil
+	}
+	cs, err := s.st.ScheduleCursors(ctx, paused)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	for name, c := range cs {
+		if _, ok := s.cursors[name]; ok {
+			s.cursors[name] = c
+		}
+	}
+	s.mu.Unlock()
+	return nil
 }

@@ -118,12 +118,14 @@ type Scheduler struct {
 	// fenced is set while the node has fenced itself: it claims nothing.
 	fenced atomic.Bool
 
-	mu       sync.Mutex
-	defs     map[string]*jobs.Definition
-	order    []string // job names in declaration order
-	cursors  map[string]*store.Cursor
-	running  map[string]*attempt // by run id
-	draining bool
+	mu      sync.Mutex
+	defs    map[string]*jobs.Definition
+	order   []string // job names in declaration order
+	cursors map[string]*store.Cursor
+	// pausedReadAt is when the loop last re-read paused cursors (loop only).
+	pausedReadAt time.Time
+	running      map[string]*attempt // by run id
+	draining     bool
 
 	wake     chan struct{}
 	loopCtx  context.Context

@@ -569,3 +569,27 @@ func TestPruneFinishedRuns(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // waits for the prune goroutine, not for fake time
 	}
 }
+
+// TestResumeByAnotherNodeIsSeen: a job paused here and resumed through
+// another node (here: the store directly) fires again here within a poll
+// interval.
+func TestResumeByAnotherNodeIsSeen(t *testing.T) {
+	h := newHarness(t, func(h *harness) []*jobs.Definition {
+		return []*jobs.Definition{job("minutely", h.succeed, func(d *jobs.Definition) { d.Schedule = mustSchedule(t, "* * * * *") })}
+	})
+	ctx := context.Background()
+	if _, err := h.s.Pause(ctx, "minutely"); err != nil {
+		t.Fatal(err)
+	}
+	h.loop()
+	// Another node resumes it: only the store knows.
+	if _, err := h.st.SchedulePause(ctx, "minutely", false, t0.Add(30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	h.advanceTo(t0.Add(time.Minute)) // one poll interval later: the cursor is re-read
+	h.advanceTo(t0.Add(2 * time.Minute))
+	h.attemptsDone(1)
+	if got := ticksOf(h.runs("minutely")); len(got) == 0 {
+		t.Fatal("the job resumed elsewhere never fired here")
+	}
+}
