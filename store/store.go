@@ -56,6 +56,9 @@ type Store interface {
 	// RunInsert makes a run (one-off, manual or rerun). ErrDuplicate when
 	// its occurrence exists or a non-terminal run of the job has its dedup id.
 	RunInsert(ctx context.Context, p RunInsertParams) (*jobs.Run, error)
+	// RunsInsert makes many runs in one transaction, all or none (a bulk
+	// enqueue). ErrDuplicate, and nothing made, when any of them would be.
+	RunsInsert(ctx context.Context, ps []RunInsertParams) ([]*jobs.Run, error)
 	// RunsClaim atomically starts up to Limit due runs of the declared jobs,
 	// respecting each job's cluster-wide concurrency limit: the attempt
 	// number grows by one and the attempt is owned by Node/Incarnation.

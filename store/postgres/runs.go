@@ -64,6 +64,29 @@ func (s *Store) RunInsert(ctx context.Context, p store.RunInsertParams) (*jobs.R
 	return run, err
 }
 
+// RunsInsert makes many runs in one transaction, all or none.
+func (s *Store) RunsInsert(ctx context.Context, ps []store.RunInsertParams) ([]*jobs.Run, error) {
+	runs := make([]*jobs.Run, 0, len(ps))
+	err := s.write(ctx, "insert runs", func(c *conn) error {
+		runs = runs[:0]
+		for _, p := range ps {
+			run, dup, err := insertRun(ctx, c, p, p.Now)
+			if err != nil {
+				return err
+			}
+			if dup {
+				return fmt.Errorf("%w: job %s at %s already has a run", store.ErrDuplicate, p.Job, p.ScheduledAt.UTC().Format(time.RFC3339Nano))
+			}
+			runs = append(runs, run)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return runs, nil
+}
+
 // insertRun makes a run, its occurrence and its creation event in one
 // statement. dup reports that the occurrence had a run already: then
 // nothing was written. A zero now is the database clock.

@@ -44,6 +44,26 @@ func (s *Store) RunInsert(ctx context.Context, p store.RunInsertParams) (*jobs.R
 	return run, err
 }
 
+// RunsInsert makes many runs in one transaction, all or none.
+func (s *Store) RunsInsert(ctx context.Context, ps []store.RunInsertParams) ([]*jobs.Run, error) {
+	runs := make([]*jobs.Run, 0, len(ps))
+	err := s.write(ctx, "insert runs", func(c conn) error {
+		runs = runs[:0]
+		for _, p := range ps {
+			run, err := insertRun(ctx, c, p, now(p.Now))
+			if err != nil {
+				return err
+			}
+			runs = append(runs, run)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return runs, nil
+}
+
 // occurrenceRun returns the run that owns the occurrence (job, at), or "".
 func occurrenceRun(ctx context.Context, c conn, job string, at time.Time) (string, error) {
 	var id string

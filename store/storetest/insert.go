@@ -170,3 +170,31 @@ func testInsertDedupConcurrent(t *testing.T, s store.Store) {
 		t.Fatalf("%d runs, want 1", len(runs))
 	}
 }
+
+// testInsertMany: a bulk insert makes every run or none.
+func testInsertMany(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	var ps []store.RunInsertParams
+	for i := 0; i < 50; i++ {
+		ps = append(ps, manual("bulk", t0.Add(time.Duration(i)*time.Second)))
+	}
+	runs, err := s.RunsInsert(ctx, ps)
+	if err != nil || len(runs) != 50 {
+		t.Fatalf("RunsInsert = %d runs, %v", len(runs), err)
+	}
+	for i, r := range runs {
+		if r.Job != "bulk" || r.Status != jobs.StatusPending || !r.ScheduledAt.Equal(t0.Add(time.Duration(i)*time.Second)) {
+			t.Fatalf("run %d: %+v", i, r)
+		}
+	}
+	// One duplicate occurrence in a batch: nothing of it is made.
+	at := t0.Add(time.Hour)
+	once := store.RunInsertParams{Job: "bulk", Trigger: jobs.TriggerOnce, ScheduledAt: at, NotBefore: at, Retry: retry3, Now: t0}
+	mustInsert(t, s, once)
+	_, err = s.RunsInsert(ctx, []store.RunInsertParams{manual("bulk", t0), once, manual("bulk", t0)})
+	wantErr(t, err, store.ErrDuplicate)
+	all, err := s.RunsList(ctx, store.RunFilter{Job: "bulk", Limit: 1000})
+	if err != nil || len(all) != 51 {
+		t.Fatalf("after a refused batch: %d runs (want 51), %v", len(all), err)
+	}
+}

@@ -28,6 +28,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"InsertValidation", testInsertValidation},
 		{"InsertOnceOccurrence", testInsertOnceOccurrence},
 		{"InsertDedup", testInsertDedup},
+		{"InsertMany", testInsertMany},
 		{"InsertDedupConcurrent", testInsertDedupConcurrent},
 		{"ClaimWindow", testClaimWindow},
 		{"ClaimDeclaredJobsAndLimit", testClaimDeclaredJobsAndLimit},
