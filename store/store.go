@@ -49,6 +49,11 @@ type Store interface {
 	// ScheduleFire advances a job's cursor by compare-and-set and makes the
 	// runs of the ticks it covers, in one transaction. See FireParams.
 	ScheduleFire(ctx context.Context, p FireParams) (*FireResult, error)
+	// ScheduleFires applies many FireParams (of different jobs) in one
+	// transaction, each exactly as ScheduleFire would: results in order.
+	// An error fails the whole batch; a lost compare-and-set is not an
+	// error (Advanced false).
+	ScheduleFires(ctx context.Context, ps []FireParams) ([]*FireResult, error)
 	// SchedulePause pauses or resumes a job's schedule. Resuming moves the
 	// cursor to now: ticks that fell while paused are not caught up.
 	SchedulePause(ctx context.Context, job string, paused bool, now time.Time) (*Cursor, error)
@@ -68,6 +73,11 @@ type Store interface {
 	// run, ends the attempt when it leaves running, and records the event.
 	// A run that is running can only be changed with a fence.
 	RunTransition(ctx context.Context, t jobs.Transition) (*jobs.Run, error)
+	// RunTransitions applies many transitions in one transaction, each
+	// exactly as RunTransition would, in order: a fenced or invalid one
+	// gets its error in its result and writes nothing, and the others go
+	// on. The returned error is for the batch as a whole (nothing written).
+	RunTransitions(ctx context.Context, ts []jobs.Transition) ([]TransitionResult, error)
 	// RunsExpire cancels (reason expired) every pending or retrying run whose
 	// not_after has passed, and returns them.
 	RunsExpire(ctx context.Context, node string, now time.Time) ([]*jobs.Run, error)
@@ -204,6 +214,12 @@ type ClaimParams struct {
 	Jobs  map[string]int
 	Limit int
 	Now   time.Time
+}
+
+// TransitionResult is the outcome of one transition of a batch.
+type TransitionResult struct {
+	Run *jobs.Run // the run after the change; nil when Err is set
+	Err error     // ErrFenced, ErrNotFound, jobs.ErrInvalidTransition, ...
 }
 
 // RunFilter selects runs for RunsList.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/schedulerd/schedulerd/jobs"
@@ -252,6 +253,7 @@ type querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // conn runs statements on a pool or in a transaction and counts them.
@@ -275,6 +277,16 @@ func (c *conn) query(ctx context.Context, sql string, args ...any) (pgx.Rows, er
 func (c *conn) queryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	c.n.Add(1)
 	return c.q.QueryRow(ctx, sql, args...)
+}
+
+// send runs the statements queued in b in one round trip (a pipeline),
+// each with its callback, in order; the first error stops it.
+func (c *conn) send(ctx context.Context, b *pgx.Batch) error {
+	if b.Len() == 0 {
+		return nil
+	}
+	c.n.Add(int64(b.Len()))
+	return c.q.SendBatch(ctx, b).Close()
 }
 
 // wake makes the transaction notify the listeners of every node once, when
@@ -361,6 +373,15 @@ func ts(t time.Time) any {
 		return nil
 	}
 	return t.UTC().Truncate(time.Microsecond)
+}
+
+// tsArg is a time as an element of a timestamptz[] argument: like ts,
+// NULL for a zero time.
+func tsArg(t time.Time) pgtype.Timestamptz {
+	if t.IsZero() {
+		return pgtype.Timestamptz{}
+	}
+	return pgtype.Timestamptz{Time: t.UTC().Truncate(time.Microsecond), Valid: true}
 }
 
 // nullString stores an empty string as NULL.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
@@ -89,27 +90,10 @@ func (s *Store) RunsInsert(ctx context.Context, ps []store.RunInsertParams) ([]*
 
 // insertRun makes a run, its occurrence and its creation event in one
 // statement. dup reports that the occurrence had a run already: then
-// nothing was written. A zero now is the database clock.
+// nothing was written. A zero now is the database clock. (A fire makes its
+// runs with queueInsertRuns, which does the same for many.)
 func insertRun(ctx context.Context, c *conn, p store.RunInsertParams, now time.Time) (run *jobs.Run, dup bool, err error) {
-	switch {
-	case p.Job == "":
-		return nil, false, errors.New("job name is empty")
-	case p.Trigger != jobs.TriggerSchedule && p.Trigger != jobs.TriggerOnce &&
-		p.Trigger != jobs.TriggerManual && p.Trigger != jobs.TriggerRerun:
-		return nil, false, fmt.Errorf("unknown trigger %q", p.Trigger)
-	case hasOccurrence(p.Trigger) && p.ScheduledAt.IsZero():
-		return nil, false, fmt.Errorf("a %s run needs its scheduled time", p.Trigger)
-	}
-	// The window is checked here when its start is known, and by the
-	// runs_window constraint in any case.
-	if err := jobs.ValidateWindow(firstTime(p.NotBefore, p.ScheduledAt, now), p.NotAfter); err != nil {
-		return nil, false, fmt.Errorf("run window: %w", err)
-	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return nil, false, err
-	}
-	retry, err := encodeRetry(p.Retry, p.NoRetryExitCodes)
+	r, err := newRunOf(p, now)
 	if err != nil {
 		return nil, false, err
 	}
@@ -137,8 +121,8 @@ func insertRun(ctx context.Context, c *conn, p store.RunInsertParams, now time.T
 			SELECT id, created_at, $13::text, 0, NULL, 'pending', 'created' FROM r
 		)
 		SELECT * FROM r`,
-		id.String(), p.Job, ts(now), ts(p.ScheduledAt), ts(p.NotBefore), string(p.Trigger), max(p.Retry.MaxAttempts, 1),
-		ts(p.NotAfter), nullString(p.DedupID), nullString(p.RerunOf), bytesOf(p.Payload), retry, p.Node))
+		r.id, p.Job, ts(now), ts(p.ScheduledAt), ts(p.NotBefore), string(p.Trigger), max(p.Retry.MaxAttempts, 1),
+		ts(p.NotAfter), nullString(p.DedupID), nullString(p.RerunOf), bytesOf(p.Payload), r.retry, p.Node))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, true, nil
 	}
@@ -147,6 +131,106 @@ func insertRun(ctx context.Context, c *conn, p store.RunInsertParams, now time.T
 	}
 	c.wake()
 	return run, false, nil
+}
+
+// newRun is a run to make, checked, with its id.
+type newRun struct {
+	p     store.RunInsertParams
+	now   time.Time // zero: the database clock
+	id    string
+	retry string
+}
+
+// newRunOf checks p and gives the run its id.
+func newRunOf(p store.RunInsertParams, now time.Time) (newRun, error) {
+	switch {
+	case p.Job == "":
+		return newRun{}, errors.New("job name is empty")
+	case p.Trigger != jobs.TriggerSchedule && p.Trigger != jobs.TriggerOnce &&
+		p.Trigger != jobs.TriggerManual && p.Trigger != jobs.TriggerRerun:
+		return newRun{}, fmt.Errorf("unknown trigger %q", p.Trigger)
+	case hasOccurrence(p.Trigger) && p.ScheduledAt.IsZero():
+		return newRun{}, fmt.Errorf("a %s run needs its scheduled time", p.Trigger)
+	}
+	// The window is checked here when its start is known, and by the
+	// runs_window constraint in any case.
+	if err := jobs.ValidateWindow(firstTime(p.NotBefore, p.ScheduledAt, now), p.NotAfter); err != nil {
+		return newRun{}, fmt.Errorf("run window: %w", err)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return newRun{}, err
+	}
+	retry, err := encodeRetry(p.Retry, p.NoRetryExitCodes)
+	if err != nil {
+		return newRun{}, err
+	}
+	return newRun{p: p, now: now, id: id.String(), retry: retry}, nil
+}
+
+// sqlInsertRuns makes runs, their occurrences and their creation events.
+// ON CONFLICT DO NOTHING: a concurrent maker of an occurrence is waited
+// for; if it commits, the run of that occurrence is not made. In each row,
+// a NULL clock is the database's, a NULL scheduled_at is the clock and a
+// NULL not_before is scheduled_at.
+const sqlInsertRuns = `WITH n AS (
+		SELECT n.*, COALESCE(n.now, now()) AS at, COALESCE(n.scheduled_at, n.now, now()) AS tick
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::timestamptz[],
+			$7::timestamptz[], $8::int4[], $9::text[], $10::text[], $11::bytea[], $12::text[], $13::text[])
+			WITH ORDINALITY AS n(id, job, trigger_kind, now, scheduled_at, not_before, not_after, max_attempts,
+				dedup_id, rerun_of, payload, retry, node, ord)
+	), o AS (
+		INSERT INTO occurrences (job, scheduled_at, run_id, kind)
+		SELECT job, tick, id, trigger_kind FROM n WHERE trigger_kind IN ('schedule', 'once') ORDER BY ord
+		ON CONFLICT (job, scheduled_at) DO NOTHING RETURNING run_id
+	), r AS (
+		INSERT INTO runs (id, job, status, attempt, max_attempts, trigger_kind, scheduled_at, not_before,
+			not_after, created_at, updated_at, dedup_id, rerun_of, payload, retry)
+		SELECT id, job, 'pending', 0, max_attempts, trigger_kind, tick, COALESCE(not_before, tick),
+			not_after, at, at, NULLIF(dedup_id, ''), NULLIF(rerun_of, ''), payload, retry::jsonb
+		FROM n WHERE trigger_kind NOT IN ('schedule', 'once') OR id IN (SELECT run_id FROM o) ORDER BY ord
+		RETURNING ` + runColumns + `
+	), e AS (
+		INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason)
+		SELECT r.id, r.created_at, n.node, 0, NULL, 'pending', 'created' FROM r JOIN n ON n.id = r.id ORDER BY n.ord
+	)
+	SELECT * FROM r`
+
+// queueInsertRuns queues the statement that makes rs; once it ran, made[i]
+// is the run made for rs[i], or nil when its occurrence had a run already.
+func queueInsertRuns(c *conn, b *pgx.Batch, rs []newRun, made []*jobs.Run) {
+	if len(rs) == 0 {
+		return
+	}
+	var (
+		ids, jobNames, triggers, dedupIDs, rerunOfs, retries, nodes []string
+		nows, scheduled, notBefore, notAfter                        []pgtype.Timestamptz
+		maxAttempts                                                 []int32
+		payloads                                                    [][]byte
+	)
+	index := make(map[string]int, len(rs))
+	for i, r := range rs {
+		p := r.p
+		index[r.id] = i
+		ids, jobNames, triggers = append(ids, r.id), append(jobNames, p.Job), append(triggers, string(p.Trigger))
+		nows, scheduled = append(nows, tsArg(r.now)), append(scheduled, tsArg(p.ScheduledAt))
+		notBefore, notAfter = append(notBefore, tsArg(p.NotBefore)), append(notAfter, tsArg(p.NotAfter))
+		maxAttempts = append(maxAttempts, int32(max(p.Retry.MaxAttempts, 1)))
+		dedupIDs, rerunOfs = append(dedupIDs, p.DedupID), append(rerunOfs, p.RerunOf)
+		payloads, retries, nodes = append(payloads, bytesOf(p.Payload)), append(retries, r.retry), append(nodes, p.Node)
+	}
+	b.Queue(sqlInsertRuns, ids, jobNames, triggers, nows, scheduled, notBefore, notAfter, maxAttempts,
+		dedupIDs, rerunOfs, payloads, retries, nodes).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			run, err := scanRun(rows)
+			if err != nil {
+				return err
+			}
+			made[index[run.ID]] = run
+			c.wake()
+		}
+		return rows.Err()
+	})
 }
 
 // getRun reads a run; lock takes its row lock until the transaction ends.
@@ -162,95 +246,127 @@ func getRun(ctx context.Context, c *conn, id string, lock bool) (*jobs.Run, erro
 	return run, err
 }
 
-// RunTransition applies a change of status; see store.Store.
+// RunTransition applies a change of status; see store.Store. It is a batch
+// of one.
 func (s *Store) RunTransition(ctx context.Context, t jobs.Transition) (*jobs.Run, error) {
-	var run *jobs.Run
-	err := s.write(ctx, "run transition", func(c *conn) (err error) {
-		run, err = transition(ctx, c, t)
+	res, err := s.runTransitions(ctx, "run transition", []jobs.Transition{t})
+	if err != nil {
+		return nil, err
+	}
+	return res[0].Run, res[0].Err
+}
+
+// RunTransitions applies many transitions in one transaction, in order;
+// see store.Store.
+func (s *Store) RunTransitions(ctx context.Context, ts []jobs.Transition) ([]store.TransitionResult, error) {
+	return s.runTransitions(ctx, "run transitions", ts)
+}
+
+func (s *Store) runTransitions(ctx context.Context, op string, ts []jobs.Transition) ([]store.TransitionResult, error) {
+	var results []store.TransitionResult
+	if len(ts) == 0 {
+		return []store.TransitionResult{}, nil
+	}
+	err := s.write(ctx, op, func(c *conn) (err error) {
+		results, err = transitions(ctx, c, ts)
 		return err
 	})
-	return run, err
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range results {
+		if r.Err != nil {
+			results[i].Err = fmt.Errorf("run transition: %w", r.Err)
+		}
+	}
+	return results, nil
 }
 
-// transition is the one code path that changes a run's status after its
-// claim: under the run's row lock it checks the fence, From and
-// jobs.ValidateTransition, then writes the run, its attempt and its event in
-// one statement. A completion racing a recovery of the same attempt waits
-// for the row lock, then finds the fence broken.
+// transitions is the one code path that changes a run's status after its
+// claim. It locks the runs of ts and reads them in one statement, in the
+// order of their ids so that concurrent batches never deadlock; decides
+// each transition in turn in Go, each on the run as the ones before it
+// left it (a refusal is that transition's result, and writes nothing);
+// then writes all the changes in one round trip. A completion racing a
+// recovery of the same attempt waits for the row lock, then finds the
+// fence broken.
+func transitions(ctx context.Context, c *conn, ts []jobs.Transition) ([]store.TransitionResult, error) {
+	ids := make([]string, len(ts))
+	for i, t := range ts {
+		ids[i] = t.RunID
+	}
+	runs, now, err := lockRuns(ctx, c, ids)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]store.TransitionResult, len(ts))
+	var ch changes
+	for i, t := range ts {
+		results[i].Run, results[i].Err = ch.transition(runs, t, now)
+	}
+	var b pgx.Batch
+	ch.queue(c, &b)
+	if err := c.send(ctx, &b); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// transition applies one transition, for a caller that wants a refusal as
+// its error.
 func transition(ctx context.Context, c *conn, t jobs.Transition) (*jobs.Run, error) {
-	cur, err := getRun(ctx, c, t.RunID, true)
+	res, err := transitions(ctx, c, []jobs.Transition{t})
 	if err != nil {
 		return nil, err
 	}
-	if f := t.Fence; f != nil {
-		if f.RunID != "" && f.RunID != t.RunID {
-			return nil, fmt.Errorf("fence %s is not about run %s", f, t.RunID)
-		}
-		if cur.Status != jobs.StatusRunning || cur.Attempt != f.Attempt || cur.Incarnation != f.Incarnation {
-			return nil, fmt.Errorf("%w: %s: the run is %s at attempt %d of incarnation %s",
-				store.ErrFenced, f, cur.Status, cur.Attempt, cur.Incarnation)
-		}
-	} else if cur.Status == jobs.StatusRunning {
-		return nil, fmt.Errorf("%w: run %s is running, and a running run changes only with its attempt's fence",
-			jobs.ErrInvalidTransition, t.RunID)
-	}
-	if t.To == jobs.StatusRunning {
-		return nil, fmt.Errorf("%w: run %s: a run starts only through a claim", jobs.ErrInvalidTransition, t.RunID)
-	}
-	if len(t.From) > 0 && !slices.Contains(t.From, cur.Status) {
-		return nil, fmt.Errorf("%w: run %s is %s, want one of %v", jobs.ErrInvalidTransition, t.RunID, cur.Status, t.From)
-	}
-	if err := jobs.ValidateTransition(cur.Status, t.To); err != nil {
-		return nil, fmt.Errorf("run %s: %w", t.RunID, err)
-	}
-
-	leaving := cur.Status == jobs.StatusRunning
-	errText, exitCode := cur.Error, cur.ExitCode
-	if leaving {
-		errText, exitCode = t.Error, t.ExitCode
-	} else if t.Error != "" {
-		errText = t.Error
-	}
-	// not_before: kept, or for a retry its given time (NULL: now).
-	notBefore := ts(cur.NotBefore)
-	if t.To == jobs.StatusRetrying {
-		notBefore = ts(t.NotBefore)
-	}
-	const at = `COALESCE($2::timestamptz, now())`
-	run, err := scanRun(c.queryRow(ctx, `WITH r AS (
-			UPDATE runs SET status = $3, reason = $4, error = $5, exit_code = $6,
-				not_before = COALESCE($7::timestamptz, `+at+`),
-				finished_at = CASE WHEN $8::boolean THEN `+at+` END,
-				updated_at = `+at+`, cancel_requested = $9
-			WHERE id = $1 RETURNING `+runColumns+`
-		), a AS (
-			UPDATE attempts SET finished_at = `+at+`, status = $3, exit_code = $10, error = $11, reason = $4,
-				output = $12, output_bytes = $13, truncated = $14
-			WHERE $15::boolean AND run_id = $1 AND number = $16
-		), e AS (
-			INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
-			SELECT id, `+at+`, $17::text, $16::int4, $18::text, $3::text, $4::text, $11::text FROM r
-		)
-		SELECT * FROM r`,
-		t.RunID, ts(t.Time), string(t.To), string(t.Reason), cleanText(errText), intOrNull(exitCode),
-		notBefore, t.To.Terminal(), cur.CancelRequested && !leaving,
-		intOrNull(t.ExitCode), cleanText(t.Error), bytesOf(t.Output), t.OutputBytes, t.Truncated,
-		leaving, cur.Attempt, t.Node, string(cur.Status)))
-	if err != nil {
-		return nil, err
-	}
-	if leaving {
-		// A slot of the job is free, or a retry waits for its time.
-		c.wake()
-	}
-	return run, nil
+	return res[0].Run, res[0].Err
 }
 
-func intOrNull(p *int) any {
-	if p == nil {
-		return nil
+// sqlLockRuns reads runs under their row locks, in the order of their ids,
+// with the database clock; sqlLockRun reads one, with a plan that
+// PostgreSQL caches (it plans a statement over an array on each call).
+const (
+	sqlLockRuns = `SELECT ` + runColumns + `, now() FROM runs WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`
+	sqlLockRun  = `SELECT ` + runColumns + `, now() FROM runs WHERE id = $1 FOR UPDATE`
+)
+
+// lockRuns reads the runs of ids that exist, by id, under their row
+// locks, and the database clock (zero when there is none).
+func lockRuns(ctx context.Context, c *conn, ids []string) (map[string]*jobs.Run, time.Time, error) {
+	q, arg := sqlLockRuns, any(ids)
+	if len(ids) > 0 && !slices.ContainsFunc(ids, func(id string) bool { return id != ids[0] }) {
+		q, arg = sqlLockRun, ids[0]
 	}
-	return int32(*p)
+	runs, now, err := scanRunsNow(c.query(ctx, q, arg))
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	byID := make(map[string]*jobs.Run, len(runs))
+	for _, r := range runs {
+		byID[r.ID] = r
+	}
+	return byID, now, nil
+}
+
+// scanRunsNow reads rows of runColumns followed by the database clock, and
+// closes them.
+func scanRunsNow(rows pgx.Rows, err error) ([]*jobs.Run, time.Time, error) {
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	defer rows.Close()
+	var (
+		runs []*jobs.Run
+		now  time.Time
+	)
+	for rows.Next() {
+		run, err := scanRun(rowFunc(func(dest ...any) error { return rows.Scan(append(dest, &now)...) }))
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		runs = append(runs, run)
+	}
+	return runs, now.UTC(), rows.Err()
 }
 
 // claimLockTimeout bounds the wait for the locks of limited jobs.

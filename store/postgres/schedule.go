@@ -1,12 +1,16 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
@@ -47,13 +51,64 @@ func (s *Store) ScheduleCursors(ctx context.Context, jobNames []string) (map[str
 }
 
 // ScheduleFire advances a job's cursor by compare-and-set and makes the runs
-// of the ticks it covers, in one transaction; see store.FireParams. The
-// compare-and-set holds the cursor's row lock (FOR UPDATE, or the lock of
-// the row it has just inserted when it makes the cursor), so fires of one
-// job from several nodes are serialized and all but one find the cursor
-// moved. A paused cursor does not advance either: the caller re-reads it
-// and sees Paused.
+// of the ticks it covers, in one transaction; see store.FireParams. It is a
+// batch of one: see fireRound.
 func (s *Store) ScheduleFire(ctx context.Context, p store.FireParams) (*store.FireResult, error) {
+	res, err := s.scheduleFires(ctx, "fire schedule "+p.Job, []store.FireParams{p})
+	if err != nil {
+		return nil, err
+	}
+	return res[0], nil
+}
+
+// ScheduleFires applies many fires in one transaction, each as
+// ScheduleFire would, in order; see store.Store.
+func (s *Store) ScheduleFires(ctx context.Context, ps []store.FireParams) ([]*store.FireResult, error) {
+	return s.scheduleFires(ctx, "fire schedules", ps)
+}
+
+func (s *Store) scheduleFires(ctx context.Context, op string, ps []store.FireParams) ([]*store.FireResult, error) {
+	if len(ps) == 0 {
+		return []*store.FireResult{}, nil
+	}
+	runs := make([][]store.RunInsertParams, len(ps))
+	for i, p := range ps {
+		var err error
+		if runs[i], err = fireRuns(p); err != nil {
+			return nil, err
+		}
+	}
+	var results []*store.FireResult
+	err := s.write(ctx, op, func(c *conn) error {
+		items := make([]*fireItem, len(ps))
+		results = make([]*store.FireResult, len(ps))
+		for i, p := range ps {
+			items[i] = &fireItem{p: p, runs: runs[i], res: &store.FireResult{}, inBatch: len(ps) > 1}
+			results[i] = items[i].res
+		}
+		// A job fired twice sees its first fire: the second starts a new round.
+		for len(items) > 0 {
+			n, seen := 0, map[string]bool{}
+			for n < len(items) && !seen[items[n].p.Job] {
+				seen[items[n].p.Job] = true
+				n++
+			}
+			if err := fireRound(ctx, c, items[:n]); err != nil {
+				return err
+			}
+			items = items[n:]
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// fireRuns checks a fire's parameters and returns its runs with the job,
+// trigger and node filled in.
+func fireRuns(p store.FireParams) ([]store.RunInsertParams, error) {
 	switch {
 	case p.Job == "":
 		return nil, errors.New("fire schedule: job name is empty")
@@ -79,124 +134,318 @@ func (s *Store) ScheduleFire(ctx context.Context, p store.FireParams) (*store.Fi
 		}
 		runs[i] = r
 	}
+	return runs, nil
+}
 
-	res := &store.FireResult{}
-	err := s.write(ctx, "fire schedule "+p.Job, func(c *conn) error {
-		*res = store.FireResult{}
-		var cur *store.Cursor
-		if p.Expect.IsZero() {
-			// Make the cursor; a concurrent maker waits for this
-			// transaction, then finds the row and loses.
-			tag, err := c.exec(ctx, `INSERT INTO cursors (job, last, updated_at)
-				VALUES ($1, $2, COALESCE($3::timestamptz, now())) ON CONFLICT (job) DO NOTHING`,
-				p.Job, ts(p.Cursor), ts(p.Now))
-			if err != nil {
-				return err
-			}
-			if tag.RowsAffected() == 0 {
-				res.Cursor, err = getCursor(ctx, c, p.Job, false)
-				return err
-			}
-		} else {
-			var err error
-			if cur, err = getCursor(ctx, c, p.Job, true); err != nil {
-				return err
-			}
-			res.Cursor = cur
-			if cur == nil || cur.Last.UnixMicro() != p.Expect.UnixMicro() || cur.Paused {
-				return nil
-			}
-		}
+// fireItem is one fire of a batch, with what its round found and decided.
+type fireItem struct {
+	p    store.FireParams
+	runs []store.RunInsertParams
+	res  *store.FireResult
+	// inBatch: errors about the fire name its job.
+	inBatch bool
 
-		// The ticks whose occurrence is free; the others are duplicates.
-		var ticks []time.Time
-		for _, r := range runs {
-			if hasOccurrence(r.Trigger) {
-				ticks = append(ticks, r.ScheduledAt.UTC().Truncate(time.Microsecond))
-			}
+	won         bool                    // the compare-and-set succeeded
+	fresh       []store.RunInsertParams // the runs to make
+	lastSkipped time.Time
+}
+
+func (it *fireItem) fail(err error) error {
+	if it.inBatch {
+		return fmt.Errorf("job %s: %w", it.p.Job, err)
+	}
+	return err
+}
+
+// The statements of a fire. Cursors are locked and made in the order of
+// their jobs, and runs locked in the order of their ids, so that
+// concurrent batches do not deadlock. (A batch that fires a job twice
+// takes its locks in two rounds; should that meet another batch in a
+// deadlock, write runs the transaction again.)
+const (
+	sqlLockCursors = `SELECT ` + cursorColumns + ` FROM cursors WHERE job = ANY($1::text[]) ORDER BY job FOR UPDATE`
+	// sqlMakeCursors: a concurrent maker waits for this transaction, then
+	// finds the row and loses.
+	sqlMakeCursors = `INSERT INTO cursors (job, last, updated_at)
+		SELECT job, last, COALESCE(updated_at, now())
+		FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[]) AS n(job, last, updated_at)
+		ORDER BY job
+		ON CONFLICT (job) DO NOTHING RETURNING job`
+	sqlGetCursors  = `SELECT ` + cursorColumns + ` FROM cursors WHERE job = ANY($1::text[])`
+	sqlOccurrences = `SELECT o.job, o.scheduled_at FROM occurrences o
+		JOIN unnest($1::text[], $2::timestamptz[]) AS k(job, scheduled_at)
+			ON o.job = k.job AND o.scheduled_at = k.scheduled_at`
+	sqlLockActiveRuns = `SELECT ` + runColumns + `, now() FROM runs
+		WHERE job = ANY($1::text[]) AND status IN ` + sqlActive + ` ORDER BY id FOR UPDATE`
+)
+
+var sqlAdvanceCursors = `UPDATE cursors SET last = u.last, skipped = cursors.skipped + u.skipped,
+		last_skipped_at = GREATEST(cursors.last_skipped_at, u.last_skipped_at),
+		updated_at = COALESCE(u.updated_at, now())
+	FROM unnest($1::text[], $2::timestamptz[], $3::int8[], $4::timestamptz[], $5::timestamptz[])
+		AS u(job, last, skipped, last_skipped_at, updated_at)
+	WHERE cursors.job = u.job
+	RETURNING ` + qualified("cursors", cursorColumns)
+
+// occurrence is the key of a tick's run.
+type occurrence struct {
+	job string
+	at  int64 // unix microseconds
+}
+
+// fireRound applies fires of distinct jobs, each as if alone, in at most
+// three round trips:
+//
+//  1. The compare-and-set (lockCursors): the cursors the fires expect are
+//     locked (FOR UPDATE), those they expect to make are made (a row just
+//     inserted is locked too), so fires of one job from several nodes are
+//     serialized and all but one find the cursor moved; then the
+//     occurrences of their ticks are read. A paused cursor does not
+//     advance either: the caller re-reads it and sees Paused.
+//  2. For the fires whose overlap policy looks at active runs: those runs,
+//     locked (applyOverlap).
+//  3. The writes (writeFires): the replaced runs, the new runs with their
+//     occurrences and events (a tick whose occurrence a concurrent
+//     RunInsert has just made is a duplicate), and the cursors.
+func fireRound(ctx context.Context, c *conn, items []*fireItem) error {
+	found, err := lockCursors(ctx, c, items)
+	if err != nil {
+		return err
+	}
+
+	// The winners of the compare-and-set, and their ticks whose occurrence
+	// is free; the others are duplicates.
+	var overlapJobs []string
+	for _, it := range items {
+		p, res := it.p, it.res
+		cur := found.cursors[p.Job]
+		res.Cursor = cur
+		switch {
+		case p.Expect.IsZero() && !found.made[p.Job]:
+			continue
+		case !p.Expect.IsZero() && (cur == nil || cur.Last.UnixMicro() != p.Expect.UnixMicro() || cur.Paused):
+			continue
 		}
-		taken := map[int64]bool{}
-		if len(ticks) > 0 {
-			rows, err := c.query(ctx, `SELECT scheduled_at FROM occurrences WHERE job = $1 AND scheduled_at = ANY($2::timestamptz[])`,
-				p.Job, ticks)
-			if err != nil {
-				return err
-			}
-			have, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
-			if err != nil {
-				return err
-			}
-			for _, t := range have {
-				taken[t.UnixMicro()] = true
-			}
-		}
-		var fresh []store.RunInsertParams
-		for _, r := range runs {
+		it.won = true
+		it.lastSkipped = p.LastSkipped
+		seen := map[int64]bool{}
+		for _, r := range it.runs {
 			if hasOccurrence(r.Trigger) {
 				key := r.ScheduledAt.UnixMicro()
-				if taken[key] {
+				if found.taken[occurrence{r.Job, key}] || seen[key] {
 					res.Duplicates++
 					continue
 				}
-				taken[key] = true
+				seen[key] = true
 			}
-			fresh = append(fresh, r)
+			it.fresh = append(it.fresh, r)
 		}
+		if len(it.fresh) > 0 && (p.Overlap == jobs.OverlapSkip || p.Overlap == jobs.OverlapReplace) {
+			overlapJobs = append(overlapJobs, p.Job)
+		}
+	}
 
-		lastSkipped := p.LastSkipped
-		if len(fresh) > 0 && (p.Overlap == jobs.OverlapSkip || p.Overlap == jobs.OverlapReplace) {
-			active, err := scanRuns(c.query(ctx, `SELECT `+runColumns+` FROM runs
-				WHERE job = $1 AND status IN `+sqlActive+` ORDER BY created_at, id FOR UPDATE`, p.Job))
-			if err != nil {
-				return err
-			}
-			switch {
-			case len(active) == 0:
-			case p.Overlap == jobs.OverlapSkip:
-				res.SkippedOverlap = len(fresh)
-				for _, r := range fresh {
-					if r.ScheduledAt.After(lastSkipped) {
-						lastSkipped = r.ScheduledAt
-					}
-				}
-				fresh = nil
-			default:
-				for _, r := range active {
-					replaced, err := cancelRun(ctx, c, r, p.Node, jobs.ReasonReplaced, p.Now)
-					if err != nil {
-						return err
-					}
-					res.Replaced = append(res.Replaced, replaced)
-				}
-			}
-		}
-		for _, r := range fresh {
-			run, dup, err := insertRun(ctx, c, r, p.Now)
-			if err != nil {
-				return err
-			}
-			if dup { // made by a RunInsert since the check above
-				res.Duplicates++
-				continue
-			}
-			res.Created = append(res.Created, run)
-		}
-
-		var err error
-		res.Cursor, err = scanCursor(c.queryRow(ctx, `UPDATE cursors SET last = $2, skipped = skipped + $3,
-				last_skipped_at = GREATEST(last_skipped_at, $4::timestamptz), updated_at = COALESCE($5::timestamptz, now())
-			WHERE job = $1 RETURNING `+cursorColumns,
-			p.Job, ts(p.Cursor), int64(p.Skipped+res.SkippedOverlap), ts(lastSkipped), ts(p.Now)))
-		if err != nil {
+	var ch changes
+	if len(overlapJobs) > 0 {
+		if err := applyOverlap(ctx, c, items, overlapJobs, &ch); err != nil {
 			return err
 		}
-		res.Advanced = true
-		return nil
-	})
-	if err != nil {
+	}
+	return writeFires(ctx, c, items, &ch)
+}
+
+// cursorsFound is what the compare-and-set of a round found.
+type cursorsFound struct {
+	// cursors: the cursors of the round's jobs, locked when the fire
+	// expects one; made: the jobs whose cursor this transaction made;
+	// taken: the occurrences of the round's ticks that have a run.
+	cursors map[string]*store.Cursor
+	made    map[string]bool
+	taken   map[occurrence]bool
+}
+
+// lockCursors runs the compare-and-set of a round in one round trip.
+func lockCursors(ctx context.Context, c *conn, items []*fireItem) (*cursorsFound, error) {
+	var (
+		lockJobs, makeJobs []string
+		makeLast, makeNow  []pgtype.Timestamptz
+		tickJobs           []string
+		tickTimes          []time.Time
+	)
+	for _, it := range items {
+		if it.p.Expect.IsZero() {
+			makeJobs = append(makeJobs, it.p.Job)
+			makeLast, makeNow = append(makeLast, tsArg(it.p.Cursor)), append(makeNow, tsArg(it.p.Now))
+		} else {
+			lockJobs = append(lockJobs, it.p.Job)
+		}
+		for _, r := range it.runs {
+			if hasOccurrence(r.Trigger) {
+				tickJobs, tickTimes = append(tickJobs, r.Job), append(tickTimes, r.ScheduledAt.UTC().Truncate(time.Microsecond))
+			}
+		}
+	}
+	found := &cursorsFound{cursors: map[string]*store.Cursor{}, made: map[string]bool{}, taken: map[occurrence]bool{}}
+	var b pgx.Batch
+	if len(lockJobs) > 0 {
+		b.Queue(sqlLockCursors, lockJobs).Query(collectCursors(found.cursors))
+	}
+	if len(makeJobs) > 0 {
+		b.Queue(sqlMakeCursors, makeJobs, makeLast, makeNow).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var job string
+				if err := rows.Scan(&job); err != nil {
+					return err
+				}
+				found.made[job] = true
+			}
+			return rows.Err()
+		})
+		b.Queue(sqlGetCursors, makeJobs).Query(collectCursors(found.cursors))
+	}
+	if len(tickJobs) > 0 {
+		b.Queue(sqlOccurrences, tickJobs, tickTimes).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var k occurrence
+				var at time.Time
+				if err := rows.Scan(&k.job, &at); err != nil {
+					return err
+				}
+				k.at = at.UnixMicro()
+				found.taken[k] = true
+			}
+			return rows.Err()
+		})
+	}
+	if err := c.send(ctx, &b); err != nil {
 		return nil, err
 	}
-	return res, nil
+	return found, nil
+}
+
+// collectCursors returns a callback that reads cursors into by job.
+func collectCursors(into map[string]*store.Cursor) func(pgx.Rows) error {
+	return func(rows pgx.Rows) error {
+		for rows.Next() {
+			cur, err := scanCursor(rows)
+			if err != nil {
+				return err
+			}
+			into[cur.Job] = cur
+		}
+		return rows.Err()
+	}
+}
+
+// writeFires writes, in one round trip, ch (the runs that overlap replace
+// cancelled), the winning fires' new runs, and their cursors; then it
+// completes their results.
+func writeFires(ctx context.Context, c *conn, items []*fireItem, ch *changes) error {
+	var (
+		b                    pgx.Batch
+		newRuns              []newRun
+		cursorJobs           []string
+		last, skippedAt, now []pgtype.Timestamptz
+		skipped              []int64
+	)
+	ch.queue(c, &b)
+	for _, it := range items {
+		if !it.won {
+			continue
+		}
+		for _, r := range it.fresh {
+			nr, err := newRunOf(r, it.p.Now)
+			if err != nil {
+				return it.fail(err)
+			}
+			newRuns = append(newRuns, nr)
+		}
+		cursorJobs, last, now = append(cursorJobs, it.p.Job), append(last, tsArg(it.p.Cursor)), append(now, tsArg(it.p.Now))
+		skipped = append(skipped, int64(it.p.Skipped+it.res.SkippedOverlap))
+		skippedAt = append(skippedAt, tsArg(it.lastSkipped))
+	}
+	created := make([]*jobs.Run, len(newRuns))
+	queueInsertRuns(c, &b, newRuns, created)
+	advanced := map[string]*store.Cursor{}
+	if len(cursorJobs) > 0 {
+		b.Queue(sqlAdvanceCursors, cursorJobs, last, skipped, skippedAt, now).Query(collectCursors(advanced))
+	}
+	if err := c.send(ctx, &b); err != nil {
+		return err
+	}
+
+	for _, it := range items {
+		if !it.won {
+			continue
+		}
+		for range it.fresh {
+			if run := created[0]; run != nil {
+				it.res.Created = append(it.res.Created, run)
+			} else { // made by a RunInsert since the occurrences were read
+				it.res.Duplicates++
+			}
+			created = created[1:]
+		}
+		if it.res.Cursor = advanced[it.p.Job]; it.res.Cursor == nil {
+			return fmt.Errorf("cursor of %s: %w", it.p.Job, store.ErrNotFound)
+		}
+		it.res.Advanced = true
+	}
+	return nil
+}
+
+// applyOverlap locks the active runs of jobs and applies the overlap
+// policy of the winning fires of those jobs: skip makes nothing and counts
+// the ticks as skipped; replace cancels the waiting runs (reason replaced)
+// and asks the owners of running ones to stop them, in ch.
+func applyOverlap(ctx context.Context, c *conn, items []*fireItem, jobNames []string, ch *changes) error {
+	runs, now, err := scanRunsNow(c.query(ctx, sqlLockActiveRuns, jobNames))
+	if err != nil {
+		return err
+	}
+	active := map[string][]*jobs.Run{}
+	byID := make(map[string]*jobs.Run, len(runs))
+	for _, r := range runs {
+		active[r.Job] = append(active[r.Job], r)
+		byID[r.ID] = r
+	}
+	for _, it := range items {
+		p, res := it.p, it.res
+		act := active[p.Job]
+		if !it.won || len(it.fresh) == 0 || len(act) == 0 {
+			continue
+		}
+		switch p.Overlap {
+		case jobs.OverlapSkip:
+			res.SkippedOverlap = len(it.fresh)
+			for _, r := range it.fresh {
+				if r.ScheduledAt.After(it.lastSkipped) {
+					it.lastSkipped = r.ScheduledAt
+				}
+			}
+			it.fresh = nil
+		case jobs.OverlapReplace:
+			slices.SortFunc(act, func(a, b *jobs.Run) int {
+				return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+			})
+			at := now
+			if !p.Now.IsZero() {
+				at = p.Now.UTC().Truncate(time.Microsecond)
+			}
+			for _, r := range act {
+				if r.Status == jobs.StatusRunning {
+					res.Replaced = append(res.Replaced, ch.requestCancel(r, at))
+					continue
+				}
+				replaced, err := ch.transition(byID, jobs.Cancel(r.ID, p.Node, jobs.ReasonReplaced, p.Now), now)
+				if err != nil {
+					return it.fail(err)
+				}
+				res.Replaced = append(res.Replaced, replaced)
+			}
+		}
+	}
+	return nil
 }
 
 // SchedulePause pauses or resumes a job's schedule in one statement.

@@ -24,6 +24,47 @@ const (
 	sqlTerminal = `('completed', 'cancelled', 'dead_letter')`
 )
 
+// The statements of the busy write paths, which the writer keeps prepared
+// (preparedQueries).
+const (
+	sqlGetRun = `SELECT ` + runColumns + ` FROM runs WHERE id = ?`
+	// sqlRunsByID reads the runs whose ids are in a JSON array.
+	sqlRunsByID = `SELECT ` + runColumns + ` FROM runs WHERE id IN (SELECT value FROM json_each(?))`
+
+	sqlOccurrenceRun    = `SELECT run_id FROM occurrences WHERE job = ? AND scheduled_at = ?`
+	sqlInsertOccurrence = `INSERT INTO occurrences (job, scheduled_at, run_id, kind) VALUES (?, ?, ?, ?)`
+	sqlDedupRun         = `SELECT id FROM runs WHERE job = ? AND dedup_id = ? AND status IN ` + sqlActive
+	sqlInsertRun        = `INSERT INTO runs (id, job, status, attempt, max_attempts, trigger_kind,
+		scheduled_at, not_before, not_after, created_at, updated_at, dedup_id, rerun_of, payload, retry_json)
+		VALUES (?, ?, 'pending', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlInsertEvent = `INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+
+	sqlTransitionRun = `UPDATE runs SET status = ?, reason = ?, error = ?, exit_code = ?,
+		not_before = ?, finished_at = ?, updated_at = ?, cancel_requested = ?
+		WHERE id = ?`
+	sqlEndAttempt = `UPDATE attempts SET finished_at = ?, status = ?, exit_code = ?, error = ?, reason = ?,
+		output = ?, output_bytes = ?, truncated = ? WHERE run_id = ? AND number = ?`
+	sqlRequestCancel = `UPDATE runs SET cancel_requested = 1, updated_at = ? WHERE id = ? RETURNING ` + runColumns
+
+	sqlDue             = `status IN ` + sqlWaiting + ` AND not_before <= ? AND (not_after IS NULL OR not_after > ?)`
+	sqlClaimCandidates = `SELECT id, not_before, created_at FROM runs INDEXED BY runs_claim
+		WHERE job = ? AND ` + sqlDue + ` ORDER BY not_before, created_at, id LIMIT ?`
+	sqlClaimRun = `UPDATE runs SET status = 'running', attempt = attempt + 1, node = ?,
+		incarnation = ?, started_at = ?, updated_at = ?, reason = ?, error = '', exit_code = NULL,
+		cancel_requested = 0, progress = 0, progress_message = ''
+		WHERE id = ? RETURNING ` + runColumns
+	sqlInsertAttempt = `INSERT INTO attempts (run_id, number, node, incarnation, started_at, status)
+		VALUES (?, ?, ?, ?, ?, 'running')`
+)
+
+// preparedQueries are the statements the writer keeps prepared.
+var preparedQueries = []string{
+	sqlGetRun, sqlRunsByID, sqlOccurrenceRun, sqlInsertOccurrence, sqlDedupRun, sqlInsertRun, sqlInsertEvent,
+	sqlTransitionRun, sqlEndAttempt, sqlRequestCancel, sqlClaimCandidates, sqlClaimRun, sqlInsertAttempt,
+	sqlGetCursor, sqlActiveRuns, sqlCursorAdvance,
+}
+
 // batchSize bounds the rows one transaction of expiry or pruning handles, so
 // that the writer is never held for long.
 const batchSize = 1000
@@ -67,7 +108,7 @@ func (s *Store) RunsInsert(ctx context.Context, ps []store.RunInsertParams) ([]*
 // occurrenceRun returns the run that owns the occurrence (job, at), or "".
 func occurrenceRun(ctx context.Context, c conn, job string, at time.Time) (string, error) {
 	var id string
-	err := c.queryRow(ctx, `SELECT run_id FROM occurrences WHERE job = ? AND scheduled_at = ?`, job, at.UnixMicro()).Scan(&id)
+	err := c.queryRow(ctx, sqlOccurrenceRun, job, at.UnixMicro()).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}
@@ -76,14 +117,34 @@ func occurrenceRun(ctx context.Context, c conn, job string, at time.Time) (strin
 
 // insertRun makes a run, its occurrence and its creation event.
 func insertRun(ctx context.Context, c conn, p store.RunInsertParams, now time.Time) (*jobs.Run, error) {
+	run, retry, err := newRun(p, now)
+	if err != nil {
+		return nil, err
+	}
+	if hasOccurrence(run.Trigger) {
+		other, err := occurrenceRun(ctx, c, run.Job, run.ScheduledAt)
+		if err != nil {
+			return nil, err
+		}
+		if other != "" {
+			return nil, fmt.Errorf("%w: job %s at %s already has run %s",
+				store.ErrDuplicate, run.Job, run.ScheduledAt.Format(time.RFC3339Nano), other)
+		}
+	}
+	return run, writeRun(ctx, c, run, retry, p.Node)
+}
+
+// newRun checks p and returns the run it makes at now, as the database
+// then holds it, with its stored retry policy.
+func newRun(p store.RunInsertParams, now time.Time) (*jobs.Run, string, error) {
 	switch {
 	case p.Job == "":
-		return nil, errors.New("job name is empty")
+		return nil, "", errors.New("job name is empty")
 	case p.Trigger != jobs.TriggerSchedule && p.Trigger != jobs.TriggerOnce &&
 		p.Trigger != jobs.TriggerManual && p.Trigger != jobs.TriggerRerun:
-		return nil, fmt.Errorf("unknown trigger %q", p.Trigger)
+		return nil, "", fmt.Errorf("unknown trigger %q", p.Trigger)
 	case hasOccurrence(p.Trigger) && p.ScheduledAt.IsZero():
-		return nil, fmt.Errorf("a %s run needs its scheduled time", p.Trigger)
+		return nil, "", fmt.Errorf("a %s run needs its scheduled time", p.Trigger)
 	}
 	scheduledAt := p.ScheduledAt
 	if scheduledAt.IsZero() {
@@ -94,139 +155,207 @@ func insertRun(ctx context.Context, c conn, p store.RunInsertParams, now time.Ti
 		notBefore = scheduledAt
 	}
 	if err := jobs.ValidateWindow(notBefore, p.NotAfter); err != nil {
-		return nil, fmt.Errorf("run window: %w", err)
+		return nil, "", fmt.Errorf("run window: %w", err)
 	}
 	id, err := uuid.NewV7()
 	if err != nil {
-		return nil, err
-	}
-	if hasOccurrence(p.Trigger) {
-		other, err := occurrenceRun(ctx, c, p.Job, scheduledAt)
-		if err != nil {
-			return nil, err
-		}
-		if other != "" {
-			return nil, fmt.Errorf("%w: job %s at %s already has run %s",
-				store.ErrDuplicate, p.Job, scheduledAt.UTC().Format(time.RFC3339Nano), other)
-		}
-		_, err = c.exec(ctx, `INSERT INTO occurrences (job, scheduled_at, run_id, kind) VALUES (?, ?, ?, ?)`,
-			p.Job, scheduledAt.UnixMicro(), id.String(), string(p.Trigger))
-		if err != nil {
-			return nil, err
-		}
-	}
-	if p.DedupID != "" {
-		var other string
-		err := c.queryRow(ctx, `SELECT id FROM runs WHERE job = ? AND dedup_id = ? AND status IN `+sqlActive,
-			p.Job, p.DedupID).Scan(&other)
-		switch {
-		case err == nil:
-			return nil, fmt.Errorf("%w: job %s has the active run %s with dedup id %q", store.ErrDuplicate, p.Job, other, p.DedupID)
-		case !errors.Is(err, sql.ErrNoRows):
-			return nil, err
-		}
+		return nil, "", err
 	}
 	retry, err := encodeRetry(p.Retry, p.NoRetryExitCodes)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	run, err := scanRun(c.queryRow(ctx, `INSERT INTO runs (id, job, status, attempt, max_attempts, trigger_kind,
-		scheduled_at, not_before, not_after, created_at, updated_at, dedup_id, rerun_of, payload, retry_json)
-		VALUES (?, ?, 'pending', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+runColumns,
-		id.String(), p.Job, max(p.Retry.MaxAttempts, 1), string(p.Trigger),
-		scheduledAt.UnixMicro(), notBefore.UnixMicro(), dbTime(p.NotAfter), now.UnixMicro(), now.UnixMicro(),
-		nullString(p.DedupID), nullString(p.RerunOf), p.Payload, retry))
+	run := &jobs.Run{
+		ID: id.String(), Job: p.Job, Status: jobs.StatusPending, MaxAttempts: max(p.Retry.MaxAttempts, 1),
+		Trigger: p.Trigger, ScheduledAt: micro(scheduledAt), NotBefore: micro(notBefore), NotAfter: micro(p.NotAfter),
+		CreatedAt: now, DedupID: p.DedupID, RerunOf: p.RerunOf, Payload: p.Payload,
+	}
+	if run.Retry, run.NoRetryExitCodes, err = decodeRetry(retry); err != nil {
+		return nil, "", err
+	}
+	return run, retry, nil
+}
+
+// writeRun writes a new run whose occurrence is free, with its occurrence
+// and its creation event by node.
+func writeRun(ctx context.Context, c conn, run *jobs.Run, retry, node string) error {
+	if hasOccurrence(run.Trigger) {
+		_, err := c.exec(ctx, sqlInsertOccurrence, run.Job, run.ScheduledAt.UnixMicro(), run.ID, string(run.Trigger))
+		if err != nil {
+			return err
+		}
+	}
+	if run.DedupID != "" {
+		var other string
+		err := c.queryRow(ctx, sqlDedupRun, run.Job, run.DedupID).Scan(&other)
+		switch {
+		case err == nil:
+			return fmt.Errorf("%w: job %s has the active run %s with dedup id %q", store.ErrDuplicate, run.Job, other, run.DedupID)
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+	}
+	_, err := c.exec(ctx, sqlInsertRun,
+		run.ID, run.Job, run.MaxAttempts, string(run.Trigger), run.ScheduledAt.UnixMicro(), run.NotBefore.UnixMicro(),
+		dbTime(run.NotAfter), run.CreatedAt.UnixMicro(), run.CreatedAt.UnixMicro(),
+		nullString(run.DedupID), nullString(run.RerunOf), run.Payload, retry)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	err = insertEvent(ctx, c, jobs.Event{RunID: run.ID, Time: now, Node: p.Node, To: jobs.StatusPending, Reason: jobs.ReasonCreated})
-	return run, err
+	return insertEvent(ctx, c, jobs.Event{RunID: run.ID, Time: run.CreatedAt, Node: node, To: jobs.StatusPending, Reason: jobs.ReasonCreated})
+}
+
+// micro returns t as the database gives it back: in UTC, to the
+// microsecond.
+func micro(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return time.UnixMicro(t.UnixMicro()).UTC()
 }
 
 func insertEvent(ctx context.Context, c conn, e jobs.Event) error {
-	_, err := c.exec(ctx, `INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := c.exec(ctx, sqlInsertEvent,
 		e.RunID, e.Time.UnixMicro(), e.Node, e.Attempt, nullString(string(e.From)), string(e.To), string(e.Reason), e.Message)
 	return err
 }
 
 func getRun(ctx context.Context, c conn, id string) (*jobs.Run, error) {
-	run, err := scanRun(c.queryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+	run, err := scanRun(c.queryRow(ctx, sqlGetRun, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("run %s: %w", id, store.ErrNotFound)
 	}
 	return run, err
 }
 
-// RunTransition applies a change of status; see store.Store.
+// RunTransition applies a change of status; see store.Store. It is a batch
+// of one.
 func (s *Store) RunTransition(ctx context.Context, t jobs.Transition) (*jobs.Run, error) {
-	var run *jobs.Run
-	err := s.write(ctx, "run transition", func(c conn) (err error) {
-		run, err = transition(ctx, c, t)
-		return err
+	res, err := s.runTransitions(ctx, "run transition", []jobs.Transition{t})
+	if err != nil {
+		return nil, err
+	}
+	return res[0].Run, res[0].Err
+}
+
+// RunTransitions applies many transitions in one transaction, in order;
+// see store.Store.
+func (s *Store) RunTransitions(ctx context.Context, ts []jobs.Transition) ([]store.TransitionResult, error) {
+	return s.runTransitions(ctx, "run transitions", ts)
+}
+
+// runTransitions reads the batch's runs in one statement, then takes each
+// transition in turn: checkTransition refuses it before it writes anything
+// (the refusal is its result), or applyTransition writes it and the run it
+// returns is what the next transition of that run sees. Any other error
+// rolls the whole batch back.
+func (s *Store) runTransitions(ctx context.Context, op string, ts []jobs.Transition) ([]store.TransitionResult, error) {
+	results := make([]store.TransitionResult, len(ts))
+	if len(ts) == 0 {
+		return results, nil
+	}
+	ids := make([]string, len(ts))
+	for i, t := range ts {
+		ids[i] = t.RunID
+	}
+	err := s.write(ctx, op, func(c conn) error {
+		clear(results)
+		runs, err := getRuns(ctx, c, ids)
+		if err != nil {
+			return err
+		}
+		for i, t := range ts {
+			cur := runs[t.RunID]
+			if err := checkTransition(cur, t); err != nil {
+				results[i].Err = fmt.Errorf("run transition: %w", err)
+				continue
+			}
+			run, err := applyTransition(ctx, c, cur, t)
+			if err != nil {
+				return err
+			}
+			runs[t.RunID], results[i].Run = run, run
+		}
+		return nil
 	})
-	return run, err
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// getRuns reads the runs of ids that exist, by id.
+func getRuns(ctx context.Context, c conn, ids []string) (map[string]*jobs.Run, error) {
+	runs, err := scanRuns(c.query(ctx, sqlRunsByID, jsonStrings(ids)))
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]*jobs.Run, len(runs))
+	for _, r := range runs {
+		byID[r.ID] = r
+	}
+	return byID, nil
 }
 
 // transition is the one code path that changes a run's status after its
-// claim: fence, From, jobs.ValidateTransition, the run, its attempt, its event.
+// claim, for a caller that wants any refusal as its error.
 func transition(ctx context.Context, c conn, t jobs.Transition) (*jobs.Run, error) {
-	at := now(t.Time)
 	cur, err := getRun(ctx, c, t.RunID)
 	if err != nil {
 		return nil, err
 	}
+	if err := checkTransition(cur, t); err != nil {
+		return nil, err
+	}
+	return applyTransition(ctx, c, cur, t)
+}
+
+// checkTransition decides, without writing, whether t may change cur (nil:
+// no such run): the fence, From, and jobs.ValidateTransition.
+func checkTransition(cur *jobs.Run, t jobs.Transition) error {
+	if cur == nil {
+		return fmt.Errorf("run %s: %w", t.RunID, store.ErrNotFound)
+	}
 	if f := t.Fence; f != nil {
 		if f.RunID != "" && f.RunID != t.RunID {
-			return nil, fmt.Errorf("fence %s is not about run %s", f, t.RunID)
+			return fmt.Errorf("fence %s is not about run %s", f, t.RunID)
 		}
 		if cur.Status != jobs.StatusRunning || cur.Attempt != f.Attempt || cur.Incarnation != f.Incarnation {
-			return nil, fmt.Errorf("%w: %s: the run is %s at attempt %d of incarnation %s",
+			return fmt.Errorf("%w: %s: the run is %s at attempt %d of incarnation %s",
 				store.ErrFenced, f, cur.Status, cur.Attempt, cur.Incarnation)
 		}
 	} else if cur.Status == jobs.StatusRunning {
-		return nil, fmt.Errorf("%w: run %s is running, and a running run changes only with its attempt's fence",
+		return fmt.Errorf("%w: run %s is running, and a running run changes only with its attempt's fence",
 			jobs.ErrInvalidTransition, t.RunID)
 	}
 	if t.To == jobs.StatusRunning {
-		return nil, fmt.Errorf("%w: run %s: a run starts only through a claim", jobs.ErrInvalidTransition, t.RunID)
+		return fmt.Errorf("%w: run %s: a run starts only through a claim", jobs.ErrInvalidTransition, t.RunID)
 	}
 	if len(t.From) > 0 && !slices.Contains(t.From, cur.Status) {
-		return nil, fmt.Errorf("%w: run %s is %s, want one of %v", jobs.ErrInvalidTransition, t.RunID, cur.Status, t.From)
+		return fmt.Errorf("%w: run %s is %s, want one of %v", jobs.ErrInvalidTransition, t.RunID, cur.Status, t.From)
 	}
 	if err := jobs.ValidateTransition(cur.Status, t.To); err != nil {
-		return nil, fmt.Errorf("run %s: %w", t.RunID, err)
+		return fmt.Errorf("run %s: %w", t.RunID, err)
 	}
+	return nil
+}
 
-	leaving := cur.Status == jobs.StatusRunning
-	errText, exitCode := cur.Error, cur.ExitCode
-	if leaving {
-		errText, exitCode = t.Error, t.ExitCode
-	} else if t.Error != "" {
-		errText = t.Error
-	}
-	notBefore := cur.NotBefore
-	if t.To == jobs.StatusRetrying {
-		notBefore = at
-		if !t.NotBefore.IsZero() {
-			notBefore = t.NotBefore
-		}
-	}
-	var finishedAt time.Time
-	if t.To.Terminal() {
-		finishedAt = at
-	}
-	run, err := scanRun(c.queryRow(ctx, `UPDATE runs SET status = ?, reason = ?, error = ?, exit_code = ?,
-		not_before = ?, finished_at = ?, updated_at = ?, cancel_requested = ?
-		WHERE id = ? RETURNING `+runColumns,
-		string(t.To), string(t.Reason), errText, intOrNull(exitCode), notBefore.UnixMicro(), dbTime(finishedAt),
-		at.UnixMicro(), cur.CancelRequested && !leaving, t.RunID))
+// applyTransition writes a transition that checkTransition let through:
+// the run, its attempt when it leaves running, and its event.
+func applyTransition(ctx context.Context, c conn, cur *jobs.Run, t jobs.Transition) (*jobs.Run, error) {
+	at := now(t.Time)
+	run := nextRun(cur, t, at)
+	res, err := c.exec(ctx, sqlTransitionRun,
+		string(run.Status), string(run.Reason), run.Error, intOrNull(run.ExitCode), run.NotBefore.UnixMicro(),
+		dbTime(run.FinishedAt), at.UnixMicro(), run.CancelRequested, run.ID)
 	if err != nil {
 		return nil, err
 	}
-	if leaving {
-		_, err := c.exec(ctx, `UPDATE attempts SET finished_at = ?, status = ?, exit_code = ?, error = ?, reason = ?,
-			output = ?, output_bytes = ?, truncated = ? WHERE run_id = ? AND number = ?`,
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return nil, cmp.Or(err, fmt.Errorf("run %s: %w", run.ID, store.ErrNotFound))
+	}
+	if cur.Status == jobs.StatusRunning {
+		_, err := c.exec(ctx, sqlEndAttempt,
 			at.UnixMicro(), string(t.To), intOrNull(t.ExitCode), t.Error, string(t.Reason),
 			[]byte(t.Output), t.OutputBytes, t.Truncated, t.RunID, cur.Attempt)
 		if err != nil {
@@ -236,6 +365,36 @@ func transition(ctx context.Context, c conn, t jobs.Transition) (*jobs.Run, erro
 	err = insertEvent(ctx, c, jobs.Event{RunID: t.RunID, Time: at, Node: t.Node, Attempt: cur.Attempt,
 		From: cur.Status, To: t.To, Reason: t.Reason, Message: t.Error})
 	return run, err
+}
+
+// nextRun returns the run cur as t changes it at at, as the database then
+// holds it: the run that applyTransition writes.
+func nextRun(cur *jobs.Run, t jobs.Transition, at time.Time) *jobs.Run {
+	next := *cur
+	leaving := cur.Status == jobs.StatusRunning
+	next.Status, next.Reason = t.To, t.Reason
+	if leaving {
+		next.Error, next.ExitCode = t.Error, t.ExitCode
+	} else if t.Error != "" {
+		next.Error = t.Error
+	}
+	if next.ExitCode != nil {
+		code := *next.ExitCode
+		next.ExitCode = &code
+	}
+	if t.To == jobs.StatusRetrying {
+		next.NotBefore = at
+		if !t.NotBefore.IsZero() {
+			next.NotBefore = time.UnixMicro(t.NotBefore.UnixMicro()).UTC()
+		}
+	}
+	next.FinishedAt = time.Time{}
+	if t.To.Terminal() {
+		next.FinishedAt = at
+	}
+	next.CancelRequested = cur.CancelRequested && !leaving
+	next.NoRetryExitCodes = slices.Clone(cur.NoRetryExitCodes)
+	return &next
 }
 
 func intOrNull(p *int) any {
@@ -267,7 +426,7 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 
 	// Most polls find nothing due: answer those with one read, without
 	// taking the write lock.
-	const due = `status IN ` + sqlWaiting + ` AND not_before <= ? AND (not_after IS NULL OR not_after > ?)`
+	const due = sqlDue
 	dueJobs, err := queryStrings(ctx, s.read(), `SELECT j.value FROM json_each(?) j WHERE EXISTS (
 		SELECT 1 FROM runs INDEXED BY runs_claim WHERE job = j.value AND `+due+`)`, jsonStrings(names), at, at)
 	if err != nil {
@@ -297,8 +456,7 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 			if room <= 0 {
 				continue
 			}
-			rows, err := c.query(ctx, `SELECT id, not_before, created_at FROM runs INDEXED BY runs_claim
-				WHERE job = ? AND `+due+` ORDER BY not_before, created_at, id LIMIT ?`, job, at, at, room)
+			rows, err := c.query(ctx, sqlClaimCandidates, job, at, at, room)
 			if err != nil {
 				return err
 			}
@@ -371,16 +529,12 @@ func claimRun(ctx context.Context, c conn, id string, p store.ClaimParams, at ti
 	if err := jobs.ValidateTransition(cur.Status, jobs.StatusRunning); err != nil {
 		return nil, fmt.Errorf("run %s: %w", id, err)
 	}
-	run, err := scanRun(c.queryRow(ctx, `UPDATE runs SET status = 'running', attempt = attempt + 1, node = ?,
-		incarnation = ?, started_at = ?, updated_at = ?, reason = ?, error = '', exit_code = NULL,
-		cancel_requested = 0, progress = 0, progress_message = ''
-		WHERE id = ? RETURNING `+runColumns,
+	run, err := scanRun(c.queryRow(ctx, sqlClaimRun,
 		p.Node, p.Incarnation, at.UnixMicro(), at.UnixMicro(), string(jobs.ReasonClaimed), id))
 	if err != nil {
 		return nil, err
 	}
-	_, err = c.exec(ctx, `INSERT INTO attempts (run_id, number, node, incarnation, started_at, status)
-		VALUES (?, ?, ?, ?, ?, 'running')`, id, run.Attempt, p.Node, p.Incarnation, at.UnixMicro())
+	_, err = c.exec(ctx, sqlInsertAttempt, id, run.Attempt, p.Node, p.Incarnation, at.UnixMicro())
 	if err != nil {
 		return nil, err
 	}
@@ -470,8 +624,7 @@ func (s *Store) RunCancel(ctx context.Context, id, node string, reason jobs.Reas
 func cancelRun(ctx context.Context, c conn, cur *jobs.Run, node string, reason jobs.Reason, at time.Time) (*jobs.Run, error) {
 	switch {
 	case cur.Status == jobs.StatusRunning:
-		return scanRun(c.queryRow(ctx, `UPDATE runs SET cancel_requested = 1, updated_at = ? WHERE id = ? RETURNING `+runColumns,
-			at.UnixMicro(), cur.ID))
+		return scanRun(c.queryRow(ctx, sqlRequestCancel, at.UnixMicro(), cur.ID))
 	case cur.Status.Terminal():
 		return nil, fmt.Errorf("%w: run %s is already %s", jobs.ErrInvalidTransition, cur.ID, cur.Status)
 	}

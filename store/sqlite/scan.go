@@ -60,16 +60,22 @@ func scanRun(row scanner) (*jobs.Run, error) {
 		r.ExitCode = &c
 	}
 	r.DedupID, r.RerunOf = dedupID.String, rerunOf.String
-	var rj retryJSON
-	if err := json.Unmarshal([]byte(retry), &rj); err != nil {
-		return nil, fmt.Errorf("run %s: retry policy: %w", r.ID, err)
+	if r.Retry, r.NoRetryExitCodes, err = decodeRetry(retry); err != nil {
+		return nil, fmt.Errorf("run %s: %w", r.ID, err)
 	}
-	r.Retry = jobs.RetryPolicy{
+	return &r, nil
+}
+
+// decodeRetry is the inverse of encodeRetry.
+func decodeRetry(s string) (jobs.RetryPolicy, []int, error) {
+	var rj retryJSON
+	if err := json.Unmarshal([]byte(s), &rj); err != nil {
+		return jobs.RetryPolicy{}, nil, fmt.Errorf("retry policy: %w", err)
+	}
+	return jobs.RetryPolicy{
 		MaxAttempts: rj.MaxAttempts, Backoff: jobs.Backoff(rj.Backoff),
 		InitialDelay: time.Duration(rj.InitialDelayNS), MaxDelay: time.Duration(rj.MaxDelayNS), Jitter: rj.Jitter,
-	}
-	r.NoRetryExitCodes = rj.NoRetryExitCodes
-	return &r, nil
+	}, rj.NoRetryExitCodes, nil
 }
 
 // scanRuns reads every row of rows and closes them.

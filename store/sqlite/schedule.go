@@ -16,7 +16,7 @@ import (
 
 // getCursor returns the job's cursor, or nil when it has none.
 func getCursor(ctx context.Context, c conn, job string) (*store.Cursor, error) {
-	cur, err := scanCursor(c.queryRow(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE job = ?`, job))
+	cur, err := scanCursor(c.queryRow(ctx, sqlGetCursor, job))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -52,6 +52,54 @@ func (s *Store) ScheduleCursors(ctx context.Context, jobNames []string) (map[str
 // of the ticks it covers, in one transaction; see store.FireParams. A paused
 // cursor does not advance either: the caller re-reads it and sees Paused.
 func (s *Store) ScheduleFire(ctx context.Context, p store.FireParams) (*store.FireResult, error) {
+	runs, err := fireRuns(p)
+	if err != nil {
+		return nil, err
+	}
+	var res *store.FireResult
+	err = s.write(ctx, "fire schedule "+p.Job, func(c conn) (err error) {
+		res, err = fire(ctx, c, p, runs)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// ScheduleFires applies many fires in one transaction, each as
+// ScheduleFire would, in order; see store.Store.
+func (s *Store) ScheduleFires(ctx context.Context, ps []store.FireParams) ([]*store.FireResult, error) {
+	results := make([]*store.FireResult, len(ps))
+	if len(ps) == 0 {
+		return results, nil
+	}
+	runs := make([][]store.RunInsertParams, len(ps))
+	for i, p := range ps {
+		var err error
+		if runs[i], err = fireRuns(p); err != nil {
+			return nil, err
+		}
+	}
+	err := s.write(ctx, "fire schedules", func(c conn) error {
+		for i, p := range ps {
+			res, err := fire(ctx, c, p, runs[i])
+			if err != nil {
+				return fmt.Errorf("job %s: %w", p.Job, err)
+			}
+			results[i] = res
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// fireRuns checks a fire's parameters and returns its runs with the job,
+// trigger and node filled in.
+func fireRuns(p store.FireParams) ([]store.RunInsertParams, error) {
 	switch {
 	case p.Job == "":
 		return nil, errors.New("fire schedule: job name is empty")
@@ -61,7 +109,6 @@ func (s *Store) ScheduleFire(ctx context.Context, p store.FireParams) (*store.Fi
 		return nil, fmt.Errorf("fire schedule %s: the cursor would move back from %s to %s", p.Job,
 			p.Expect.UTC().Format(time.RFC3339), p.Cursor.UTC().Format(time.RFC3339))
 	}
-	at := now(p.Now)
 	runs := make([]store.RunInsertParams, len(p.Runs))
 	for i, r := range p.Runs {
 		switch {
@@ -78,106 +125,116 @@ func (s *Store) ScheduleFire(ctx context.Context, p store.FireParams) (*store.Fi
 		}
 		runs[i] = r
 	}
+	return runs, nil
+}
 
+// fire is the one code path of a fire, inside a write transaction: the
+// compare-and-set of the cursor, the occurrences, the overlap policy, the
+// runs and the new cursor.
+func fire(ctx context.Context, c conn, p store.FireParams, runs []store.RunInsertParams) (*store.FireResult, error) {
+	at := now(p.Now)
 	res := &store.FireResult{}
-	err := s.write(ctx, "fire schedule "+p.Job, func(c conn) error {
-		*res = store.FireResult{}
-		cur, err := getCursor(ctx, c, p.Job)
-		if err != nil {
-			return err
-		}
-		res.Cursor = cur
-		switch {
-		case cur == nil && !p.Expect.IsZero(),
-			cur != nil && (p.Expect.IsZero() || cur.Last.UnixMicro() != p.Expect.UnixMicro()),
-			cur != nil && cur.Paused:
-			return nil
-		}
-
-		// The ticks whose occurrence is free; the others are duplicates.
-		var fresh []store.RunInsertParams
-		seen := map[int64]bool{}
-		for _, r := range runs {
-			if hasOccurrence(r.Trigger) {
-				key := r.ScheduledAt.UnixMicro()
-				other, err := occurrenceRun(ctx, c, r.Job, r.ScheduledAt)
-				if err != nil {
-					return err
-				}
-				if other != "" || seen[key] {
-					res.Duplicates++
-					continue
-				}
-				seen[key] = true
-			}
-			fresh = append(fresh, r)
-		}
-
-		var lastSkipped time.Time
-		if !p.LastSkipped.IsZero() {
-			lastSkipped = p.LastSkipped
-		}
-		if len(fresh) > 0 && (p.Overlap == jobs.OverlapSkip || p.Overlap == jobs.OverlapReplace) {
-			active, err := scanRuns(c.query(ctx, `SELECT `+runColumns+` FROM runs INDEXED BY runs_job_status
-				WHERE job = ? AND status IN `+sqlActive, p.Job))
-			if err != nil {
-				return err
-			}
-			slices.SortFunc(active, func(a, b *jobs.Run) int {
-				return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
-			})
-			switch {
-			case len(active) == 0:
-			case p.Overlap == jobs.OverlapSkip:
-				res.SkippedOverlap = len(fresh)
-				for _, r := range fresh {
-					if r.ScheduledAt.After(lastSkipped) {
-						lastSkipped = r.ScheduledAt
-					}
-				}
-				fresh = nil
-			default:
-				for _, r := range active {
-					replaced, err := cancelRun(ctx, c, r, p.Node, jobs.ReasonReplaced, at)
-					if err != nil {
-						return err
-					}
-					res.Replaced = append(res.Replaced, replaced)
-				}
-			}
-		}
-		for _, r := range fresh {
-			run, err := insertRun(ctx, c, r, at)
-			if err != nil {
-				return err
-			}
-			res.Created = append(res.Created, run)
-		}
-
-		skipped := int64(p.Skipped + res.SkippedOverlap)
-		if cur != nil {
-			skipped += cur.Skipped
-			if cur.LastSkippedAt.After(lastSkipped) {
-				lastSkipped = cur.LastSkippedAt
-			}
-		}
-		res.Cursor, err = scanCursor(c.queryRow(ctx, `INSERT INTO cursors (job, last, paused, skipped, last_skipped_at, updated_at)
-			VALUES (?, ?, 0, ?, ?, ?)
-			ON CONFLICT (job) DO UPDATE SET last = excluded.last, skipped = excluded.skipped,
-				last_skipped_at = excluded.last_skipped_at, updated_at = excluded.updated_at
-			RETURNING `+cursorColumns,
-			p.Job, p.Cursor.UnixMicro(), skipped, dbTime(lastSkipped), at.UnixMicro()))
-		if err != nil {
-			return err
-		}
-		res.Advanced = true
-		return nil
-	})
+	cur, err := getCursor(ctx, c, p.Job)
 	if err != nil {
 		return nil, err
 	}
+	res.Cursor = cur
+	switch {
+	case cur == nil && !p.Expect.IsZero(),
+		cur != nil && (p.Expect.IsZero() || cur.Last.UnixMicro() != p.Expect.UnixMicro()),
+		cur != nil && cur.Paused:
+		return res, nil
+	}
+
+	// The ticks whose occurrence is free; the others are duplicates.
+	var fresh []store.RunInsertParams
+	seen := map[int64]bool{}
+	for _, r := range runs {
+		if hasOccurrence(r.Trigger) {
+			key := r.ScheduledAt.UnixMicro()
+			other, err := occurrenceRun(ctx, c, r.Job, r.ScheduledAt)
+			if err != nil {
+				return nil, err
+			}
+			if other != "" || seen[key] {
+				res.Duplicates++
+				continue
+			}
+			seen[key] = true
+		}
+		fresh = append(fresh, r)
+	}
+
+	var lastSkipped time.Time
+	if !p.LastSkipped.IsZero() {
+		lastSkipped = p.LastSkipped
+	}
+	if len(fresh) > 0 && (p.Overlap == jobs.OverlapSkip || p.Overlap == jobs.OverlapReplace) {
+		active, err := scanRuns(c.query(ctx, sqlActiveRuns, p.Job))
+		if err != nil {
+			return nil, err
+		}
+		slices.SortFunc(active, func(a, b *jobs.Run) int {
+			return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+		})
+		switch {
+		case len(active) == 0:
+		case p.Overlap == jobs.OverlapSkip:
+			res.SkippedOverlap = len(fresh)
+			for _, r := range fresh {
+				if r.ScheduledAt.After(lastSkipped) {
+					lastSkipped = r.ScheduledAt
+				}
+			}
+			fresh = nil
+		default:
+			for _, r := range active {
+				replaced, err := cancelRun(ctx, c, r, p.Node, jobs.ReasonReplaced, at)
+				if err != nil {
+					return nil, err
+				}
+				res.Replaced = append(res.Replaced, replaced)
+			}
+		}
+	}
+	for _, r := range fresh { // their occurrences are free (see above)
+		run, retry, err := newRun(r, at)
+		if err != nil {
+			return nil, err
+		}
+		if err := writeRun(ctx, c, run, retry, r.Node); err != nil {
+			return nil, err
+		}
+		res.Created = append(res.Created, run)
+	}
+
+	skipped := int64(p.Skipped + res.SkippedOverlap)
+	if cur != nil {
+		skipped += cur.Skipped
+		if cur.LastSkippedAt.After(lastSkipped) {
+			lastSkipped = cur.LastSkippedAt
+		}
+	}
+	res.Cursor = &store.Cursor{Job: p.Job, Last: micro(p.Cursor), Skipped: skipped, LastSkippedAt: micro(lastSkipped), UpdatedAt: at}
+	_, err = c.exec(ctx, sqlCursorAdvance, p.Job, p.Cursor.UnixMicro(), skipped, dbTime(lastSkipped), at.UnixMicro())
+	if err != nil {
+		return nil, err
+	}
+	res.Advanced = true
 	return res, nil
 }
+
+// Statements of a fire.
+const (
+	sqlGetCursor  = `SELECT ` + cursorColumns + ` FROM cursors WHERE job = ?`
+	sqlActiveRuns = `SELECT ` + runColumns + ` FROM runs INDEXED BY runs_job_status
+		WHERE job = ? AND status IN ` + sqlActive
+	// sqlCursorAdvance makes or moves a cursor that is not paused.
+	sqlCursorAdvance = `INSERT INTO cursors (job, last, paused, skipped, last_skipped_at, updated_at)
+		VALUES (?, ?, 0, ?, ?, ?)
+		ON CONFLICT (job) DO UPDATE SET last = excluded.last, skipped = excluded.skipped,
+			last_skipped_at = excluded.last_skipped_at, updated_at = excluded.updated_at`
+)
 
 // SchedulePause pauses or resumes a job's schedule. Resuming a paused
 // cursor moves Last to now, so ticks that fell while paused never fire; a job

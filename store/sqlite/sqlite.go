@@ -46,6 +46,11 @@ type Store struct {
 	// the last committed state while the writer works.
 	reader *sql.DB
 	lock   *lockFile
+	// prepared holds the statements of the busy write paths (claims,
+	// transitions, fires), prepared once on the writer's connection: a
+	// write transaction reuses them instead of parsing their SQL again,
+	// which would cost more than running them. Read-only after Open.
+	prepared map[string]*sql.Stmt
 
 	statements atomic.Int64
 	closeOnce  sync.Once
@@ -107,7 +112,23 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", opts.Path, err)
 	}
+	s.prepare(ctx)
 	return s, nil
+}
+
+// prepare prepares the statements of preparedQueries on the writer. One
+// that does not prepare (a schema that lacks its table) is left out: it
+// runs unprepared, and reports its error where it is used.
+func (s *Store) prepare(ctx context.Context) {
+	s.prepared = make(map[string]*sql.Stmt, len(preparedQueries))
+	for _, q := range preparedQueries {
+		st, err := s.writer.PrepareContext(ctx, q)
+		if err != nil {
+			s.logger.DebugContext(ctx, "statement not prepared", "sql", strings.Join(strings.Fields(q), " "), "error", err)
+			continue
+		}
+		s.prepared[q] = st
+	}
 }
 
 // escapePath makes a file path safe inside a SQLite URI.
@@ -120,6 +141,9 @@ func escapePath(p string) string {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
+		for _, st := range s.prepared {
+			errs = append(errs, st.Close())
+		}
 		if s.reader != nil {
 			errs = append(errs, s.reader.Close())
 		}
@@ -169,21 +193,67 @@ type querier interface {
 type conn struct {
 	q querier
 	n *atomic.Int64
+	// stmts, in a write transaction, runs the prepared statements.
+	stmts *txStmts
+}
+
+// txStmts binds the store's prepared statements to one write transaction,
+// each on its first use there.
+type txStmts struct {
+	tx       *sql.Tx
+	prepared map[string]*sql.Stmt
+	bound    map[string]*sql.Stmt
+}
+
+// runner returns what runs query: its prepared statement bound to the
+// transaction when it has one, else the database or transaction itself.
+func (c conn) runner(ctx context.Context, query string) querier {
+	if c.stmts == nil {
+		return c.q
+	}
+	if st := c.stmts.bound[query]; st != nil {
+		return stmtQuerier{st}
+	}
+	st := c.stmts.prepared[query]
+	if st == nil {
+		return c.q
+	}
+	if c.stmts.bound == nil {
+		c.stmts.bound = map[string]*sql.Stmt{}
+	}
+	st = c.stmts.tx.StmtContext(ctx, st)
+	c.stmts.bound[query] = st
+	return stmtQuerier{st}
+}
+
+// stmtQuerier runs one prepared statement; the query text is its own.
+type stmtQuerier struct{ st *sql.Stmt }
+
+func (q stmtQuerier) ExecContext(ctx context.Context, _ string, args ...any) (sql.Result, error) {
+	return q.st.ExecContext(ctx, args...)
+}
+
+func (q stmtQuerier) QueryContext(ctx context.Context, _ string, args ...any) (*sql.Rows, error) {
+	return q.st.QueryContext(ctx, args...)
+}
+
+func (q stmtQuerier) QueryRowContext(ctx context.Context, _ string, args ...any) *sql.Row {
+	return q.st.QueryRowContext(ctx, args...)
 }
 
 func (c conn) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	c.n.Add(1)
-	return c.q.ExecContext(ctx, query, args...)
+	return c.runner(ctx, query).ExecContext(ctx, query, args...)
 }
 
 func (c conn) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	c.n.Add(1)
-	return c.q.QueryContext(ctx, query, args...)
+	return c.runner(ctx, query).QueryContext(ctx, query, args...)
 }
 
 func (c conn) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
 	c.n.Add(1)
-	return c.q.QueryRowContext(ctx, query, args...)
+	return c.runner(ctx, query).QueryRowContext(ctx, query, args...)
 }
 
 // read returns a conn on the read-only pool.
@@ -208,7 +278,7 @@ func (s *Store) write(ctx context.Context, op string, fn func(c conn) error) (er
 			err = fmt.Errorf("%s: %w", op, interpretError(err))
 		}
 	}()
-	if err = fn(conn{q: tx, n: &s.statements}); err != nil {
+	if err = fn(conn{q: tx, n: &s.statements, stmts: &txStmts{tx: tx, prepared: s.prepared}}); err != nil {
 		return err
 	}
 	s.statements.Add(1)

@@ -240,3 +240,41 @@ func TestInterpretError(t *testing.T) {
 		t.Fatalf("missing run: %v", err)
 	}
 }
+
+// BenchmarkRunTransitionsBatch: claim and complete 1,000 runs per
+// iteration, the completions one by one or in one batch.
+func BenchmarkRunTransitionsBatch(b *testing.B) {
+	for _, batch := range []bool{false, true} {
+		name := "single"
+		if batch {
+			name = "batch"
+		}
+		b.Run(name, func(b *testing.B) {
+			s, err := Open(b.Context(), Options{Path: filepath.Join(b.TempDir(), "schedulerd.db")})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			storetest.BenchClaimComplete(b, s, 1000, batch)
+		})
+	}
+}
+
+// BenchmarkScheduleFiresBatch: one tick of 10,000 cron jobs per iteration,
+// fired one by one or in batches of 500.
+func BenchmarkScheduleFiresBatch(b *testing.B) {
+	for _, batch := range []int{0, 500} {
+		name := "single"
+		if batch > 0 {
+			name = fmt.Sprintf("batch=%d", batch)
+		}
+		b.Run(name, func(b *testing.B) {
+			s, err := Open(b.Context(), Options{Path: filepath.Join(b.TempDir(), "schedulerd.db")})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			storetest.BenchFires(b, s, 10000, batch)
+		})
+	}
+}

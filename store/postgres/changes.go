@@ -1,0 +1,297 @@
+package postgres
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// changes collects what a batch of transitions (and of cancel requests)
+// writes, decided in Go under the row locks of the runs, so that it is sent
+// at once with a statement per table: the last state of each run that
+// changed, the attempts that ended, and the events in order.
+type changes struct {
+	runs     []runChange
+	index    map[string]int // position in runs by run id
+	attempts []attemptEnd
+	events   []jobs.Event
+	// leaving: a run left running, so a slot of its job is free or a retry
+	// waits for its time.
+	leaving bool
+}
+
+// runChange is the state a run is written with.
+type runChange struct {
+	run       *jobs.Run
+	updatedAt time.Time
+}
+
+// attemptEnd is how an attempt ended.
+type attemptEnd struct {
+	runID  string
+	number int
+	at     time.Time
+	t      jobs.Transition
+}
+
+// transition checks t against the run as runs holds it (the run as read
+// under its lock, changed by the transitions before t in the batch), and
+// when t may change it, records the change and puts the new run in runs.
+// Its error is a refusal: nothing is recorded. now is the database clock.
+func (ch *changes) transition(runs map[string]*jobs.Run, t jobs.Transition, now time.Time) (*jobs.Run, error) {
+	cur := runs[t.RunID]
+	if err := checkTransition(cur, t); err != nil {
+		return nil, err
+	}
+	at := now
+	if !t.Time.IsZero() {
+		at = t.Time.UTC().Truncate(time.Microsecond)
+	}
+	next := nextRun(cur, t, at)
+	// The runs_window constraint, checked here so that a retry that would
+	// break it is refused instead of aborting the transaction.
+	if err := jobs.ValidateWindow(next.NotBefore, next.NotAfter); err != nil {
+		return nil, fmt.Errorf("run window: %w", err)
+	}
+	ch.setRun(next, at)
+	if cur.Status == jobs.StatusRunning {
+		ch.attempts = append(ch.attempts, attemptEnd{runID: cur.ID, number: cur.Attempt, at: at, t: t})
+		ch.leaving = true
+	}
+	ch.events = append(ch.events, jobs.Event{RunID: cur.ID, Time: at, Node: t.Node, Attempt: cur.Attempt,
+		From: cur.Status, To: t.To, Reason: t.Reason, Message: cleanText(t.Error)})
+	runs[t.RunID] = next
+	return next, nil
+}
+
+// requestCancel records that the owner of the running run cur is asked to
+// stop it, and returns the run as it is then.
+func (ch *changes) requestCancel(cur *jobs.Run, at time.Time) *jobs.Run {
+	next := *cur
+	next.CancelRequested = true
+	ch.setRun(&next, at)
+	return &next
+}
+
+func (ch *changes) setRun(run *jobs.Run, at time.Time) {
+	if i, ok := ch.index[run.ID]; ok {
+		ch.runs[i] = runChange{run: run, updatedAt: at}
+		return
+	}
+	if ch.index == nil {
+		ch.index = map[string]int{}
+	}
+	ch.index[run.ID] = len(ch.runs)
+	ch.runs = append(ch.runs, runChange{run: run, updatedAt: at})
+}
+
+// The statements of changes. Each takes its rows as arrays, one per column.
+const (
+	sqlUpdateRuns = `UPDATE runs SET status = u.status, reason = u.reason, error = u.error,
+			exit_code = u.exit_code, not_before = u.not_before, finished_at = u.finished_at,
+			updated_at = u.updated_at, cancel_requested = u.cancel_requested
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::timestamptz[],
+			$7::timestamptz[], $8::timestamptz[], $9::bool[])
+			AS u(id, status, reason, error, exit_code, not_before, finished_at, updated_at, cancel_requested)
+		WHERE runs.id = u.id`
+	sqlEndAttempts = `UPDATE attempts SET finished_at = a.finished_at, status = a.status, exit_code = a.exit_code,
+			error = a.error, reason = a.reason, output = a.output, output_bytes = a.output_bytes, truncated = a.truncated
+		FROM unnest($1::text[], $2::int4[], $3::timestamptz[], $4::text[], $5::int4[], $6::text[], $7::text[],
+			$8::bytea[], $9::int8[], $10::bool[])
+			AS a(run_id, number, finished_at, status, exit_code, error, reason, output, output_bytes, truncated)
+		WHERE attempts.run_id = a.run_id AND attempts.number = a.number`
+	sqlInsertEvents = `INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
+		SELECT run_id, time, node, attempt, from_status, to_status, reason, message
+		FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::int4[], $5::text[], $6::text[], $7::text[], $8::text[])
+			WITH ORDINALITY AS e(run_id, time, node, attempt, from_status, to_status, reason, message, ord)
+		ORDER BY ord`
+)
+
+// sqlChangeRun writes one transition of one run: the same writes as
+// sqlUpdateRuns, sqlEndAttempts (when $10) and sqlInsertEvents, in one
+// statement whose plan PostgreSQL caches, while it plans the statements
+// over arrays on each call.
+const sqlChangeRun = `WITH r AS (
+		UPDATE runs SET status = $2, reason = $3, error = $4, exit_code = $5, not_before = $6,
+			finished_at = $7, updated_at = $8, cancel_requested = $9
+		WHERE id = $1 RETURNING id
+	), a AS (
+		UPDATE attempts SET finished_at = $12, status = $13, exit_code = $14, error = $15, reason = $16,
+			output = $17, output_bytes = $18, truncated = $19
+		WHERE $10::boolean AND run_id = $1 AND number = $11
+	), e AS (
+		INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
+		VALUES ($1, $20, $21, $22, $23, $24, $25, $26)
+	)
+	SELECT count(*) FROM r`
+
+// queue queues the statements that write the changes, and asks for a
+// wakeup when a run left running.
+func (ch *changes) queue(c *conn, b *pgx.Batch) {
+	if ch.leaving {
+		c.wake()
+	}
+	if len(ch.runs) == 1 && len(ch.events) == 1 && len(ch.attempts) <= 1 {
+		ch.queueOne(b)
+		return
+	}
+	if n := len(ch.runs); n > 0 {
+		var (
+			ids, statuses, reasons, errs     []string
+			exitCodes                        []pgtype.Int4
+			notBefore, finishedAt, updatedAt []pgtype.Timestamptz
+			cancelRequested                  []bool
+		)
+		for _, u := range ch.runs {
+			r := u.run
+			ids, statuses, reasons = append(ids, r.ID), append(statuses, string(r.Status)), append(reasons, string(r.Reason))
+			errs, exitCodes = append(errs, r.Error), append(exitCodes, int4Arg(r.ExitCode))
+			notBefore, finishedAt = append(notBefore, tsArg(r.NotBefore)), append(finishedAt, tsArg(r.FinishedAt))
+			updatedAt, cancelRequested = append(updatedAt, tsArg(u.updatedAt)), append(cancelRequested, r.CancelRequested)
+		}
+		b.Queue(sqlUpdateRuns, ids, statuses, reasons, errs, exitCodes, notBefore, finishedAt, updatedAt,
+			cancelRequested).Exec(func(tag pgconn.CommandTag) error {
+			// The runs are locked: each of them is there.
+			if tag.RowsAffected() != int64(n) {
+				return fmt.Errorf("update runs: %d of %d rows found", tag.RowsAffected(), n)
+			}
+			return nil
+		})
+	}
+	if len(ch.attempts) > 0 {
+		var (
+			runIDs, statuses, errs, reasons []string
+			numbers                         []int32
+			finishedAt                      []pgtype.Timestamptz
+			exitCodes                       []pgtype.Int4
+			outputs                         [][]byte
+			outputBytes                     []int64
+			truncated                       []bool
+		)
+		for _, a := range ch.attempts {
+			runIDs, numbers, finishedAt = append(runIDs, a.runID), append(numbers, int32(a.number)), append(finishedAt, tsArg(a.at))
+			statuses, exitCodes = append(statuses, string(a.t.To)), append(exitCodes, int4Arg(a.t.ExitCode))
+			errs, reasons = append(errs, cleanText(a.t.Error)), append(reasons, string(a.t.Reason))
+			outputs, outputBytes = append(outputs, bytesOf(a.t.Output)), append(outputBytes, a.t.OutputBytes)
+			truncated = append(truncated, a.t.Truncated)
+		}
+		b.Queue(sqlEndAttempts, runIDs, numbers, finishedAt, statuses, exitCodes, errs, reasons, outputs, outputBytes, truncated)
+	}
+	if len(ch.events) > 0 {
+		var (
+			runIDs, nodes, from, to, reasons, messages []string
+			times                                      []pgtype.Timestamptz
+			attempts                                   []int32
+		)
+		for _, e := range ch.events {
+			runIDs, times, nodes = append(runIDs, e.RunID), append(times, tsArg(e.Time)), append(nodes, e.Node)
+			attempts, from, to = append(attempts, int32(e.Attempt)), append(from, string(e.From)), append(to, string(e.To))
+			reasons, messages = append(reasons, string(e.Reason)), append(messages, e.Message)
+		}
+		b.Queue(sqlInsertEvents, runIDs, times, nodes, attempts, from, to, reasons, messages)
+	}
+}
+
+// queueOne queues sqlChangeRun for changes of one transition.
+func (ch *changes) queueOne(b *pgx.Batch) {
+	u, e := ch.runs[0], ch.events[0]
+	r := u.run
+	var a attemptEnd
+	if len(ch.attempts) == 1 {
+		a = ch.attempts[0]
+	}
+	b.Queue(sqlChangeRun, r.ID, string(r.Status), string(r.Reason), r.Error, int4Arg(r.ExitCode), tsArg(r.NotBefore),
+		tsArg(r.FinishedAt), tsArg(u.updatedAt), r.CancelRequested,
+		len(ch.attempts) == 1, int32(a.number), tsArg(a.at), string(a.t.To), int4Arg(a.t.ExitCode),
+		cleanText(a.t.Error), string(a.t.Reason), bytesOf(a.t.Output), a.t.OutputBytes, a.t.Truncated,
+		tsArg(e.Time), e.Node, int32(e.Attempt), string(e.From), string(e.To), string(e.Reason), e.Message,
+	).QueryRow(func(row pgx.Row) error {
+		var n int
+		if err := row.Scan(&n); err != nil {
+			return err
+		}
+		if n != 1 { // the run is locked: it is there
+			return fmt.Errorf("update run %s: not found", r.ID)
+		}
+		return nil
+	})
+}
+
+// checkTransition decides, without writing, whether t may change cur (nil:
+// no such run): the fence, From, and jobs.ValidateTransition.
+func checkTransition(cur *jobs.Run, t jobs.Transition) error {
+	if cur == nil {
+		return fmt.Errorf("run %s: %w", t.RunID, store.ErrNotFound)
+	}
+	if f := t.Fence; f != nil {
+		if f.RunID != "" && f.RunID != t.RunID {
+			return fmt.Errorf("fence %s is not about run %s", f, t.RunID)
+		}
+		if cur.Status != jobs.StatusRunning || cur.Attempt != f.Attempt || cur.Incarnation != f.Incarnation {
+			return fmt.Errorf("%w: %s: the run is %s at attempt %d of incarnation %s",
+				store.ErrFenced, f, cur.Status, cur.Attempt, cur.Incarnation)
+		}
+	} else if cur.Status == jobs.StatusRunning {
+		return fmt.Errorf("%w: run %s is running, and a running run changes only with its attempt's fence",
+			jobs.ErrInvalidTransition, t.RunID)
+	}
+	if t.To == jobs.StatusRunning {
+		return fmt.Errorf("%w: run %s: a run starts only through a claim", jobs.ErrInvalidTransition, t.RunID)
+	}
+	if len(t.From) > 0 && !slices.Contains(t.From, cur.Status) {
+		return fmt.Errorf("%w: run %s is %s, want one of %v", jobs.ErrInvalidTransition, t.RunID, cur.Status, t.From)
+	}
+	if err := jobs.ValidateTransition(cur.Status, t.To); err != nil {
+		return fmt.Errorf("run %s: %w", t.RunID, err)
+	}
+	return nil
+}
+
+// nextRun returns the run cur as t changes it at at, as the database then
+// holds it: the error and exit code of the attempt when it leaves running
+// (else a given error replaces the run's), not_before moved for a retry,
+// finished_at set only in a terminal status, a cancel request kept only
+// while running.
+func nextRun(cur *jobs.Run, t jobs.Transition, at time.Time) *jobs.Run {
+	next := *cur
+	leaving := cur.Status == jobs.StatusRunning
+	next.Status, next.Reason = t.To, t.Reason
+	if leaving {
+		next.Error, next.ExitCode = t.Error, t.ExitCode
+	} else if t.Error != "" {
+		next.Error = t.Error
+	}
+	next.Error = cleanText(next.Error)
+	if next.ExitCode != nil {
+		code := int(int32(*next.ExitCode)) // stored as integer
+		next.ExitCode = &code
+	}
+	if t.To == jobs.StatusRetrying {
+		next.NotBefore = at
+		if !t.NotBefore.IsZero() {
+			next.NotBefore = t.NotBefore.UTC().Truncate(time.Microsecond)
+		}
+	}
+	next.FinishedAt = time.Time{}
+	if t.To.Terminal() {
+		next.FinishedAt = at
+	}
+	next.CancelRequested = cur.CancelRequested && !leaving
+	next.NoRetryExitCodes = slices.Clone(cur.NoRetryExitCodes)
+	return &next
+}
+
+// int4Arg is an exit code as an element of an int4[] argument, NULL for nil.
+func int4Arg(p *int) pgtype.Int4 {
+	if p == nil {
+		return pgtype.Int4{}
+	}
+	return pgtype.Int4{Int32: int32(*p), Valid: true}
+}
