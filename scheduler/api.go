@@ -184,7 +184,7 @@ func (s *Scheduler) Health(ctx context.Context) Health {
 		LastLoop:      time.Unix(0, s.lastLoop.Load()),
 		Running:       s.Running(),
 	}
-	if !s.started.Load() {
+	if !s.live.Load() {
 		h.Problems = append(h.Problems, "scheduler not started")
 	}
 	if _, err := s.st.RunsNextDue(ctx, nil); err != nil {

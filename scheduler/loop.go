@@ -74,38 +74,43 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 		}
 	}
 
-	// Fire due ticks.
-	for _, d := range s.Jobs() {
-		if d.Schedule == nil {
-			continue
-		}
-		s.mu.Lock()
+	// Fire due ticks, the ticks of many jobs per transaction.
+	s.mu.Lock()
+	var due []*jobs.Definition
+	for _, d := range s.cron {
 		cur := s.cursors[d.Name]
-		s.mu.Unlock()
 		if cur == nil || cur.Paused {
 			continue
 		}
-		nt := d.Schedule.Next(cur.Last)
-		if nt.IsZero() {
-			continue
-		}
-		if !nt.After(now) {
-			more, err := s.fire(ctx, d, cur, now)
-			if err != nil {
-				noteErr("fire ticks", err)
-				continue
-			}
-			if more {
-				next = now
-			}
-			s.mu.Lock()
-			cur = s.cursors[d.Name]
-			s.mu.Unlock()
-			nt = d.Schedule.Next(cur.Last)
-		}
-		if !nt.IsZero() && nt.Before(next) {
+		nt := s.nextTickLocked(d, cur)
+		switch {
+		case nt.IsZero():
+		case !nt.After(now):
+			due = append(due, d)
+		case nt.Before(next):
 			next = nt
 		}
+	}
+	s.mu.Unlock()
+	for start := 0; start < len(due); start += fireBatch {
+		batch := due[start:min(start+fireBatch, len(due))]
+		more, err := s.fire(ctx, batch, now)
+		if err != nil {
+			noteErr("fire ticks", err)
+			continue
+		}
+		if more {
+			next = now
+		}
+		s.mu.Lock()
+		for _, d := range batch {
+			if cur := s.cursors[d.Name]; cur != nil && !cur.Paused {
+				if nt := s.nextTickLocked(d, cur); !nt.IsZero() && nt.Before(next) {
+					next = nt
+				}
+			}
+		}
+		s.mu.Unlock()
 	}
 
 	// Expire runs that can no longer start.
@@ -121,11 +126,11 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 	if err := s.claim(ctx, now); err != nil {
 		noteErr("claim runs", err)
 	}
-	due, err := s.st.RunsNextDue(ctx, s.jobNames())
+	nextRun, err := s.st.RunsNextDue(ctx, s.jobNames())
 	if err != nil {
 		noteErr("next due run", err)
-	} else if due.After(now) && due.Before(next) {
-		next = due
+	} else if nextRun.After(now) && nextRun.Before(next) {
+		next = nextRun
 	}
 	if storeOK {
 		s.lastStoreErr.Store(nil)
@@ -135,46 +140,99 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 	return next
 }
 
-// fire handles the due ticks of one cron job. It reports whether more ticks
-// remain to be handled at once.
-func (s *Scheduler) fire(ctx context.Context, d *jobs.Definition, cur *store.Cursor, now time.Time) (bool, error) {
-	plan := planTicks(d, cur.Last, now)
-	if plan.Cursor.IsZero() {
+// fireBatch bounds the jobs whose ticks one transaction fires.
+const fireBatch = 500
+
+// nextTickLocked returns the next tick of a cron job after its cursor,
+// cached until the cursor or the job's definition changes. s.mu is held.
+func (s *Scheduler) nextTickLocked(d *jobs.Definition, cur *store.Cursor) time.Time {
+	if c, ok := s.nextTicks[d.Name]; ok && c.last.Equal(cur.Last) {
+		return c.next
+	}
+	nt := d.Schedule.Next(cur.Last)
+	s.nextTicks[d.Name] = tickCache{last: cur.Last, next: nt}
+	return nt
+}
+
+// tickCache is the next tick of a job computed from a cursor.
+type tickCache struct{ last, next time.Time }
+
+// fire handles the due ticks of several cron jobs in one transaction. It
+// reports whether more ticks remain to be handled at once.
+func (s *Scheduler) fire(ctx context.Context, defs []*jobs.Definition, now time.Time) (bool, error) {
+	var (
+		params []store.FireParams
+		plans  []tickPlan
+		fired  []*jobs.Definition
+	)
+	s.mu.Lock()
+	curs := make([]*store.Cursor, 0, len(defs))
+	for _, d := range defs {
+		curs = append(curs, s.cursors[d.Name])
+	}
+	s.mu.Unlock()
+	for i, d := range defs {
+		cur := curs[i]
+		plan := planTicks(d, cur.Last, now)
+		if plan.Cursor.IsZero() {
+			continue
+		}
+		p := store.FireParams{
+			Job: d.Name, Expect: cur.Last, Cursor: plan.Cursor,
+			Skipped: plan.SkippedCount, LastSkipped: plan.LastSkipped,
+			Overlap: d.Overlap, Node: s.cfg.NodeID, Now: s.storeNow(now),
+		}
+		for _, t := range plan.Fire {
+			nb, na := d.Window(jobs.TriggerSchedule, t)
+			p.Runs = append(p.Runs, store.RunInsertParams{
+				Job: d.Name, Trigger: jobs.TriggerSchedule, ScheduledAt: t, NotBefore: nb, NotAfter: na,
+				Retry: d.Retry, NoRetryExitCodes: d.NoRetryExitCodes, Node: s.cfg.NodeID, Now: s.storeNow(now),
+			})
+		}
+		params, plans, fired = append(params, p), append(plans, plan), append(fired, d)
+	}
+	if len(params) == 0 {
 		return false, nil
 	}
-	params := store.FireParams{
-		Job: d.Name, Expect: cur.Last, Cursor: plan.Cursor,
-		Skipped: plan.SkippedCount, LastSkipped: plan.LastSkipped,
-		Overlap: d.Overlap, Node: s.cfg.NodeID, Now: s.storeNow(now),
-	}
-	for _, t := range plan.Fire {
-		nb, na := d.Window(jobs.TriggerSchedule, t)
-		params.Runs = append(params.Runs, store.RunInsertParams{
-			Job: d.Name, Trigger: jobs.TriggerSchedule, ScheduledAt: t, NotBefore: nb, NotAfter: na,
-			Retry: d.Retry, NoRetryExitCodes: d.NoRetryExitCodes, Node: s.cfg.NodeID, Now: s.storeNow(now),
-		})
-	}
-	res, err := s.st.ScheduleFire(ctx, params)
+	results, err := s.st.ScheduleFires(ctx, params)
 	if err != nil {
 		return false, err
 	}
-	if !res.Advanced {
-		// Another writer moved the cursor: read it and plan again next round.
-		cs, err := s.st.ScheduleCursors(ctx, []string{d.Name})
+	more := false
+	var lost []string
+	for i, res := range results {
+		d, plan := fired[i], plans[i]
+		if !res.Advanced {
+			// Another writer moved the cursor (or paused the job): read it
+			// and plan again.
+			lost = append(lost, d.Name)
+			more = true
+			continue
+		}
+		s.mu.Lock()
+		s.cursors[d.Name] = res.Cursor
+		s.mu.Unlock()
+		s.logFire(ctx, d, plan, res, now)
+		more = more || plan.More
+	}
+	if len(lost) > 0 {
+		cs, err := s.st.ScheduleCursors(ctx, lost)
 		if err != nil {
 			return false, err
 		}
-		if c := cs[d.Name]; c != nil {
-			s.mu.Lock()
-			s.cursors[d.Name] = c
-			s.mu.Unlock()
+		s.mu.Lock()
+		for name, c := range cs {
+			s.cursors[name] = c
 		}
-		return true, nil
+		s.mu.Unlock()
 	}
-	s.mu.Lock()
-	s.cursors[d.Name] = res.Cursor
-	s.mu.Unlock()
+	return more, nil
+}
 
+// logFire logs what firing did for one job: skipped ticks, overlap
+// decisions, the runs made; and stops the attempts that overlap = replace
+// cancelled.
+func (s *Scheduler) logFire(ctx context.Context, d *jobs.Definition, plan tickPlan, res *store.FireResult, now time.Time) {
 	for _, t := range plan.Skipped {
 		why := "missed by more than misfire_grace"
 		if !t.After(now.Add(-d.CatchupWindow)) {
@@ -202,7 +260,6 @@ func (s *Scheduler) fire(ctx context.Context, d *jobs.Definition, cur *store.Cur
 	if res.Duplicates > 0 {
 		s.log.InfoContext(ctx, "tick already fired", "job", d.Name, "count", res.Duplicates)
 	}
-	return plan.More, nil
 }
 
 // claim starts due runs up to the free slots.

@@ -118,24 +118,31 @@ type Scheduler struct {
 	// fenced is set while the node has fenced itself: it claims nothing.
 	fenced atomic.Bool
 
-	mu      sync.Mutex
-	defs    map[string]*jobs.Definition
-	order   []string // job names in declaration order
-	cursors map[string]*store.Cursor
+	mu   sync.Mutex
+	defs map[string]*jobs.Definition
+	cron []*jobs.Definition // the jobs with a schedule, in order
+	// nextTicks caches each cron job's next tick after its cursor.
+	nextTicks map[string]tickCache
+	order     []string // job names in declaration order
+	cursors   map[string]*store.Cursor
 	// pausedReadAt is when the loop last re-read paused cursors (loop only).
 	pausedReadAt time.Time
 	running      map[string]*attempt // by run id
 	draining     bool
 
-	wake     chan struct{}
-	loopCtx  context.Context
-	stopLoop context.CancelCauseFunc
-	runCtx   context.Context // parent of every attempt; cancelled at the end of shutdown grace
-	stopRuns context.CancelCauseFunc
-	loops    sync.WaitGroup
-	workers  sync.WaitGroup
-	started  atomic.Bool
-	stopOnce sync.Once
+	wake chan struct{}
+	// completions feeds the completer; completerDone closes when it ends.
+	completions   chan *completion
+	completerDone chan struct{}
+	loopCtx       context.Context
+	stopLoop      context.CancelCauseFunc
+	runCtx        context.Context // parent of every attempt; cancelled at the end of shutdown grace
+	stopRuns      context.CancelCauseFunc
+	loops         sync.WaitGroup
+	workers       sync.WaitGroup
+	started       atomic.Bool
+	live          atomic.Bool // Start succeeded: there are loops to stop
+	stopOnce      sync.Once
 
 	// health
 	lastLoop      atomic.Int64 // unix nanos of the last loop iteration
@@ -203,8 +210,15 @@ func (s *Scheduler) setJobs(defs []*jobs.Definition) error {
 		m[d.Name] = d
 		order = append(order, d.Name)
 	}
+	var cron []*jobs.Definition
+	for _, name := range order {
+		if m[name].Schedule != nil {
+			cron = append(cron, m[name])
+		}
+	}
 	s.mu.Lock()
-	s.defs, s.order = m, order
+	s.defs, s.order, s.cron = m, order, cron
+	s.nextTicks = make(map[string]tickCache, len(cron))
 	s.mu.Unlock()
 	return nil
 }
@@ -261,12 +275,16 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.loopCtx, s.stopLoop = context.WithCancelCause(context.WithoutCancel(ctx))
 	s.runCtx, s.stopRuns = context.WithCancelCause(context.WithoutCancel(ctx))
 	s.lastLoop.Store(now.UnixNano())
+	s.completions = make(chan *completion, s.cfg.Concurrency)
+	s.completerDone = make(chan struct{})
+	go s.completer()
 	s.loops.Add(3)
 	// The loops count their deadlines from now, read here and not in the
 	// goroutines, so their schedule does not depend on when they first run.
 	go s.tickLoop()
 	go s.heartbeatLoop(now)
 	go s.pruneLoop(now)
+	s.live.Store(true)
 	s.log.InfoContext(ctx, "scheduler started", "incarnation", s.Incarnation(), "jobs", len(s.order), "concurrency", s.cfg.Concurrency)
 	return nil
 }
@@ -429,7 +447,7 @@ func (s *Scheduler) Wake() {
 // shutdown_grace, then stops them (reason shutdown, through the retry flow)
 // and waits until their results are written. It is idempotent.
 func (s *Scheduler) Stop(ctx context.Context) {
-	if !s.started.Load() {
+	if !s.live.Load() {
 		return
 	}
 	s.stopOnce.Do(func() {
@@ -456,6 +474,8 @@ func (s *Scheduler) Stop(ctx context.Context) {
 			<-done
 		}
 		s.stopRuns(ErrStopped)
+		close(s.completions) // every worker is done: no more results
+		<-s.completerDone
 		s.log.InfoContext(ctx, "scheduler stopped")
 	})
 }

@@ -43,7 +43,9 @@ func (s *Scheduler) startAttempt(r *jobs.Run) {
 			}
 		}
 		t := jobs.Finish(r, f, s.cfg.NodeID, res, s.clock.Now(), s.cfg.Rand)
-		s.finish(r, t)
+		c := &completion{run: r, t: t, done: make(chan struct{})}
+		s.completions <- c
+		<-c.done // the result is written (or given up on) before the slot is free
 		s.mu.Lock()
 		delete(s.running, r.ID)
 		s.mu.Unlock()
@@ -53,6 +55,76 @@ func (s *Scheduler) startAttempt(r *jobs.Run) {
 			s.attemptDone <- seq
 		}
 	}()
+}
+
+// completion is the result of an attempt waiting to be written.
+type completion struct {
+	run  *jobs.Run
+	t    jobs.Transition
+	done chan struct{}
+}
+
+// completionBatch bounds the results one transaction writes.
+const completionBatch = 1000
+
+// completer writes the results of attempts: whatever has accumulated while
+// the previous write ran goes in one transaction, so under load results
+// are written in batches and when idle each is written at once. It ends
+// when s.completions is closed (after the workers are done).
+func (s *Scheduler) completer() {
+	defer close(s.completerDone)
+	batch := make([]*completion, 0, completionBatch)
+	for first := range s.completions {
+		batch = append(batch[:0], first)
+	drain:
+		for len(batch) < completionBatch {
+			select {
+			case c, ok := <-s.completions:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, c)
+			default:
+				break drain
+			}
+		}
+		s.writeCompletions(batch)
+		for _, c := range batch {
+			close(c.done)
+		}
+	}
+}
+
+// writeCompletions writes a batch of results in one transaction; if the
+// batch as a whole fails, each is written on its own with retries.
+func (s *Scheduler) writeCompletions(batch []*completion) {
+	ctx := context.Background()
+	ts := make([]jobs.Transition, len(batch))
+	for i, c := range batch {
+		ts[i] = c.t
+		ts[i].Time = s.storeNow(ts[i].Time)
+	}
+	results, err := s.st.RunTransitions(ctx, ts)
+	if err != nil {
+		s.noteStoreError(err)
+		s.log.Warn("record attempt results: the batch failed; writing them one by one", "count", len(batch), "error", err)
+		for _, c := range batch {
+			s.finish(c.run, c.t)
+		}
+		return
+	}
+	for i, res := range results {
+		c := batch[i]
+		switch {
+		case res.Err == nil:
+			s.logRun(ctx, res.Run, c.run.Status, "")
+		case errors.Is(res.Err, store.ErrFenced):
+			s.log.WarnContext(ctx, "stale attempt write rejected", "job", c.run.Job, "run", c.run.ID, "attempt", c.run.Attempt,
+				"to", c.t.To, "reason", c.t.Reason)
+		default:
+			s.log.Error("record attempt result", "job", c.run.Job, "run", c.run.ID, "attempt", c.run.Attempt, "error", res.Err)
+		}
+	}
 }
 
 // finish writes the result of an attempt. A store error is retried for a
