@@ -504,7 +504,7 @@ func runningCounts(ctx context.Context, c conn, jobNames []string, limits map[st
 		return counts, nil
 	}
 	rows, err := c.query(ctx, `SELECT job, COUNT(*) FROM runs INDEXED BY runs_job_status
-		WHERE job IN (`+placeholders(len(limited))+`) AND status = 'running' GROUP BY job`, anys(limited)...)
+		WHERE job IN (SELECT value FROM json_each(?)) AND status = 'running' GROUP BY job`, jsonStrings(limited))
 	if err != nil {
 		return nil, err
 	}
@@ -682,7 +682,7 @@ func (s *Store) RunsNextDue(ctx context.Context, jobNames []string) (time.Time, 
 	}
 	var next sql.NullInt64
 	err := s.read().queryRow(ctx, `SELECT MIN(not_before) FROM runs WHERE status IN `+sqlWaiting+
-		` AND job IN (`+placeholders(len(jobNames))+`)`, anys(jobNames)...).Scan(&next)
+		` AND job IN (SELECT value FROM json_each(?))`, jsonStrings(jobNames)).Scan(&next)
 	if err != nil {
 		return time.Time{}, fail("next due run", err)
 	}

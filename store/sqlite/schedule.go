@@ -29,8 +29,10 @@ func (s *Store) ScheduleCursors(ctx context.Context, jobNames []string) (map[str
 	if len(jobNames) == 0 {
 		return out, nil
 	}
-	rows, err := s.read().query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE job IN (`+
-		placeholders(len(jobNames))+`)`, anys(jobNames)...)
+	// One JSON parameter, not one per job: SQLite bounds the variables of a
+	// statement (32,766), and a config may declare 100,000 jobs.
+	rows, err := s.read().query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE job IN (SELECT value FROM json_each(?))`,
+		jsonStrings(jobNames))
 	if err != nil {
 		return nil, fail("schedule cursors", err)
 	}

@@ -430,3 +430,35 @@ func testNodes(t *testing.T, s store.Store) {
 		t.Fatalf("NodesList after delete = %v, %v", nodes, err)
 	}
 }
+
+// testManyJobNames: the calls that take job names accept more names than a
+// statement can take variables (SQLite: 32,766); a config may hold 100,000.
+func testManyJobNames(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	names := make([]string, 40000)
+	limits := make(map[string]int, len(names))
+	for i := range names {
+		names[i] = fmt.Sprintf("job-%05d", i)
+		limits[names[i]] = 1
+	}
+	mustInsert(t, s, manual("job-39999", t0))
+	if _, err := s.ScheduleFire(ctx, store.FireParams{Job: "job-00007", Cursor: t0, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.ScheduleCursors(ctx, names)
+	if err != nil || len(cs) != 1 || cs["job-00007"] == nil {
+		t.Fatalf("ScheduleCursors with %d names = %d cursors, %v", len(names), len(cs), err)
+	}
+	next, err := s.RunsNextDue(ctx, names)
+	if err != nil || !next.Equal(t0) {
+		t.Fatalf("RunsNextDue with %d names = %s, %v", len(names), next, err)
+	}
+	last, err := s.JobsLastRun(ctx, names)
+	if err != nil || last["job-39999"] == nil {
+		t.Fatalf("JobsLastRun with %d names = %v, %v", len(names), last, err)
+	}
+	runs, err := s.RunsClaim(ctx, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: limits, Limit: 10, Now: t0})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("RunsClaim with %d limited jobs = %d runs, %v", len(limits), len(runs), err)
+	}
+}

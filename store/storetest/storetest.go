@@ -55,6 +55,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListAndLastRun", testListAndLastRun},
 		{"ListDefaultLimit", testListDefaultLimit},
 		{"Nodes", testNodes},
+		{"ManyJobNames", testManyJobNames},
 		{"StoreClock", testStoreClock},
 		{"BinaryText", testBinaryText},
 	}
