@@ -32,12 +32,14 @@ func cmdCheckConfig(args []string, stdout io.Writer) error {
 		switch {
 		case d.Schedule != nil:
 			when = d.Schedule.String()
+			loc := time.Local
 			if s, ok := d.Schedule.(*schedule.Schedule); ok {
-				when += " (" + s.Location().String() + ")"
+				loc = s.Location()
+				when += " (" + loc.String() + ")"
 			}
-			var ts []string
+			var ts []string // in the job's own zone, as its schedule reads
 			for t, i := d.Schedule.Next(now), 0; i < *n && !t.IsZero(); t, i = d.Schedule.Next(t), i+1 {
-				ts = append(ts, t.Format(time.RFC3339))
+				ts = append(ts, t.In(loc).Format(time.RFC3339))
 			}
 			next = strings.Join(ts, ", ")
 		case !d.At.IsZero():
