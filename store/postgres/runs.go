@@ -379,18 +379,83 @@ func jobLockKey(job string) int32 {
 	return int32(h.Sum32())
 }
 
+// sqlClaimAt is the clock of a claim ($2), and sqlClaimDue says that a run
+// is due at it. The statements read a job's due runs as a range of the
+// runs_claim index, (job, not_before <= now) in start order, so that a
+// claim reads only the runs it takes: neither the runs waiting for a later
+// time nor the history.
+const (
+	sqlClaimAt  = `COALESCE($2::timestamptz, now())`
+	sqlClaimDue = `status IN ` + sqlWaiting + ` AND not_before <= ` + sqlClaimAt +
+		` AND (not_after IS NULL OR not_after > ` + sqlClaimAt + `)`
+)
+
+// sqlDueJobs returns those of the jobs $1 that have a due run: per job, the
+// first due run in the order of the runs_claim index (ORDER BY and LIMIT 1
+// keep the planner on that index, whatever its estimates).
+const sqlDueJobs = `SELECT j FROM unnest($1::text[]) AS j CROSS JOIN LATERAL (
+		SELECT 1 FROM runs WHERE job = j AND ` + sqlClaimDue + `
+		ORDER BY not_before, created_at, id LIMIT 1) d`
+
+// sqlClaim claims up to $3 due runs of the jobs $1 whose concurrency limits
+// are $4 (0: none), for node $5 and incarnation $6, and returns them with
+// the status each was claimed from. room: how many runs each job may still
+// start; cand: that many of its due runs, read from the runs_claim index
+// without locks; picked: the first $3 of them in start order that no one
+// else holds, locked and checked again; then the claim, its attempts and
+// its events, set-based. A limited job's running runs are counted in this
+// statement: the caller holds the job's advisory lock.
+var sqlClaim = `WITH room AS (
+		SELECT w.job, CASE WHEN w.lim > 0
+			THEN LEAST(w.lim - (SELECT count(*) FROM runs WHERE job = w.job AND status = 'running'), $3)
+			ELSE $3 END AS n
+		FROM unnest($1::text[], $4::int4[]) AS w(job, lim)
+	), cand AS (
+		SELECT c.id FROM room CROSS JOIN LATERAL (
+			SELECT id FROM runs WHERE job = room.job AND ` + sqlClaimDue + `
+			ORDER BY not_before, created_at, id LIMIT GREATEST(room.n, 0)
+		) c
+	), picked AS (
+		SELECT id, status AS from_status FROM runs
+		WHERE id IN (SELECT id FROM cand) AND ` + sqlClaimDue + `
+		ORDER BY not_before, created_at, id LIMIT $3
+		FOR UPDATE SKIP LOCKED
+	), r AS (
+		UPDATE runs SET status = 'running', attempt = runs.attempt + 1, node = $5, incarnation = $6,
+			started_at = ` + sqlClaimAt + `, updated_at = ` + sqlClaimAt + `, reason = 'claimed', error = '',
+			exit_code = NULL, cancel_requested = false, progress = 0, progress_message = ''
+		FROM picked WHERE runs.id = picked.id
+		RETURNING ` + runColumnsOfRuns + `, picked.from_status
+	), a AS (
+		INSERT INTO attempts (run_id, number, node, incarnation, started_at, status)
+		SELECT id, attempt, node, incarnation, started_at, 'running' FROM r
+	), e AS (
+		INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason)
+		SELECT id, started_at, node, attempt, from_status, 'running', 'claimed' FROM r
+	)
+	SELECT * FROM r ORDER BY not_before, created_at, id`
+
+// runColumnsOfRuns is runColumns qualified with the table runs (a
+// column list that an UPDATE ... FROM returns).
+var runColumnsOfRuns = qualified("runs", runColumns)
+
 // RunsClaim atomically starts up to Limit due runs; see store.Store.
 //
-// An idle poll is one statement: which of the jobs have due runs. When some
-// have, one transaction claims them. FOR UPDATE SKIP LOCKED lets nodes
-// claim the same jobs at once without waiting for each other or taking a
-// run twice. It cannot keep a concurrency limit, though: two claimers would
-// each count the job's running runs before the other's claim commits. So
-// the transaction first takes an advisory lock per limited job that is due
-// (in the order of the lock keys, so that claimers never deadlock), and
-// counts the running runs after that: claims of one limited job are
-// serialized across the cluster, while claims of unlimited jobs never wait.
-// A run leaving running needs no lock; it only makes the count smaller.
+// FOR UPDATE SKIP LOCKED lets nodes claim the same jobs at once without
+// waiting for each other or taking a run twice. When no declared job has a
+// concurrency limit, a claim is that one statement (sqlClaim), outside any
+// transaction: an idle poll and a busy one cost one round trip each.
+//
+// SKIP LOCKED cannot keep a concurrency limit, though: two claimers would
+// each count the job's running runs before the other's claim commits. So a
+// claim of limited jobs first asks which of the jobs are due (sqlDueJobs,
+// outside any transaction: most polls end there); then, when a limited job
+// is due, one transaction takes an advisory lock per limited due job (in
+// the order of the lock keys, so that claimers never deadlock) and claims
+// after that, with a snapshot that sees every claim committed before it got
+// the locks: claims of one limited job are serialized across the cluster,
+// while claims of unlimited jobs never wait. A run leaving running needs
+// no lock; it only makes the count smaller.
 //
 // Each job's due runs are read in start order (not_before, created_at, id)
 // from the runs_claim index, at most as many as the job can still take, and
@@ -404,15 +469,17 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 		return nil, errors.New("claim runs: node and incarnation must be set")
 	}
 	names := make([]string, 0, len(p.Jobs))
-	for name := range p.Jobs {
+	limited := false
+	for name, limit := range p.Jobs {
 		names = append(names, name)
+		limited = limited || limit > 0
 	}
 	slices.Sort(names)
+	if !limited {
+		return s.claim(ctx, names, p)
+	}
 
-	const at = `COALESCE($2::timestamptz, now())`
-	const due = `status IN ` + sqlWaiting + ` AND not_before <= ` + at + ` AND (not_after IS NULL OR not_after > ` + at + `)`
-	rows, err := s.read().query(ctx, `SELECT j FROM unnest($1::text[]) AS j WHERE EXISTS (
-		SELECT 1 FROM runs WHERE job = j AND `+due+`)`, names, ts(p.Now))
+	rows, err := s.read().query(ctx, sqlDueJobs, names, ts(p.Now))
 	dueJobs, err := collectStrings(rows, err)
 	if err != nil {
 		return nil, fail("claim runs", err)
@@ -420,9 +487,16 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 	if len(dueJobs) == 0 {
 		return nil, nil
 	}
-	limits := make([]int32, len(dueJobs))
+	return s.claim(ctx, dueJobs, p)
+}
+
+// claim runs sqlClaim for the named jobs (sorted): in a transaction that
+// first takes the advisory locks of the limited ones, or on its own when
+// none is limited.
+func (s *Store) claim(ctx context.Context, names []string, p store.ClaimParams) ([]*jobs.Run, error) {
+	limits := make([]int32, len(names))
 	var keys []int32
-	for i, job := range dueJobs {
+	for i, job := range names {
 		if limit := p.Jobs[job]; limit > 0 {
 			limits[i] = int32(limit)
 			keys = append(keys, jobLockKey(job))
@@ -431,8 +505,16 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
 
+	// The statement takes only waiting runs and, outside a transaction,
+	// has committed by the time its rows are read: the state machine has
+	// its say first.
+	for _, from := range []jobs.Status{jobs.StatusPending, jobs.StatusRetrying} {
+		if err := jobs.ValidateTransition(from, jobs.StatusRunning); err != nil {
+			return nil, fmt.Errorf("claim runs: %w", err)
+		}
+	}
 	var claimed []*jobs.Run
-	err = s.write(ctx, "claim runs", func(c *conn) error {
+	run := func(c *conn) error {
 		claimed = nil
 		if len(keys) > 0 {
 			// A claimer that stalls while it holds a job's lock must not
@@ -445,39 +527,7 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 				return err
 			}
 		}
-		// room: how many runs each job may still start; cand: that many of
-		// its due runs, unlocked; picked: the first Limit of them that no
-		// one else holds, locked; then the claim, its attempts and events.
-		rows, err := c.query(ctx, `WITH room AS (
-				SELECT w.job, CASE WHEN w.lim > 0
-					THEN LEAST(w.lim - (SELECT count(*) FROM runs WHERE job = w.job AND status = 'running'), $3)
-					ELSE $3 END AS n
-				FROM unnest($1::text[], $4::int4[]) AS w(job, lim)
-			), cand AS (
-				SELECT c.id FROM room CROSS JOIN LATERAL (
-					SELECT id FROM runs WHERE job = room.job AND `+due+`
-					ORDER BY not_before, created_at, id LIMIT GREATEST(room.n, 0)
-				) c
-			), picked AS (
-				SELECT id, status AS from_status FROM runs
-				WHERE id IN (SELECT id FROM cand) AND `+due+`
-				ORDER BY not_before, created_at, id LIMIT $3
-				FOR UPDATE SKIP LOCKED
-			), r AS (
-				UPDATE runs SET status = 'running', attempt = runs.attempt + 1, node = $5, incarnation = $6,
-					started_at = `+at+`, updated_at = `+at+`, reason = 'claimed', error = '', exit_code = NULL,
-					cancel_requested = false, progress = 0, progress_message = ''
-				FROM picked WHERE runs.id = picked.id
-				RETURNING `+qualified("runs", runColumns)+`, picked.from_status
-			), a AS (
-				INSERT INTO attempts (run_id, number, node, incarnation, started_at, status)
-				SELECT id, attempt, node, incarnation, started_at, 'running' FROM r
-			), e AS (
-				INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason)
-				SELECT id, started_at, node, attempt, from_status, 'running', 'claimed' FROM r
-			)
-			SELECT * FROM r ORDER BY not_before, created_at, id`,
-			dueJobs, ts(p.Now), p.Limit, limits, p.Node, p.Incarnation)
+		rows, err := c.query(ctx, sqlClaim, names, ts(p.Now), p.Limit, limits, p.Node, p.Incarnation)
 		if err != nil {
 			return err
 		}
@@ -495,7 +545,13 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 			claimed = append(claimed, run)
 		}
 		return rows.Err()
-	})
+	}
+	var err error
+	if len(keys) > 0 {
+		err = s.write(ctx, "claim runs", run)
+	} else {
+		err = s.writeOne(ctx, "claim runs", run)
+	}
 	if err != nil {
 		return nil, err
 	}

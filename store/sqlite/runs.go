@@ -47,21 +47,31 @@ const (
 		output = ?, output_bytes = ?, truncated = ? WHERE run_id = ? AND number = ?`
 	sqlRequestCancel = `UPDATE runs SET cancel_requested = 1, updated_at = ? WHERE id = ? RETURNING ` + runColumns
 
-	sqlDue             = `status IN ` + sqlWaiting + ` AND not_before <= ? AND (not_after IS NULL OR not_after > ?)`
-	sqlClaimCandidates = `SELECT id, not_before, created_at FROM runs INDEXED BY runs_claim
+	sqlDue = `status IN ` + sqlWaiting + ` AND not_before <= ? AND (not_after IS NULL OR not_after > ?)`
+	// sqlClaimCandidates reads a job's first due runs in start order, a
+	// range of the runs_claim index.
+	sqlClaimCandidates = `SELECT ` + runColumns + ` FROM runs INDEXED BY runs_claim
 		WHERE job = ? AND ` + sqlDue + ` ORDER BY not_before, created_at, id LIMIT ?`
-	sqlClaimRun = `UPDATE runs SET status = 'running', attempt = attempt + 1, node = ?,
-		incarnation = ?, started_at = ?, updated_at = ?, reason = ?, error = '', exit_code = NULL,
+	// A claim of the runs whose ids are in a JSON array, in three
+	// statements whatever their number: the events (written first, from
+	// the status and attempt the runs have before the claim), the runs,
+	// then the attempts (from the attempt the runs have after it).
+	sqlClaimEvents = `INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
+		SELECT runs.id, ?, ?, runs.attempt + 1, runs.status, 'running', 'claimed', ''
+		FROM json_each(?) AS j JOIN runs ON runs.id = j.value ORDER BY j.key`
+	sqlClaimRuns = `UPDATE runs SET status = 'running', attempt = attempt + 1, node = ?,
+		incarnation = ?, started_at = ?, updated_at = ?, reason = 'claimed', error = '', exit_code = NULL,
 		cancel_requested = 0, progress = 0, progress_message = ''
-		WHERE id = ? RETURNING ` + runColumns
-	sqlInsertAttempt = `INSERT INTO attempts (run_id, number, node, incarnation, started_at, status)
-		VALUES (?, ?, ?, ?, ?, 'running')`
+		WHERE id IN (SELECT value FROM json_each(?))`
+	sqlClaimAttempts = `INSERT INTO attempts (run_id, number, node, incarnation, started_at, status)
+		SELECT runs.id, runs.attempt, runs.node, runs.incarnation, runs.started_at, 'running'
+		FROM json_each(?) AS j JOIN runs ON runs.id = j.value ORDER BY j.key`
 )
 
 // preparedQueries are the statements the writer keeps prepared.
 var preparedQueries = []string{
 	sqlGetRun, sqlRunsByID, sqlOccurrenceRun, sqlInsertOccurrence, sqlDedupRun, sqlInsertRun, sqlInsertEvent,
-	sqlTransitionRun, sqlEndAttempt, sqlRequestCancel, sqlClaimCandidates, sqlClaimRun, sqlInsertAttempt,
+	sqlTransitionRun, sqlEndAttempt, sqlRequestCancel, sqlClaimCandidates, sqlClaimEvents, sqlClaimRuns, sqlClaimAttempts,
 	sqlGetCursor, sqlActiveRuns, sqlCursorAdvance,
 }
 
@@ -443,11 +453,7 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 		if err != nil {
 			return err
 		}
-		type candidate struct {
-			id                   string
-			notBefore, createdAt int64
-		}
-		var cands []candidate
+		var cands []*jobs.Run
 		for _, job := range dueJobs {
 			room := p.Limit
 			if limit := p.Jobs[job]; limit > 0 {
@@ -456,34 +462,17 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 			if room <= 0 {
 				continue
 			}
-			rows, err := c.query(ctx, sqlClaimCandidates, job, at, at, room)
+			runs, err := scanRuns(c.query(ctx, sqlClaimCandidates, job, at, at, room))
 			if err != nil {
 				return err
 			}
-			for rows.Next() {
-				var k candidate
-				if err := rows.Scan(&k.id, &k.notBefore, &k.createdAt); err != nil {
-					rows.Close()
-					return err
-				}
-				cands = append(cands, k)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return err
-			}
+			cands = append(cands, runs...)
 		}
-		slices.SortFunc(cands, func(a, b candidate) int {
-			return cmp.Or(cmp.Compare(a.notBefore, b.notBefore), cmp.Compare(a.createdAt, b.createdAt), strings.Compare(a.id, b.id))
+		slices.SortFunc(cands, func(a, b *jobs.Run) int {
+			return cmp.Or(a.NotBefore.Compare(b.NotBefore), a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
 		})
-		for _, k := range cands[:min(len(cands), p.Limit)] {
-			run, err := claimRun(ctx, c, k.id, p, time.UnixMicro(at).UTC())
-			if err != nil {
-				return err
-			}
-			claimed = append(claimed, run)
-		}
-		return nil
+		claimed, err = claimRuns(ctx, c, cands[:min(len(cands), p.Limit)], p, time.UnixMicro(at).UTC())
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -520,27 +509,37 @@ func runningCounts(ctx context.Context, c conn, jobNames []string, limits map[st
 	return counts, rows.Err()
 }
 
-// claimRun starts the next attempt of a waiting run.
-func claimRun(ctx context.Context, c conn, id string, p store.ClaimParams, at time.Time) (*jobs.Run, error) {
-	cur, err := getRun(ctx, c, id)
-	if err != nil {
+// claimRuns starts the next attempt of each of runs, waiting runs that the
+// write transaction read, and returns them as they are then stored. The
+// statements are the same three for any number of runs.
+func claimRuns(ctx context.Context, c conn, runs []*jobs.Run, p store.ClaimParams, at time.Time) ([]*jobs.Run, error) {
+	if len(runs) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(runs))
+	claimed := make([]*jobs.Run, len(runs))
+	for i, cur := range runs {
+		if err := jobs.ValidateTransition(cur.Status, jobs.StatusRunning); err != nil {
+			return nil, fmt.Errorf("run %s: %w", cur.ID, err)
+		}
+		ids[i] = cur.ID
+		r := *cur
+		r.Status, r.Attempt, r.Node, r.Incarnation = jobs.StatusRunning, cur.Attempt+1, p.Node, p.Incarnation
+		r.StartedAt, r.Reason, r.Error, r.ExitCode = at, jobs.ReasonClaimed, "", nil
+		r.CancelRequested, r.Progress, r.ProgressMessage = false, 0, ""
+		claimed[i] = &r
+	}
+	list := jsonStrings(ids)
+	if _, err := c.exec(ctx, sqlClaimEvents, at.UnixMicro(), p.Node, list); err != nil {
 		return nil, err
 	}
-	if err := jobs.ValidateTransition(cur.Status, jobs.StatusRunning); err != nil {
-		return nil, fmt.Errorf("run %s: %w", id, err)
-	}
-	run, err := scanRun(c.queryRow(ctx, sqlClaimRun,
-		p.Node, p.Incarnation, at.UnixMicro(), at.UnixMicro(), string(jobs.ReasonClaimed), id))
-	if err != nil {
+	if _, err := c.exec(ctx, sqlClaimRuns, p.Node, p.Incarnation, at.UnixMicro(), at.UnixMicro(), list); err != nil {
 		return nil, err
 	}
-	_, err = c.exec(ctx, sqlInsertAttempt, id, run.Attempt, p.Node, p.Incarnation, at.UnixMicro())
-	if err != nil {
+	if _, err := c.exec(ctx, sqlClaimAttempts, list); err != nil {
 		return nil, err
 	}
-	err = insertEvent(ctx, c, jobs.Event{RunID: id, Time: at, Node: p.Node, Attempt: run.Attempt,
-		From: cur.Status, To: jobs.StatusRunning, Reason: jobs.ReasonClaimed})
-	return run, err
+	return claimed, nil
 }
 
 // RunsExpire cancels (reason expired) the waiting runs past their not_after.

@@ -209,3 +209,57 @@ func ids(runs []*jobs.Run) []string {
 	}
 	return out
 }
+
+// testClaimReturnsStored: a claim returns each run exactly as the store
+// then holds it, for a retrying run and a pending one claimed together,
+// and writes the event and the attempt of each.
+func testClaimReturnsStored(t *testing.T, s store.Store) {
+	p := manual("mixed", t0)
+	p.Payload = "payload"
+	p.DedupID = "dedup"
+	first := mustInsert(t, s, p)
+	run := claimOne(t, s, "mixed", incA, t0)
+	if err := s.RunProgress(t.Context(), fenceOf(run), 40, "half"); err != nil {
+		t.Fatal(err)
+	}
+	retrying := fail(t, s, run, t0.Add(time.Second))
+	wantStatus(t, retrying, jobs.StatusRetrying, jobs.ReasonFailed)
+	fresh := mustInsert(t, s, manual("mixed", t0.Add(2*time.Second)))
+
+	at := retrying.NotBefore.Add(time.Minute)
+	claimed := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incB, Jobs: map[string]int{"mixed": 2}, Limit: 5, Now: at})
+	if got := ids(claimed); fmt.Sprint(got) != fmt.Sprint([]string{first.ID, fresh.ID}) &&
+		fmt.Sprint(got) != fmt.Sprint([]string{fresh.ID, first.ID}) {
+		t.Fatalf("claimed %v, want %s and %s", got, first.ID, fresh.ID)
+	}
+	for _, r := range claimed {
+		stored := mustGet(t, s, r.ID)
+		if fmt.Sprintf("%+v", r) != fmt.Sprintf("%+v", stored) {
+			t.Fatalf("claim returned\n %+v\nthe store holds\n %+v", r, stored)
+		}
+		want := 1
+		from := jobs.StatusPending
+		if r.ID == first.ID {
+			want, from = 2, jobs.StatusRetrying
+		}
+		if r.Status != jobs.StatusRunning || r.Attempt != want || r.Node != nodeB || r.Incarnation != incB ||
+			!r.StartedAt.Equal(at) || r.Reason != jobs.ReasonClaimed || r.Error != "" || r.ExitCode != nil ||
+			r.Progress != 0 || r.ProgressMessage != "" || r.CancelRequested {
+			t.Fatalf("claimed run: %+v", r)
+		}
+		evs := mustEvents(t, s, r.ID)
+		last := evs[len(evs)-1]
+		if last.From != from || last.To != jobs.StatusRunning || last.Reason != jobs.ReasonClaimed ||
+			last.Attempt != want || last.Node != nodeB || !last.Time.Equal(at) {
+			t.Fatalf("claim event of %s: %+v", r.ID, last)
+		}
+		attempts, err := s.RunAttempts(t.Context(), r.ID)
+		if err != nil || len(attempts) != want {
+			t.Fatalf("RunAttempts(%s) = %d, %v; want %d", r.ID, len(attempts), err, want)
+		}
+		if a := attempts[want-1]; a.Number != want || a.Status != jobs.StatusRunning || a.Incarnation != incB ||
+			!a.StartedAt.Equal(at) || !a.FinishedAt.IsZero() {
+			t.Fatalf("attempt %d of %s: %+v", want, r.ID, a)
+		}
+	}
+}
