@@ -47,7 +47,7 @@ type attemptEnd struct {
 // Its error is a refusal: nothing is recorded. now is the database clock.
 func (ch *changes) transition(runs map[string]*jobs.Run, t jobs.Transition, now time.Time) (*jobs.Run, error) {
 	cur := runs[t.RunID]
-	if err := checkTransition(cur, t); err != nil {
+	if err := store.CheckTransition(cur, t); err != nil {
 		return nil, err
 	}
 	at := now
@@ -222,36 +222,6 @@ func (ch *changes) queueOne(b *pgx.Batch) {
 		}
 		return nil
 	})
-}
-
-// checkTransition decides, without writing, whether t may change cur (nil:
-// no such run): the fence, From, and jobs.ValidateTransition.
-func checkTransition(cur *jobs.Run, t jobs.Transition) error {
-	if cur == nil {
-		return fmt.Errorf("run %s: %w", t.RunID, store.ErrNotFound)
-	}
-	if f := t.Fence; f != nil {
-		if f.RunID != "" && f.RunID != t.RunID {
-			return fmt.Errorf("fence %s is not about run %s", f, t.RunID)
-		}
-		if cur.Status != jobs.StatusRunning || cur.Attempt != f.Attempt || cur.Incarnation != f.Incarnation {
-			return fmt.Errorf("%w: %s: the run is %s at attempt %d of incarnation %s",
-				store.ErrFenced, f, cur.Status, cur.Attempt, cur.Incarnation)
-		}
-	} else if cur.Status == jobs.StatusRunning {
-		return fmt.Errorf("%w: run %s is running, and a running run changes only with its attempt's fence",
-			jobs.ErrInvalidTransition, t.RunID)
-	}
-	if t.To == jobs.StatusRunning {
-		return fmt.Errorf("%w: run %s: a run starts only through a claim", jobs.ErrInvalidTransition, t.RunID)
-	}
-	if len(t.From) > 0 && !slices.Contains(t.From, cur.Status) {
-		return fmt.Errorf("%w: run %s is %s, want one of %v", jobs.ErrInvalidTransition, t.RunID, cur.Status, t.From)
-	}
-	if err := jobs.ValidateTransition(cur.Status, t.To); err != nil {
-		return fmt.Errorf("run %s: %w", t.RunID, err)
-	}
-	return nil
 }
 
 // nextRun returns the run cur as t changes it at at, as the database then

@@ -255,7 +255,7 @@ func (s *Store) RunTransitions(ctx context.Context, ts []jobs.Transition) ([]sto
 }
 
 // runTransitions reads the batch's runs in one statement, then takes each
-// transition in turn: checkTransition refuses it before it writes anything
+// transition in turn: store.CheckTransition refuses it before it writes anything
 // (the refusal is its result), or applyTransition writes it and the run it
 // returns is what the next transition of that run sees. Any other error
 // rolls the whole batch back.
@@ -276,7 +276,7 @@ func (s *Store) runTransitions(ctx context.Context, op string, ts []jobs.Transit
 		}
 		for i, t := range ts {
 			cur := runs[t.RunID]
-			if err := checkTransition(cur, t); err != nil {
+			if err := store.CheckTransition(cur, t); err != nil {
 				results[i].Err = fmt.Errorf("run transition: %w", err)
 				continue
 			}
@@ -314,43 +314,13 @@ func transition(ctx context.Context, c conn, t jobs.Transition) (*jobs.Run, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := checkTransition(cur, t); err != nil {
+	if err := store.CheckTransition(cur, t); err != nil {
 		return nil, err
 	}
 	return applyTransition(ctx, c, cur, t)
 }
 
-// checkTransition decides, without writing, whether t may change cur (nil:
-// no such run): the fence, From, and jobs.ValidateTransition.
-func checkTransition(cur *jobs.Run, t jobs.Transition) error {
-	if cur == nil {
-		return fmt.Errorf("run %s: %w", t.RunID, store.ErrNotFound)
-	}
-	if f := t.Fence; f != nil {
-		if f.RunID != "" && f.RunID != t.RunID {
-			return fmt.Errorf("fence %s is not about run %s", f, t.RunID)
-		}
-		if cur.Status != jobs.StatusRunning || cur.Attempt != f.Attempt || cur.Incarnation != f.Incarnation {
-			return fmt.Errorf("%w: %s: the run is %s at attempt %d of incarnation %s",
-				store.ErrFenced, f, cur.Status, cur.Attempt, cur.Incarnation)
-		}
-	} else if cur.Status == jobs.StatusRunning {
-		return fmt.Errorf("%w: run %s is running, and a running run changes only with its attempt's fence",
-			jobs.ErrInvalidTransition, t.RunID)
-	}
-	if t.To == jobs.StatusRunning {
-		return fmt.Errorf("%w: run %s: a run starts only through a claim", jobs.ErrInvalidTransition, t.RunID)
-	}
-	if len(t.From) > 0 && !slices.Contains(t.From, cur.Status) {
-		return fmt.Errorf("%w: run %s is %s, want one of %v", jobs.ErrInvalidTransition, t.RunID, cur.Status, t.From)
-	}
-	if err := jobs.ValidateTransition(cur.Status, t.To); err != nil {
-		return fmt.Errorf("run %s: %w", t.RunID, err)
-	}
-	return nil
-}
-
-// applyTransition writes a transition that checkTransition let through:
+// applyTransition writes a transition that store.CheckTransition let through:
 // the run, its attempt when it leaves running, and its event.
 func applyTransition(ctx context.Context, c conn, cur *jobs.Run, t jobs.Transition) (*jobs.Run, error) {
 	at := now(t.Time)

@@ -1,0 +1,46 @@
+package store
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/schedulerd/schedulerd/jobs"
+)
+
+// CheckTransition decides, without writing, whether t may change cur (nil:
+// no such run). It is the one gate every backend passes each change of a
+// run's status through, inside the transaction that then writes it:
+//
+//   - a write with a fence must match the run's current attempt and
+//     incarnation while it runs, else ErrFenced (a stale attempt);
+//   - a running run changes only with its attempt's fence;
+//   - a run starts (-> running) only through a claim;
+//   - t.From, when set, restricts the statuses the run may be in;
+//   - and jobs.ValidateTransition, the state machine.
+func CheckTransition(cur *jobs.Run, t jobs.Transition) error {
+	if cur == nil {
+		return fmt.Errorf("run %s: %w", t.RunID, ErrNotFound)
+	}
+	if f := t.Fence; f != nil {
+		if f.RunID != "" && f.RunID != t.RunID {
+			return fmt.Errorf("fence %s is not about run %s", f, t.RunID)
+		}
+		if cur.Status != jobs.StatusRunning || cur.Attempt != f.Attempt || cur.Incarnation != f.Incarnation {
+			return fmt.Errorf("%w: %s: the run is %s at attempt %d of incarnation %s",
+				ErrFenced, f, cur.Status, cur.Attempt, cur.Incarnation)
+		}
+	} else if cur.Status == jobs.StatusRunning {
+		return fmt.Errorf("%w: run %s is running, and a running run changes only with its attempt's fence",
+			jobs.ErrInvalidTransition, t.RunID)
+	}
+	if t.To == jobs.StatusRunning {
+		return fmt.Errorf("%w: run %s: a run starts only through a claim", jobs.ErrInvalidTransition, t.RunID)
+	}
+	if len(t.From) > 0 && !slices.Contains(t.From, cur.Status) {
+		return fmt.Errorf("%w: run %s is %s, want one of %v", jobs.ErrInvalidTransition, t.RunID, cur.Status, t.From)
+	}
+	if err := jobs.ValidateTransition(cur.Status, t.To); err != nil {
+		return fmt.Errorf("run %s: %w", t.RunID, err)
+	}
+	return nil
+}
