@@ -3,14 +3,12 @@ package postgres
 import (
 	"context"
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
-	"regexp"
-	"slices"
-	"strconv"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/schedulerd/schedulerd/store"
 )
 
 //go:embed migrations/*.sql
@@ -19,9 +17,6 @@ var embeddedMigrations embed.FS
 // migrationSource is where Migrate reads its migrations: the embedded files,
 // or a broken set in tests.
 var migrationSource fs.FS = embeddedMigrations
-
-// migrationName is the form of a migration file: 001_init.up.sql.
-var migrationName = regexp.MustCompile(`^([0-9]+)_[a-z0-9_]+\.up\.sql$`)
 
 // Advisory lock keys, in the two-int4 key space, which never meets the
 // one-bigint keys that other software may use: (lockSpace, lockMigrate)
@@ -33,49 +28,9 @@ const (
 	lockJobs          = lockSpace + 1
 )
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// loadMigrations reads the migrations of fsys (in its migrations directory),
-// numbered from 1 without gap or duplicate.
-func loadMigrations(fsys fs.FS) ([]migration, error) {
-	entries, err := fs.ReadDir(fsys, "migrations")
-	if err != nil {
-		return nil, fmt.Errorf("read migrations: %w", err)
-	}
-	var ms []migration
-	for _, e := range entries {
-		m := migrationName.FindStringSubmatch(e.Name())
-		if m == nil || e.IsDir() {
-			return nil, fmt.Errorf("migration %s: name must look like 001_name.up.sql", e.Name())
-		}
-		v, err := strconv.Atoi(m[1])
-		if err != nil {
-			return nil, fmt.Errorf("migration %s: %w", e.Name(), err)
-		}
-		b, err := fs.ReadFile(fsys, "migrations/"+e.Name())
-		if err != nil {
-			return nil, fmt.Errorf("migration %s: %w", e.Name(), err)
-		}
-		ms = append(ms, migration{version: v, name: e.Name(), sql: string(b)})
-	}
-	slices.SortFunc(ms, func(a, b migration) int { return a.version - b.version })
-	for i, m := range ms {
-		switch {
-		case i > 0 && m.version == ms[i-1].version:
-			return nil, fmt.Errorf("migrations %s and %s have the same number %d", ms[i-1].name, m.name, m.version)
-		case m.version != i+1:
-			return nil, fmt.Errorf("migration %s: number %d follows %d: migrations are numbered from 1 without gaps", m.name, m.version, i)
-		}
-	}
-	if len(ms) == 0 {
-		return nil, errors.New("no migrations")
-	}
-	return ms, nil
-}
+// loadMigrations reads and checks the migrations of fsys; see
+// store.LoadMigrations.
+func loadMigrations(fsys fs.FS) ([]store.Migration, error) { return store.LoadMigrations(fsys) }
 
 // Migrate applies the migrations that the database lacks, each in its own
 // transaction together with its schema_migrations row, and returns their
@@ -123,17 +78,17 @@ func (s *Store) Migrate(ctx context.Context) (applied []int, err error) {
 	}
 	for _, m := range ms[have:] {
 		err := s.sessionTx(ctx, pc, func(c *conn) error {
-			if _, err := c.exec(ctx, m.sql); err != nil {
+			if _, err := c.exec(ctx, m.SQL); err != nil {
 				return err
 			}
-			_, err := c.exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name)
+			_, err := c.exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name)
 			return err
 		})
 		if err != nil {
-			return applied, fmt.Errorf("migrate %s: %w", m.name, err)
+			return applied, fmt.Errorf("migrate %s: %w", m.Name, err)
 		}
-		applied = append(applied, m.version)
-		s.logger.InfoContext(ctx, "applied migration", "version", m.version, "name", m.name)
+		applied = append(applied, m.Version)
+		s.logger.InfoContext(ctx, "applied migration", "version", m.Version, "name", m.Name)
 	}
 	return applied, nil
 }

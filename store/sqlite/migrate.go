@@ -3,13 +3,11 @@ package sqlite
 import (
 	"context"
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
-	"regexp"
-	"slices"
-	"strconv"
 	"time"
+
+	"github.com/schedulerd/schedulerd/store"
 )
 
 //go:embed migrations/*.sql
@@ -19,52 +17,9 @@ var embeddedMigrations embed.FS
 // or a broken set in tests.
 var migrationSource fs.FS = embeddedMigrations
 
-// migrationName is the form of a migration file: 001_init.up.sql.
-var migrationName = regexp.MustCompile(`^([0-9]+)_[a-z0-9_]+\.up\.sql$`)
-
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// loadMigrations reads the migrations of fsys (in its migrations directory),
-// numbered from 1 without gap or duplicate.
-func loadMigrations(fsys fs.FS) ([]migration, error) {
-	entries, err := fs.ReadDir(fsys, "migrations")
-	if err != nil {
-		return nil, fmt.Errorf("read migrations: %w", err)
-	}
-	var ms []migration
-	for _, e := range entries {
-		m := migrationName.FindStringSubmatch(e.Name())
-		if m == nil || e.IsDir() {
-			return nil, fmt.Errorf("migration %s: name must look like 001_name.up.sql", e.Name())
-		}
-		v, err := strconv.Atoi(m[1])
-		if err != nil {
-			return nil, fmt.Errorf("migration %s: %w", e.Name(), err)
-		}
-		b, err := fs.ReadFile(fsys, "migrations/"+e.Name())
-		if err != nil {
-			return nil, fmt.Errorf("migration %s: %w", e.Name(), err)
-		}
-		ms = append(ms, migration{version: v, name: e.Name(), sql: string(b)})
-	}
-	slices.SortFunc(ms, func(a, b migration) int { return a.version - b.version })
-	for i, m := range ms {
-		switch {
-		case i > 0 && m.version == ms[i-1].version:
-			return nil, fmt.Errorf("migrations %s and %s have the same number %d", ms[i-1].name, m.name, m.version)
-		case m.version != i+1:
-			return nil, fmt.Errorf("migration %s: number %d follows %d: migrations are numbered from 1 without gaps", m.name, m.version, i)
-		}
-	}
-	if len(ms) == 0 {
-		return nil, errors.New("no migrations")
-	}
-	return ms, nil
-}
+// loadMigrations reads and checks the migrations of fsys; see
+// store.LoadMigrations.
+func loadMigrations(fsys fs.FS) ([]store.Migration, error) { return store.LoadMigrations(fsys) }
 
 // Migrate applies the migrations that the database lacks, each in its own
 // transaction together with its schema_migrations row, and returns their
@@ -93,7 +48,7 @@ func (s *Store) Migrate(ctx context.Context) (applied []int, err error) {
 	}
 	for _, m := range ms[have:] {
 		done := false
-		err := s.write(ctx, "migrate "+m.name, func(c conn) error {
+		err := s.write(ctx, "migrate "+m.Name, func(c conn) error {
 			// Read inside the transaction: another process may migrate too.
 			var have int
 			if err := c.queryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
@@ -102,25 +57,25 @@ func (s *Store) Migrate(ctx context.Context) (applied []int, err error) {
 			if have > len(ms) {
 				return fmt.Errorf("database schema version %d is newer than this program knows (%d): upgrade schedulerd", have, len(ms))
 			}
-			if have >= m.version {
+			if have >= m.Version {
 				done = true
 				return nil
 			}
-			if have != m.version-1 {
-				return fmt.Errorf("database schema version %d cannot take migration %d", have, m.version)
+			if have != m.Version-1 {
+				return fmt.Errorf("database schema version %d cannot take migration %d", have, m.Version)
 			}
-			if _, err := c.exec(ctx, m.sql); err != nil {
+			if _, err := c.exec(ctx, m.SQL); err != nil {
 				return err
 			}
-			_, err := c.exec(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, m.version, time.Now().UnixMicro())
+			_, err := c.exec(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, m.Version, time.Now().UnixMicro())
 			return err
 		})
 		if err != nil {
 			return applied, err
 		}
 		if !done {
-			applied = append(applied, m.version)
-			s.logger.InfoContext(ctx, "applied migration", "version", m.version, "name", m.name)
+			applied = append(applied, m.Version)
+			s.logger.InfoContext(ctx, "applied migration", "version", m.Version, "name", m.Name)
 		}
 	}
 	return applied, nil
