@@ -265,7 +265,8 @@ func (s *Scheduler) logFire(ctx context.Context, d *jobs.Definition, plan tickPl
 // claim starts due runs up to the free slots.
 func (s *Scheduler) claim(ctx context.Context, now time.Time) error {
 	s.mu.Lock()
-	free := s.cfg.Concurrency - len(s.running)
+	running := len(s.running)
+	free := s.cfg.Concurrency - running
 	draining := s.draining || s.fenced.Load()
 	limits := make(map[string]int, len(s.defs))
 	for name, d := range s.defs {
@@ -273,6 +274,13 @@ func (s *Scheduler) claim(ctx context.Context, now time.Time) error {
 	}
 	s.mu.Unlock()
 	if free <= 0 || draining || len(limits) == 0 {
+		return nil
+	}
+	// Claim in batches: while attempts run, wait until a quarter of the
+	// slots are free (every finished attempt wakes the loop, and claiming
+	// the one slot it frees would make claims one run each under load).
+	// With nothing running, claim whatever is free.
+	if running > 0 && free < max(1, s.cfg.Concurrency/4) {
 		return nil
 	}
 	runs, err := s.st.RunsClaim(ctx, store.ClaimParams{
