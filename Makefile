@@ -34,6 +34,9 @@ fuzz: ## run every fuzz target for FUZZTIME each
 	$(GO) test -run='^$$' -fuzz='^FuzzParseConfig$$' -fuzztime=$(FUZZTIME) ./config/
 	$(GO) test -run='^$$' -fuzz='^FuzzControlRequest$$' -fuzztime=$(FUZZTIME) ./control/
 
+bench: ## measure throughput, lag, idle cost, recovery, scale (about 30 minutes); writes BENCHMARKS.md
+	$(GO) run ./bench -command 'make bench' -out BENCHMARKS.md
+
 install: build ## install binary, example config and unit under PREFIX and /etc
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/schedulerd
 	install -D -m 0644 systemd/schedulerd.service $(DESTDIR)/etc/systemd/system/schedulerd.service

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const secPgbench = "6 database ceiling"
+
+// pgbenchScripts are the minimal claim-and-complete of a run, as pgbench
+// scripts over a minimal queue table: per run (one claim and one completion
+// statement, each its own transaction), and batched (64 at a time).
+var pgbenchScripts = []struct {
+	name  string
+	batch int
+	text  string
+}{
+	{"per run: claim 1, complete 1", 1, `UPDATE bench_q SET status = 'running', attempt = attempt + 1, started_at = now(), node = 'pgbench'
+  WHERE id = (SELECT id FROM bench_q WHERE status = 'pending' AND not_before <= now()
+    ORDER BY not_before, id LIMIT 1 FOR UPDATE SKIP LOCKED)
+  RETURNING id AS claimed \gset
+UPDATE bench_q SET status = 'completed', finished_at = now() WHERE id = :claimed AND status = 'running';
+`},
+	{"batched: claim 64, complete 64", 64, `WITH c AS (SELECT id FROM bench_q WHERE status = 'pending' AND not_before <= now()
+    ORDER BY not_before, id LIMIT 64 FOR UPDATE SKIP LOCKED),
+  u AS (UPDATE bench_q q SET status = 'running', attempt = q.attempt + 1, started_at = now(), node = 'pgbench'
+    FROM c WHERE q.id = c.id RETURNING q.id)
+  SELECT string_agg(id::text, ',') AS claimed FROM u \gset
+UPDATE bench_q SET status = 'completed', finished_at = now() WHERE id IN (:claimed) AND status = 'running';
+`},
+}
+
+// runPgbench is figure 6: the database's own ceiling for the minimal
+// claim-and-complete, measured with pgbench on the same server.
+func runPgbench(ctx context.Context, e *env) error {
+	rep, o := e.rep, e.opts
+	rep.Section(secPgbench)
+	if !slices.Contains(o.stores, kindPostgres) {
+		rep.Note(secPgbench, "Not measured: it needs PostgreSQL.")
+		return nil
+	}
+	if _, err := e.postgres(); err != nil {
+		return err
+	}
+	bin, err := pgbenchPath()
+	if err != nil {
+		return err
+	}
+	clients := []int{o.sizes.pgbenchClients, 2 * o.sizes.pgbenchClients}
+	rep.Note(secPgbench, "Method: pgbench (`-n -M simple -j %d`, %v clients, a fixed number of transactions per "+
+		"client) on the same PostgreSQL server, over a minimal queue table `bench_q (id bigint primary key, "+
+		"status, attempt, not_before, started_at, finished_at, node)` with a partial index on the pending rows "+
+		"(not_before, id), seeded with the runs to do plus 10%%. Per run: one statement claims the oldest due "+
+		"row (FOR UPDATE SKIP LOCKED) and one completes it, each its own transaction, as schedulerd's separate "+
+		"claim and completion are. Batched: 64 rows per claim and per completion. No history, no events, no "+
+		"attempts table: the least a durable claim-and-complete can write. The rate is pgbench's tps (without "+
+		"connection time) times the batch. The fraction compares schedulerd's 1-node and 2-node PostgreSQL "+
+		"throughput of figure 1 (same run) with the best of these.", min(runtime.NumCPU(), o.sizes.pgbenchClients), clients)
+	rep.Note(secPgbench, "Checks: exactly the expected number of rows completed, each at attempt 1, none left running.")
+
+	best := map[int]float64{} // by batch
+	var errs []error
+	for _, sc := range pgbenchScripts {
+		for _, c := range clients {
+			r, err := pgbenchRun(ctx, e, bin, sc.name, sc.text, sc.batch, c)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s, %d clients: %w", sc.name, c, err))
+				continue
+			}
+			best[sc.batch] = max(best[sc.batch], r)
+		}
+		if b := best[sc.batch]; b > 0 {
+			rep.Add(Figure{Section: secPgbench, Name: "pgbench ceiling, " + sc.name, Store: "PostgreSQL", Value: b, Unit: "runs/s"})
+		}
+	}
+	ceiling := max(best[1], best[64])
+	for _, nodes := range []int{1, 2} {
+		got, ok := e.result(fmt.Sprintf("throughput/%s/%d", kindPostgres, nodes))
+		if !ok || ceiling == 0 {
+			continue
+		}
+		per := ""
+		if best[1] > 0 {
+			per = fmt.Sprintf("; %.1f%% of the per-run ceiling", 100*got/best[1])
+		}
+		rep.Add(Figure{Section: secPgbench, Name: fmt.Sprintf("schedulerd %d-node throughput / best ceiling", nodes),
+			Store: "PostgreSQL", Value: 100 * got / ceiling, Unit: "%",
+			Text: fmt.Sprintf("%.1f%% (%s of %s runs/s%s)", 100*got/ceiling, num(got), num(ceiling), per)})
+	}
+	if _, ok := e.result(fmt.Sprintf("throughput/%s/1", kindPostgres)); !ok {
+		rep.Note(secPgbench, "The throughput section did not run with this one: no fraction.")
+	}
+	return errors.Join(errs...)
+}
+
+// pgbenchPath finds pgbench next to the server binaries.
+func pgbenchPath() (string, error) {
+	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+		p := filepath.Join(strings.TrimSpace(string(out)), "pgbench")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	if matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pgbench"); len(matches) > 0 {
+		return matches[len(matches)-1], nil
+	}
+	if p, err := exec.LookPath("pgbench"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("pgbench not found (pg_config --bindir)")
+}
+
+var tpsRE = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
+
+// pgbenchRun runs one script with c clients on a fresh database and returns
+// the runs per second.
+func pgbenchRun(ctx context.Context, e *env, bin, name, script string, batch, clients int) (float64, error) {
+	rep, o := e.rep, e.opts
+	dsn, err := e.newDatabase(ctx, "pgbench")
+	if err != nil {
+		return 0, err
+	}
+	defer e.dropDatabase(context.WithoutCancel(ctx), dsn)
+	b := &backend{kind: kindPostgres, dsn: dsn}
+	if b.db, err = openInspector(ctx, b); err != nil {
+		return 0, err
+	}
+	defer b.db.close()
+	// Batches go faster: give them more work, so that each run lasts a while.
+	total := o.sizes.pgbenchRuns
+	if batch > 1 {
+		total *= 4
+	}
+	perClient := max(total/(clients*batch), 1)
+	runs := perClient * clients * batch
+	for _, q := range []string{
+		`CREATE TABLE bench_q (id bigint PRIMARY KEY, status text NOT NULL, attempt integer NOT NULL DEFAULT 0,
+			not_before timestamptz NOT NULL, started_at timestamptz, finished_at timestamptz, node text)`,
+		`CREATE INDEX bench_q_due ON bench_q (not_before, id) WHERE status = 'pending'`,
+		fmt.Sprintf(`INSERT INTO bench_q (id, status, not_before) SELECT g, 'pending', now() - interval '1 minute' + g * interval '1 microsecond'
+			FROM generate_series(1, %d) g`, runs+runs/10+batch*clients),
+		`ANALYZE bench_q`,
+	} {
+		if err := b.db.exec(ctx, q); err != nil {
+			return 0, err
+		}
+	}
+	path := filepath.Join(e.dir, fmt.Sprintf("pgbench-%d.sql", batch))
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+		return 0, err
+	}
+	threads := min(clients, runtime.NumCPU())
+	cmd := exec.CommandContext(ctx, bin, "-n", "-M", "simple", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(threads),
+		"-t", strconv.Itoa(perClient), "-f", path, dsn)
+	t0 := time.Now()
+	out, err := cmd.CombinedOutput()
+	wall := time.Since(t0)
+	if err != nil {
+		return 0, fmt.Errorf("pgbench: %w: %s", err, tail(out))
+	}
+	m := tpsRE.FindSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("pgbench: no tps in its output: %s", tail(out))
+	}
+	tps, _ := strconv.ParseFloat(string(m[1]), 64)
+	r := tps * float64(batch)
+	rep.Rawf(secPgbench, "%s, %d clients: %s runs in %s (wall, with connections): %.0f tps x %d = %s runs/s",
+		name, clients, thousands(int64(runs)), wall.Round(time.Millisecond), tps, batch, num(r))
+
+	done, err := b.db.int(ctx, `SELECT COUNT(*) FROM bench_q WHERE status = 'completed'`)
+	if err != nil {
+		return 0, err
+	}
+	bad, err := b.db.int(ctx, `SELECT COUNT(*) FROM bench_q WHERE status = 'running' OR (status = 'completed' AND attempt <> 1)`)
+	if err != nil {
+		return 0, err
+	}
+	if done != int64(runs) || bad != 0 {
+		rep.Failf(secPgbench, "%s, %d clients: %d rows completed (want %d), %d running or at attempt > 1", name, clients, done, runs, bad)
+	}
+	return r, nil
+}
+
+// tail returns the end of a command's output, for errors.
+func tail(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 1500 {
+		s = "..." + s[len(s)-1500:]
+	}
+	return s
+}

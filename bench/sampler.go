@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// activitySampler is a sampling profiler of the PostgreSQL server: it reads
+// pg_stat_activity every period and counts, per statement, how often a
+// backend of the database was running it. A statement's share of the
+// samples is its share of the server's busy time (CPU, I/O and lock waits
+// alike). It costs one small query per period.
+type activitySampler struct {
+	b       *backend
+	period  time.Duration
+	mu      sync.Mutex
+	counts  map[string]int
+	samples int
+	stop    context.CancelFunc
+	done    chan struct{}
+}
+
+// startSampler starts sampling the database of b.
+func startSampler(ctx context.Context, b *backend, period time.Duration) *activitySampler {
+	ctx, cancel := context.WithCancel(ctx)
+	s := &activitySampler{b: b, period: period, counts: map[string]int{}, stop: cancel, done: make(chan struct{})}
+	go s.loop(ctx)
+	return s
+}
+
+func (s *activitySampler) loop(ctx context.Context) {
+	defer close(s.done)
+	t := time.NewTicker(s.period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var queries []string
+		err := s.b.db.rows(ctx, `SELECT query FROM pg_stat_activity
+			WHERE datname = current_database() AND state = 'active' AND pid <> pg_backend_pid()`, nil, func(c []any) error {
+			if q, ok := c[0].(string); ok {
+				queries = append(queries, statementKey(q))
+			}
+			return nil
+		})
+		if err != nil {
+			continue
+		}
+		s.mu.Lock()
+		s.samples++
+		for _, q := range queries {
+			s.counts[q]++
+		}
+		s.mu.Unlock()
+	}
+}
+
+// statementKey shortens a statement to a recognizable key: its first 80
+// characters, whitespace collapsed.
+func statementKey(q string) string {
+	k := strings.Join(strings.Fields(q), " ")
+	if len(k) > 80 {
+		k = k[:80] + "..."
+	}
+	return k
+}
+
+// report stops the sampler and returns the top statements by share of the
+// samples in which a backend was busy.
+func (s *activitySampler) report(top int) []string {
+	s.stop()
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	type kv struct {
+		k string
+		n int
+	}
+	var all []kv
+	busy := 0
+	for k, n := range s.counts {
+		all = append(all, kv{k, n})
+		busy += n
+	}
+	slices.SortFunc(all, func(a, b kv) int { return b.n - a.n })
+	out := []string{fmt.Sprintf("server samples: %d (every %s), %d busy backend-samples", s.samples, s.period, busy)}
+	for i, x := range all {
+		if i == top {
+			break
+		}
+		out = append(out, fmt.Sprintf("%5.1f%%  %s", 100*float64(x.n)/float64(max(busy, 1)), x.k))
+	}
+	return out
+}

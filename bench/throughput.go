@@ -1,0 +1,446 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/scheduler"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+const secThroughput = "1 throughput"
+
+// runThroughput is figure 1: burn down a backlog of runs of a no-op Go
+// handler with 1 and 2 nodes, and of /bin/true command jobs.
+func runThroughput(ctx context.Context, e *env) error {
+	rep, o := e.rep, e.opts
+	rep.Section(secThroughput)
+	rep.Note(secThroughput, "Method: %s runs of one job are inserted before the start with `RunsInsert`, in "+
+		"transactions of %s; then the nodes start (in this process, each with its own store handle, "+
+		"concurrency %d, the engine's other defaults) and burn the backlog down. The clock runs from the "+
+		"first node's Start to the moment the last completion is committed (the handler count reaches "+
+		"the total, then the store shows no active run); the rate is the number of runs the store shows "+
+		"completed divided by that time. A run is capped at %s: the rate is then what the store shows "+
+		"completed after the nodes stopped, over the time until they stopped. Command jobs run `/bin/true` "+
+		"(%s runs, capped at %s). PostgreSQL: the planner statistics are refreshed with ANALYZE after the "+
+		"insert, which autovacuum would do on a real server (the throwaway server runs without autovacuum).",
+		thousands(int64(o.sizes.throughputRuns)), thousands(insertChunk), o.concurrency, o.sizes.throughputCap,
+		thousands(int64(o.sizes.commandRuns)), o.sizes.commandCap)
+	rep.Note(secThroughput, "Where the time goes: the 1-node runs take a CPU profile of this process (`runtime/pprof`), "+
+		"and on PostgreSQL sample pg_stat_activity every 20 ms to see which statements keep the server busy.")
+	rep.Note(secThroughput, "Checks: every run completed exactly once (the handler saw each run id once, at "+
+		"attempt 1; the store shows attempt 1 and one attempt row per completed run); nothing left running, "+
+		"retrying or dead; when not capped, no run left pending.")
+	var errs []error
+	for _, kind := range o.stores {
+		nodes := []int{1}
+		if kind == kindPostgres {
+			nodes = []int{1, 2}
+		} else {
+			rep.Note(secThroughput, "SQLite is one node by design (the store is a local file held by one "+
+				"process with a lock), so it has no 2-node figure.")
+		}
+		for _, n := range nodes {
+			if err := burnDown(ctx, e, burnSpec{kind: kind, nodes: n, runs: o.sizes.throughputRuns,
+				limit: o.sizes.throughputCap, profile: n == 1}); err != nil {
+				errs = append(errs, fmt.Errorf("%s, %d node(s): %w", storeName(kind), n, err))
+			}
+		}
+		if err := burnDown(ctx, e, burnSpec{kind: kind, nodes: 1, runs: o.sizes.commandRuns,
+			limit: o.sizes.commandCap, command: true}); err != nil {
+			errs = append(errs, fmt.Errorf("%s, command jobs: %w", storeName(kind), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// insertChunk is the number of runs per RunsInsert transaction.
+const insertChunk = 5000
+
+// burnSpec describes one burn-down.
+type burnSpec struct {
+	kind    string
+	nodes   int
+	runs    int
+	limit   time.Duration
+	command bool // /bin/true instead of a no-op Go handler
+	profile bool // take a CPU profile of this process
+}
+
+// execLog records, per run id, how often a handler ran it.
+type execLog struct {
+	mu       sync.Mutex
+	seen     map[string]int32
+	n        atomic.Int64
+	notFirst atomic.Int64 // executions with attempt != 1
+}
+
+func newExecLog(n int) *execLog { return &execLog{seen: make(map[string]int32, n)} }
+
+// handler is a no-op Go handler that records the run it executes.
+func (l *execLog) handler(ctx context.Context) error {
+	info, _ := jobs.InfoFrom(ctx)
+	if info.Attempt != 1 {
+		l.notFirst.Add(1)
+	}
+	l.mu.Lock()
+	l.seen[info.RunID]++
+	l.mu.Unlock()
+	l.n.Add(1)
+	return nil
+}
+
+// duplicates returns the number of run ids executed more than once.
+func (l *execLog) duplicates() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := 0
+	for _, c := range l.seen {
+		if c > 1 {
+			d++
+		}
+	}
+	return d
+}
+
+// node is a scheduler running in this process with its own store handle.
+type node struct {
+	id    string
+	st    store.Store
+	sched *scheduler.Scheduler
+}
+
+// nodeConfig is the engine config of an in-process benchmark node.
+func nodeConfig(kind, id string, concurrency int) scheduler.Config {
+	return scheduler.Config{
+		NodeID: id, Concurrency: concurrency,
+		StoreClock: kind == kindPostgres, ExclusiveStore: kind == kindSQLite,
+		Logger: slog.New(slog.DiscardHandler),
+	}
+}
+
+// startNodes makes and starts nodes on the given store handles.
+func startNodes(ctx context.Context, kind string, sts []store.Store, concurrency int, defs []*jobs.Definition) ([]*node, error) {
+	var nodes []*node
+	for i, st := range sts {
+		id := fmt.Sprintf("node-%d", i+1)
+		s, err := scheduler.New(st, nodeConfig(kind, id, concurrency), defs)
+		if err != nil {
+			stopNodes(nodes)
+			return nil, err
+		}
+		if err := s.Start(ctx); err != nil {
+			stopNodes(nodes)
+			return nil, fmt.Errorf("start %s: %w", id, err)
+		}
+		nodes = append(nodes, &node{id: id, st: st, sched: s})
+	}
+	return nodes, nil
+}
+
+// stopNodes stops the nodes at once (in parallel) and waits.
+func stopNodes(nodes []*node) {
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			n.sched.Stop(ctx)
+		}()
+	}
+	wg.Wait()
+}
+
+// openHandles opens n store handles on b.
+func openHandles(ctx context.Context, b *backend, n int) ([]store.Store, error) {
+	var sts []store.Store
+	for range n {
+		st, err := b.open(ctx)
+		if err != nil {
+			closeAll(sts)
+			return nil, err
+		}
+		sts = append(sts, st)
+	}
+	return sts, nil
+}
+
+func closeAll(sts []store.Store) {
+	for _, st := range sts {
+		_ = st.Close()
+	}
+}
+
+// insertRuns inserts n due runs of d in transactions of insertChunk.
+func insertRuns(ctx context.Context, st store.Store, d *jobs.Definition, n int, notBefore time.Time) error {
+	for done := 0; done < n; {
+		k := min(insertChunk, n-done)
+		ps := make([]store.RunInsertParams, k)
+		for i := range ps {
+			ps[i] = store.RunInsertParams{
+				Job: d.Name, Trigger: jobs.TriggerManual, NotBefore: notBefore,
+				Retry: d.Retry, NoRetryExitCodes: d.NoRetryExitCodes, Node: "bench",
+			}
+		}
+		if _, err := st.RunsInsert(ctx, ps); err != nil {
+			return fmt.Errorf("insert runs: %w", err)
+		}
+		done += k
+	}
+	return nil
+}
+
+// postmasterPID returns the pid of the PostgreSQL server of b, or 0 when it
+// is not a local process (an external server).
+func postmasterPID(ctx context.Context, b *backend) int {
+	if b.kind != kindPostgres {
+		return 0
+	}
+	pid, err := b.db.int(ctx, `SELECT pg_backend_pid()`)
+	if err != nil {
+		return 0
+	}
+	return ppidOf(int(pid))
+}
+
+// burnDown runs one burn-down and reports it.
+func burnDown(ctx context.Context, e *env, sp burnSpec) error {
+	rep := e.rep
+	b, err := e.newBackend(ctx, sp.kind, "throughput")
+	if err != nil {
+		return err
+	}
+	defer b.close(context.WithoutCancel(ctx))
+	what := fmt.Sprintf("no-op Go handler, %d node", sp.nodes)
+	if sp.nodes > 1 {
+		what += "s"
+	}
+	log := newExecLog(sp.runs)
+	d := &jobs.Definition{Name: "noop", Handler: log.handler}
+	if sp.command {
+		what = "command job /bin/true, 1 node"
+		d = &jobs.Definition{Name: "true", Command: []string{"/bin/true"}}
+	}
+	d.WithDefaults()
+
+	sts, err := openHandles(ctx, b, sp.nodes)
+	if err != nil {
+		return err
+	}
+	defer closeAll(sts)
+	t0 := time.Now()
+	if err := insertRuns(ctx, sts[0], d, sp.runs, time.Now()); err != nil {
+		return err
+	}
+	insertTook := time.Since(t0)
+	if b.kind == kindPostgres {
+		if err := b.db.exec(ctx, `ANALYZE`); err != nil {
+			return err
+		}
+	}
+	rep.Rawf(secThroughput, "%s, %s: inserted %s runs in %s (%s runs/s)", b.name, what, thousands(int64(sp.runs)),
+		insertTook.Round(time.Millisecond), num(rate(int64(sp.runs), insertTook)))
+
+	var prof *os.File
+	if sp.profile && e.opts.profile {
+		if prof, err = os.Create(filepath.Join(e.dir, fmt.Sprintf("throughput-%s.pprof", b.kind))); err == nil {
+			if err := pprof.StartCPUProfile(prof); err != nil {
+				prof.Close()
+				prof = nil
+			}
+		}
+	}
+	stopProfile := func() {
+		if prof != nil {
+			pprof.StopCPUProfile()
+			prof.Close()
+		}
+	}
+	profiling := prof != nil
+	defer func() {
+		if profiling {
+			stopProfile()
+		}
+	}()
+	stmts0 := int64(0)
+	for _, st := range sts {
+		stmts0 += statements(st)
+	}
+	pm := postmasterPID(ctx, b)
+	var pg0 int64
+	if pm > 0 {
+		pg0, _ = processTreeTicks(pm)
+	}
+	cpu0 := selfCPU()
+	var sampler *activitySampler
+	if profiling && b.kind == kindPostgres {
+		sampler = startSampler(ctx, b, 20*time.Millisecond)
+	}
+
+	start := time.Now()
+	nodes, err := startNodes(ctx, b.kind, sts, e.opts.concurrency, []*jobs.Definition{d})
+	if err != nil {
+		return err
+	}
+	capped := false
+	var end time.Time
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	lastPoll := time.Time{}
+	for end.IsZero() {
+		select {
+		case <-ctx.Done():
+			stopNodes(nodes)
+			return ctx.Err()
+		case now := <-tick.C:
+			if now.Sub(start) >= sp.limit {
+				capped = true
+				end = now
+				continue
+			}
+			// The handler count says when the last run started; the store
+			// then says when its completion is committed. Command jobs are
+			// slow enough to ask the store four times a second.
+			if !sp.command && log.n.Load() < int64(sp.runs) {
+				continue
+			}
+			if sp.command && now.Sub(lastPoll) < 250*time.Millisecond {
+				continue
+			}
+			lastPoll = now
+			active, err := b.db.int(ctx, `SELECT COUNT(*) FROM runs WHERE status IN ('pending', 'running', 'retrying')`)
+			if err != nil {
+				stopNodes(nodes)
+				return err
+			}
+			if active == 0 {
+				end = time.Now()
+			}
+		}
+	}
+	stopNodes(nodes)
+	if capped {
+		end = time.Now()
+	}
+	elapsed := end.Sub(start)
+	cpu := selfCPU() - cpu0
+	var pgTicks int64
+	if pm > 0 {
+		if t, err := processTreeTicks(pm); err == nil {
+			pgTicks = t - pg0
+		}
+	}
+	if profiling {
+		profiling = false
+		stopProfile()
+	}
+	var serverTop []string
+	if sampler != nil {
+		serverTop = sampler.report(8)
+	}
+	stmts := int64(0)
+	for _, st := range sts {
+		stmts += statements(st)
+	}
+	stmts -= stmts0
+
+	counts, err := b.db.statusCounts(ctx, "")
+	if err != nil {
+		return err
+	}
+	completed := counts[string(jobs.StatusCompleted)]
+	r := rate(completed, elapsed)
+	fig := Figure{Section: secThroughput, Name: what, Store: b.name, Value: r, Unit: "runs/s"}
+	if !sp.command {
+		if b.kind == kindPostgres {
+			fig.Target = atLeast(45000)
+		} else {
+			fig.Target = atLeast(15000)
+		}
+	}
+	if capped {
+		fig.Note = fmt.Sprintf("capped at %s: %s of %s runs", sp.limit, thousands(completed), thousands(int64(sp.runs)))
+	}
+	rep.Add(fig)
+	if !sp.command {
+		e.setResult(fmt.Sprintf("throughput/%s/%d", b.kind, sp.nodes), r)
+	}
+	rep.Rawf(secThroughput, "%s, %s: %s completed in %s = %s runs/s%s; statuses %v", b.name, what,
+		thousands(completed), elapsed.Round(time.Millisecond), num(r), map[bool]string{true: " (capped)"}[capped], counts)
+	cpuLine := fmt.Sprintf("%s, %s: CPU of this process %.1f s (%.2f cores)", b.name, what, cpu.Seconds(), cpu.Seconds()/elapsed.Seconds())
+	if pm > 0 {
+		pgCPU := float64(pgTicks) / clockTicks
+		cpuLine += fmt.Sprintf(", PostgreSQL server %.1f s (%.2f cores)", pgCPU, pgCPU/elapsed.Seconds())
+	}
+	if completed > 0 && stmts >= 0 {
+		cpuLine += fmt.Sprintf("; %.1f SQL statements per run", float64(stmts)/float64(completed))
+	}
+	rep.Rawf(secThroughput, "%s", cpuLine)
+	if sp.nodes > 1 {
+		per := map[string]int64{}
+		_ = b.db.rows(ctx, `SELECT node, COUNT(*) FROM runs WHERE status = 'completed' GROUP BY node`, nil, func(c []any) error {
+			per[c[0].(string)] = c[1].(int64)
+			return nil
+		})
+		rep.Rawf(secThroughput, "%s, %s: completions per node %v", b.name, what, per)
+	}
+	if prof != nil {
+		rep.Rawf(secThroughput, "  CPU profile of this process (go tool pprof -top -cum, the engine's and the stores' frames):")
+		for _, l := range profileTop(prof.Name(), 16) {
+			rep.Rawf(secThroughput, "    %s", l)
+		}
+	}
+	if len(serverTop) > 0 {
+		rep.Rawf(secThroughput, "  PostgreSQL statements by share of busy server time (pg_stat_activity sampled):")
+		for _, l := range serverTop {
+			rep.Rawf(secThroughput, "    %s", l)
+		}
+	}
+
+	// Correctness.
+	fail := func(format string, args ...any) {
+		rep.Failf(secThroughput, "%s, %s: "+format, append([]any{b.name, what}, args...)...)
+	}
+	total := int64(0)
+	for st, n := range counts {
+		total += n
+		if st != string(jobs.StatusCompleted) && st != string(jobs.StatusPending) {
+			fail("%d runs ended %s", n, st)
+		}
+	}
+	if total != int64(sp.runs) {
+		fail("the store holds %d runs, want %d", total, sp.runs)
+	}
+	if !capped && completed != int64(sp.runs) {
+		fail("%d of %d runs completed", completed, sp.runs)
+	}
+	if n, err := b.db.int(ctx, `SELECT COUNT(*) FROM runs WHERE (status = 'completed' AND attempt <> 1) OR (status = 'pending' AND attempt <> 0)`); err != nil || n != 0 {
+		fail("%d runs with a wrong attempt number (completed runs must be at attempt 1) %v", n, err)
+	}
+	if n, err := b.db.int(ctx, `SELECT COUNT(*) FROM attempts`); err != nil || n != completed {
+		fail("%d attempt rows for %d completed runs %v", n, completed, err)
+	}
+	if !sp.command {
+		if got := log.n.Load(); got != completed {
+			fail("the handler ran %d times for %d completed runs", got, completed)
+		}
+		if dup := log.duplicates(); dup > 0 {
+			fail("%d runs executed more than once", dup)
+		}
+		if nf := log.notFirst.Load(); nf > 0 {
+			fail("%d executions at an attempt other than 1", nf)
+		}
+	}
+	return nil
+}
