@@ -650,8 +650,12 @@ func (s *Store) RunsNextDue(ctx context.Context, jobNames []string) (time.Time, 
 		return time.Time{}, nil
 	}
 	var next sql.NullInt64
-	err := s.read().queryRow(ctx, `SELECT MIN(not_before) FROM runs WHERE status IN `+sqlWaiting+
-		` AND job IN (SELECT value FROM json_each(?))`, jsonStrings(jobNames)).Scan(&next)
+	// One LIMIT 1 probe of the claim index per job: the scheduling loop
+	// asks this every iteration, and a MIN over all waiting runs of the jobs
+	// walked the whole backlog (86% of the CPU of a 200,000-run burn-down).
+	err := s.read().queryRow(ctx, `SELECT MIN((SELECT not_before FROM runs INDEXED BY runs_claim
+			WHERE job = j.value AND status IN `+sqlWaiting+` ORDER BY not_before LIMIT 1))
+		FROM json_each(?) j`, jsonStrings(jobNames)).Scan(&next)
 	if err != nil {
 		return time.Time{}, fail("next due run", err)
 	}
