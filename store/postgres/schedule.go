@@ -74,7 +74,7 @@ func (s *Store) scheduleFires(ctx context.Context, op string, ps []store.FirePar
 	runs := make([][]store.RunInsertParams, len(ps))
 	for i, p := range ps {
 		var err error
-		if runs[i], err = fireRuns(p); err != nil {
+		if runs[i], err = store.FireRuns(p); err != nil {
 			return nil, err
 		}
 	}
@@ -104,37 +104,6 @@ func (s *Store) scheduleFires(ctx context.Context, op string, ps []store.FirePar
 		return nil, err
 	}
 	return results, nil
-}
-
-// fireRuns checks a fire's parameters and returns its runs with the job,
-// trigger and node filled in.
-func fireRuns(p store.FireParams) ([]store.RunInsertParams, error) {
-	switch {
-	case p.Job == "":
-		return nil, errors.New("fire schedule: job name is empty")
-	case p.Cursor.IsZero():
-		return nil, fmt.Errorf("fire schedule %s: the new cursor is zero", p.Job)
-	case !p.Expect.IsZero() && p.Cursor.Before(p.Expect):
-		return nil, fmt.Errorf("fire schedule %s: the cursor would move back from %s to %s", p.Job,
-			p.Expect.UTC().Format(time.RFC3339), p.Cursor.UTC().Format(time.RFC3339))
-	}
-	runs := make([]store.RunInsertParams, len(p.Runs))
-	for i, r := range p.Runs {
-		switch {
-		case r.Job == "":
-			r.Job = p.Job
-		case r.Job != p.Job:
-			return nil, fmt.Errorf("fire schedule %s: a run of job %s", p.Job, r.Job)
-		}
-		if r.Trigger == "" {
-			r.Trigger = jobs.TriggerSchedule
-		}
-		if r.Node == "" {
-			r.Node = p.Node
-		}
-		runs[i] = r
-	}
-	return runs, nil
 }
 
 // fireItem is one fire of a batch, with what its round found and decided.

@@ -54,7 +54,7 @@ func (s *Store) ScheduleCursors(ctx context.Context, jobNames []string) (map[str
 // of the ticks it covers, in one transaction; see store.FireParams. A paused
 // cursor does not advance either: the caller re-reads it and sees Paused.
 func (s *Store) ScheduleFire(ctx context.Context, p store.FireParams) (*store.FireResult, error) {
-	runs, err := fireRuns(p)
+	runs, err := store.FireRuns(p)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +79,7 @@ func (s *Store) ScheduleFires(ctx context.Context, ps []store.FireParams) ([]*st
 	runs := make([][]store.RunInsertParams, len(ps))
 	for i, p := range ps {
 		var err error
-		if runs[i], err = fireRuns(p); err != nil {
+		if runs[i], err = store.FireRuns(p); err != nil {
 			return nil, err
 		}
 	}
@@ -97,37 +97,6 @@ func (s *Store) ScheduleFires(ctx context.Context, ps []store.FireParams) ([]*st
 		return nil, err
 	}
 	return results, nil
-}
-
-// fireRuns checks a fire's parameters and returns its runs with the job,
-// trigger and node filled in.
-func fireRuns(p store.FireParams) ([]store.RunInsertParams, error) {
-	switch {
-	case p.Job == "":
-		return nil, errors.New("fire schedule: job name is empty")
-	case p.Cursor.IsZero():
-		return nil, fmt.Errorf("fire schedule %s: the new cursor is zero", p.Job)
-	case !p.Expect.IsZero() && p.Cursor.Before(p.Expect):
-		return nil, fmt.Errorf("fire schedule %s: the cursor would move back from %s to %s", p.Job,
-			p.Expect.UTC().Format(time.RFC3339), p.Cursor.UTC().Format(time.RFC3339))
-	}
-	runs := make([]store.RunInsertParams, len(p.Runs))
-	for i, r := range p.Runs {
-		switch {
-		case r.Job == "":
-			r.Job = p.Job
-		case r.Job != p.Job:
-			return nil, fmt.Errorf("fire schedule %s: a run of job %s", p.Job, r.Job)
-		}
-		if r.Trigger == "" {
-			r.Trigger = jobs.TriggerSchedule
-		}
-		if r.Node == "" {
-			r.Node = p.Node
-		}
-		runs[i] = r
-	}
-	return runs, nil
 }
 
 // fire is the one code path of a fire, inside a write transaction: the
