@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -82,6 +83,7 @@ type options struct {
 	stores      []string
 	concurrency int
 	profile     bool
+	cpuProfile  string
 	command     string
 	sizes       sizes
 }
@@ -128,6 +130,18 @@ func run(args []string) int {
 	machine := describeMachine()
 	for _, m := range machine {
 		fmt.Println("  " + m)
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -cpuprofile:", err)
+			return 1
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
 	}
 	start := time.Now()
 	for _, s := range sections {
@@ -177,6 +191,7 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.out, "out", "", "write the report to this file (default: BENCHMARKS.md for a full run, none with -quick or -only)")
 	fs.IntVar(&o.concurrency, "concurrency", 64, "concurrency of each in-process node (throughput, lag, scale)")
 	fs.BoolVar(&o.profile, "profile", true, "take CPU profiles of the 1-node throughput runs and report their top")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole program to this file")
 	lag := fs.Duration("lag-window", 0, "firing-lag window per engine variant (default 2m, 20s with -quick)")
 	robfig := fs.Duration("robfig-window", 0, "firing-lag window per robfig/cron variant (default 1m, 20s with -quick)")
 	fs.StringVar(&o.command, "command", "", "the command to name in the report (default: go run ./bench and the flags)")

@@ -593,3 +593,32 @@ func TestResumeByAnotherNodeIsSeen(t *testing.T) {
 		t.Fatal("the job resumed elsewhere never fired here")
 	}
 }
+
+// TestLongAttemptsDoNotHoldBackClaims: claims are batched while attempts
+// finish, but a free slot next to long-running attempts is used at once.
+func TestLongAttemptsDoNotHoldBackClaims(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	h := newHarnessWith(t, func(h *harness) { h.cfg.Concurrency = 8 }, func(h *harness) []*jobs.Definition {
+		return []*jobs.Definition{job("long", h.blockUntil(release)), job("short", h.blockUntil(release))}
+	})
+	ctx := context.Background()
+	for range 7 {
+		if _, err := h.s.Trigger(ctx, "long", TriggerParams{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.loop()
+	h.handled(7)
+	r, err := h.s.Trigger(ctx, "short", TriggerParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.loop()
+	if info := h.handled(1)[0]; info.RunID != r.ID {
+		t.Fatalf("started run %s, want %s", info.RunID, r.ID)
+	}
+	if got := h.s.Running(); got != 8 {
+		t.Fatalf("%d attempts running, want 8", got)
+	}
+}

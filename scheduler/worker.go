@@ -44,11 +44,13 @@ func (s *Scheduler) startAttempt(r *jobs.Run) {
 		}
 		t := jobs.Finish(r, f, s.cfg.NodeID, res, s.clock.Now(), s.cfg.Rand)
 		c := &completion{run: r, t: t, done: make(chan struct{})}
+		s.finishing.Add(1)
 		s.completions <- c
 		<-c.done // the result is written (or given up on) before the slot is free
 		s.mu.Lock()
 		delete(s.running, r.ID)
 		s.mu.Unlock()
+		s.finishing.Add(-1)
 		seq := s.iterSeq.Load()
 		s.Wake()
 		if s.attemptDone != nil {

@@ -116,8 +116,8 @@ const (
 
 // sqlChangeRun writes one transition of one run: the same writes as
 // sqlUpdateRuns, sqlEndAttempts (when $10) and sqlInsertEvents, in one
-// statement whose plan PostgreSQL caches, while it plans the statements
-// over arrays on each call.
+// statement with scalar parameters: one plan of primary-key lookups, where
+// the three statements over arrays are planned each.
 const sqlChangeRun = `WITH r AS (
 		UPDATE runs SET status = $2, reason = $3, error = $4, exit_code = $5, not_before = $6,
 			finished_at = $7, updated_at = $8, cancel_requested = $9

@@ -112,6 +112,16 @@ func open(ctx context.Context, opts Options) (*Store, error) {
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "schedulerd"
 	}
+	// Plan each statement with its parameters. The hot statements take
+	// their rows as arrays, and a generic plan cannot know how many there
+	// are; worse, a generic plan made while a table was small (a fresh
+	// database, before autovacuum analyzes it) stays cached on the
+	// connection after the table grew: completions scanned the whole
+	// attempts table in a 200,000-run burn-down. Planning costs tens of
+	// microseconds a statement, and the hot path sends one per batch.
+	if _, ok := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
+	}
 	cfg.MaxConns = cmp.Or(opts.MaxConns, defaultMaxConns)
 	cfg.AfterConnect = s.checkWritable
 	hb := cfg.Copy()

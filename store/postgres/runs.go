@@ -65,28 +65,44 @@ func (s *Store) RunInsert(ctx context.Context, p store.RunInsertParams) (*jobs.R
 	return run, err
 }
 
-// RunsInsert makes many runs in one transaction, all or none.
+// RunsInsert makes many runs in one transaction, all or none: a statement
+// per insertBatch runs (sqlInsertRuns), all sent in one round trip.
 func (s *Store) RunsInsert(ctx context.Context, ps []store.RunInsertParams) ([]*jobs.Run, error) {
-	runs := make([]*jobs.Run, 0, len(ps))
+	rs := make([]newRun, len(ps))
+	for i, p := range ps {
+		r, err := newRunOf(p, p.Now)
+		if err != nil {
+			return nil, fmt.Errorf("insert runs: %w", err)
+		}
+		rs[i] = r
+	}
+	made := make([]*jobs.Run, len(rs))
 	err := s.write(ctx, "insert runs", func(c *conn) error {
-		runs = runs[:0]
-		for _, p := range ps {
-			run, dup, err := insertRun(ctx, c, p, p.Now)
-			if err != nil {
-				return err
-			}
-			if dup {
+		clear(made)
+		var b pgx.Batch
+		for start := 0; start < len(rs); start += insertBatch {
+			end := min(start+insertBatch, len(rs))
+			queueInsertRuns(c, &b, rs[start:end], made[start:end])
+		}
+		if err := c.send(ctx, &b); err != nil {
+			return err
+		}
+		for i, run := range made {
+			if run == nil {
+				p := ps[i]
 				return fmt.Errorf("%w: job %s at %s already has a run", store.ErrDuplicate, p.Job, p.ScheduledAt.UTC().Format(time.RFC3339Nano))
 			}
-			runs = append(runs, run)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return runs, nil
+	return made, nil
 }
+
+// insertBatch bounds the runs of one sqlInsertRuns statement.
+const insertBatch = 1000
 
 // insertRun makes a run, its occurrence and its creation event in one
 // statement. dup reports that the occurrence had a run already: then
@@ -323,8 +339,8 @@ func transition(ctx context.Context, c *conn, t jobs.Transition) (*jobs.Run, err
 }
 
 // sqlLockRuns reads runs under their row locks, in the order of their ids,
-// with the database clock; sqlLockRun reads one, with a plan that
-// PostgreSQL caches (it plans a statement over an array on each call).
+// with the database clock; sqlLockRun reads one, with a scalar parameter
+// (a simpler plan than one over an array).
 const (
 	sqlLockRuns = `SELECT ` + runColumns + `, now() FROM runs WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`
 	sqlLockRun  = `SELECT ` + runColumns + `, now() FROM runs WHERE id = $1 FOR UPDATE`
@@ -402,7 +418,9 @@ const sqlDueJobs = `SELECT j FROM unnest($1::text[]) AS j CROSS JOIN LATERAL (
 // the status each was claimed from. room: how many runs each job may still
 // start; cand: that many of its due runs, read from the runs_claim index
 // without locks; picked: the first $3 of them in start order that no one
-// else holds, locked and checked again; then the claim, its attempts and
+// else holds, looked up by primary key, locked and checked again (as an
+// array: with "id IN (SELECT ...)" the planner, which cannot know how
+// many candidates there are, hashed them and scanned the whole table); then the claim, its attempts and
 // its events, set-based. A limited job's running runs are counted in this
 // statement: the caller holds the job's advisory lock.
 var sqlClaim = `WITH room AS (
@@ -417,7 +435,7 @@ var sqlClaim = `WITH room AS (
 		) c
 	), picked AS (
 		SELECT id, status AS from_status FROM runs
-		WHERE id IN (SELECT id FROM cand) AND ` + sqlClaimDue + `
+		WHERE id = ANY(ARRAY(SELECT id FROM cand)) AND ` + sqlClaimDue + `
 		ORDER BY not_before, created_at, id LIMIT $3
 		FOR UPDATE SKIP LOCKED
 	), r AS (
