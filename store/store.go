@@ -238,3 +238,12 @@ type Notifier interface {
 	// runs were made or became due again in the store by any process.
 	Wakeups() <-chan struct{}
 }
+
+// DueScan is how many of the first due runs of all jobs together, in start
+// order, a claim of limit runs reads (the runs_due index) before it falls
+// back to reading the due runs of each declared job. The first due runs
+// are those of declared jobs with room nearly always; a claim reads past
+// the others (runs of jobs another node declares, of jobs at their
+// concurrency limit) only this far, so a backlog it cannot take never
+// makes it slow, and reading each job's own runs is left for that case.
+func DueScan(limit int) int { return 4*limit + 64 }

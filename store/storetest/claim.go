@@ -263,3 +263,45 @@ func testClaimReturnsStored(t *testing.T, s store.Store) {
 		}
 	}
 }
+
+// testClaimPastTheScan: due runs that a claim cannot take (of undeclared
+// jobs, of a job at its limit) ahead of many more than store.DueScan in
+// start order do not hide a declared job's due run, from the claim or from
+// RunsNextDue.
+func testClaimPastTheScan(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	ahead := store.DueScan(1) + 300
+	var ps []store.RunInsertParams
+	for i := range ahead {
+		job := "other"
+		if i%2 == 0 {
+			job = "busy"
+		}
+		ps = append(ps, manual(job, t0.Add(time.Duration(i)*time.Millisecond)))
+	}
+	if _, err := s.RunsInsert(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	late := manual("quiet", t0.Add(time.Hour))
+	quiet := mustInsert(t, s, late)
+	limits := map[string]int{"busy": 1, "quiet": 0}
+
+	next, err := s.RunsNextDue(ctx, []string{"quiet"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTime(t, "next due behind other jobs' runs", next, t0.Add(time.Hour))
+
+	at := t0.Add(2 * time.Hour)
+	busy := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: map[string]int{"busy": 1}, Limit: 1, Now: at})
+	if len(busy) != 1 || busy[0].Job != "busy" {
+		t.Fatalf("claim of busy: %v", ids(busy))
+	}
+	runs := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: limits, Limit: 1, Now: at})
+	if len(runs) != 1 || runs[0].ID != quiet.ID {
+		t.Fatalf("claim past %d runs it cannot take = %v, want [%s]", ahead, ids(runs), quiet.ID)
+	}
+	if runs := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: limits, Limit: 1, Now: at}); len(runs) != 0 {
+		t.Fatalf("claim with busy at its limit: %v", ids(runs))
+	}
+}

@@ -37,6 +37,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ClaimDeclaredJobsAndLimit", testClaimDeclaredJobsAndLimit},
 		{"ClaimConcurrencyLimit", testClaimConcurrencyLimit},
 		{"ClaimBacklog", testClaimBacklog},
+		{"ClaimPastTheScan", testClaimPastTheScan},
 		{"ClaimConcurrent", testClaimConcurrent},
 		{"ClaimReturnsStored", testClaimReturnsStored},
 		{"ClaimConcurrencyLimitConcurrent", testClaimConcurrencyLimitConcurrent},
