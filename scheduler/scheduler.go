@@ -132,10 +132,10 @@ type Scheduler struct {
 
 	wake chan struct{}
 	// completions feeds the completer; completerDone closes when it ends.
-	completions   chan *completion
+	completions chan *completion
 	// finishing counts the attempts that have ended and whose result is
 	// being written: each frees its slot and wakes the loop soon.
-	finishing atomic.Int64
+	finishing     atomic.Int64
 	completerDone chan struct{}
 	loopCtx       context.Context
 	stopLoop      context.CancelCauseFunc
