@@ -126,6 +126,7 @@ func (s *Scheduler) setPaused(ctx context.Context, job string, paused bool) (*st
 	}
 	s.mu.Lock()
 	s.cursors[job] = c
+	s.queueLocked(job)
 	s.mu.Unlock()
 	s.log.InfoContext(ctx, map[bool]string{true: "schedule paused", false: "schedule resumed"}[paused], "job", job)
 	s.Wake()

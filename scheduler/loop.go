@@ -76,41 +76,23 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 
 	// Fire due ticks, the ticks of many jobs per transaction.
 	s.mu.Lock()
-	var due []*jobs.Definition
-	for _, d := range s.cron {
-		cur := s.cursors[d.Name]
-		if cur == nil || cur.Paused {
-			continue
-		}
-		nt := s.nextTickLocked(d, cur)
-		switch {
-		case nt.IsZero():
-		case !nt.After(now):
-			due = append(due, d)
-		case nt.Before(next):
-			next = nt
-		}
-	}
+	due := s.dueLocked(now)
 	s.mu.Unlock()
 	for start := 0; start < len(due); start += fireBatch {
 		batch := due[start:min(start+fireBatch, len(due))]
-		more, err := s.fire(ctx, batch, now)
+		err := s.fire(ctx, batch, now)
+		// Whatever happened (fired, lost to another writer, failed), each
+		// job is queued at the next tick after its cursor: a tick that did
+		// not fire is due again at once.
+		s.mu.Lock()
+		for _, d := range batch {
+			s.queueLocked(d.Name)
+		}
+		s.mu.Unlock()
 		if err != nil {
 			noteErr("fire ticks", err)
 			continue
 		}
-		if more {
-			next = now
-		}
-		s.mu.Lock()
-		for _, d := range batch {
-			if cur := s.cursors[d.Name]; cur != nil && !cur.Paused {
-				if nt := s.nextTickLocked(d, cur); !nt.IsZero() && nt.Before(next) {
-					next = nt
-				}
-			}
-		}
-		s.mu.Unlock()
 		// With more ticks to fire, start the runs made so far: their
 		// attempts run while the next batches are written.
 		if start+fireBatch < len(due) {
@@ -119,6 +101,11 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 			}
 		}
 	}
+	s.mu.Lock()
+	if nt := s.nextQueuedLocked(); !nt.IsZero() && nt.Before(next) {
+		next = nt
+	}
+	s.mu.Unlock()
 
 	// Expire runs that can no longer start.
 	expired, err := s.st.RunsExpire(ctx, s.cfg.NodeID, s.storeNow(now))
@@ -150,23 +137,9 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 // fireBatch bounds the jobs whose ticks one transaction fires.
 const fireBatch = 500
 
-// nextTickLocked returns the next tick of a cron job after its cursor,
-// cached until the cursor or the job's definition changes. s.mu is held.
-func (s *Scheduler) nextTickLocked(d *jobs.Definition, cur *store.Cursor) time.Time {
-	if c, ok := s.nextTicks[d.Name]; ok && c.last.Equal(cur.Last) {
-		return c.next
-	}
-	nt := d.Schedule.Next(cur.Last)
-	s.nextTicks[d.Name] = tickCache{last: cur.Last, next: nt}
-	return nt
-}
-
-// tickCache is the next tick of a job computed from a cursor.
-type tickCache struct{ last, next time.Time }
-
-// fire handles the due ticks of several cron jobs in one transaction. It
-// reports whether more ticks remain to be handled at once.
-func (s *Scheduler) fire(ctx context.Context, defs []*jobs.Definition, now time.Time) (bool, error) {
+// fire handles the due ticks of several cron jobs in one transaction. A job
+// whose cursor another writer moved has its cursor read again.
+func (s *Scheduler) fire(ctx context.Context, defs []*jobs.Definition, now time.Time) error {
 	var (
 		params []store.FireParams
 		plans  []tickPlan
@@ -199,13 +172,12 @@ func (s *Scheduler) fire(ctx context.Context, defs []*jobs.Definition, now time.
 		params, plans, fired = append(params, p), append(plans, plan), append(fired, d)
 	}
 	if len(params) == 0 {
-		return false, nil
+		return nil
 	}
 	results, err := s.st.ScheduleFires(ctx, params)
 	if err != nil {
-		return false, err
+		return err
 	}
-	more := false
 	var lost []string
 	for i, res := range results {
 		d, plan := fired[i], plans[i]
@@ -213,19 +185,17 @@ func (s *Scheduler) fire(ctx context.Context, defs []*jobs.Definition, now time.
 			// Another writer moved the cursor (or paused the job): read it
 			// and plan again.
 			lost = append(lost, d.Name)
-			more = true
 			continue
 		}
 		s.mu.Lock()
 		s.cursors[d.Name] = res.Cursor
 		s.mu.Unlock()
 		s.logFire(ctx, d, plan, res, now)
-		more = more || plan.More
 	}
 	if len(lost) > 0 {
 		cs, err := s.st.ScheduleCursors(ctx, lost)
 		if err != nil {
-			return false, err
+			return err
 		}
 		s.mu.Lock()
 		for name, c := range cs {
@@ -233,7 +203,7 @@ func (s *Scheduler) fire(ctx context.Context, defs []*jobs.Definition, now time.
 		}
 		s.mu.Unlock()
 	}
-	return more, nil
+	return nil
 }
 
 // logFire logs what firing did for one job: skipped ticks, overlap
@@ -367,6 +337,7 @@ func (s *Scheduler) refreshPaused(ctx context.Context) error {
 	for name, c := range cs {
 		if _, ok := s.cursors[name]; ok {
 			s.cursors[name] = c
+			s.queueLocked(name)
 		}
 	}
 	s.mu.Unlock()

@@ -121,8 +121,10 @@ type Scheduler struct {
 	mu   sync.Mutex
 	defs map[string]*jobs.Definition
 	cron []*jobs.Definition // the jobs with a schedule, in order
-	// nextTicks caches each cron job's next tick after its cursor.
+	// nextTicks caches each cron job's next tick after its cursor; ticks
+	// is the timer heap of the active cron jobs (ticks.go).
 	nextTicks map[string]tickCache
+	ticks     tickHeap
 	order     []string // job names in declaration order
 	cursors   map[string]*store.Cursor
 	// pausedReadAt is when the loop last re-read paused cursors (loop only).
@@ -222,6 +224,7 @@ func (s *Scheduler) setJobs(defs []*jobs.Definition) error {
 	s.mu.Lock()
 	s.defs, s.order, s.cron = m, order, cron
 	s.nextTicks = make(map[string]tickCache, len(cron))
+	s.requeueAllLocked()
 	s.mu.Unlock()
 	return nil
 }
@@ -378,26 +381,43 @@ func (s *Scheduler) syncJobs(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("read schedule cursors: %w", err)
 	}
+	// The missing cursors are made in batches, fireBatch per transaction:
+	// a first start with 100,000 jobs made them one transaction each.
+	var missing []store.FireParams
 	for _, name := range cron {
-		if _, ok := cursors[name]; ok {
-			continue
+		if _, ok := cursors[name]; !ok {
+			missing = append(missing, store.FireParams{Job: name, Cursor: now, Node: s.cfg.NodeID, Now: s.storeNow(now)})
 		}
-		res, err := s.st.ScheduleFire(ctx, store.FireParams{Job: name, Cursor: now, Node: s.cfg.NodeID, Now: s.storeNow(now)})
+	}
+	for start := 0; start < len(missing); start += fireBatch {
+		batch := missing[start:min(start+fireBatch, len(missing))]
+		results, err := s.st.ScheduleFires(ctx, batch)
 		if err != nil {
-			return fmt.Errorf("create schedule cursor of %q: %w", name, err)
+			return fmt.Errorf("create schedule cursors: %w", err)
 		}
-		if !res.Advanced { // made meanwhile by another node
-			c, err := s.st.ScheduleCursors(ctx, []string{name})
-			if err != nil {
-				return fmt.Errorf("read schedule cursor of %q: %w", name, err)
+		var lost []string
+		for i, res := range results {
+			if res.Advanced {
+				cursors[batch[i].Job] = res.Cursor
+			} else {
+				lost = append(lost, batch[i].Job) // made meanwhile by another node
 			}
-			cursors[name] = c[name]
-			continue
 		}
-		cursors[name] = res.Cursor
+		if len(lost) > 0 {
+			cs, err := s.st.ScheduleCursors(ctx, lost)
+			if err != nil {
+				return fmt.Errorf("read schedule cursors: %w", err)
+			}
+			for _, name := range lost {
+				if c := cs[name]; c != nil {
+					cursors[name] = c
+				}
+			}
+		}
 	}
 	s.mu.Lock()
 	s.cursors = cursors
+	s.requeueAllLocked()
 	s.mu.Unlock()
 
 	for _, d := range defs {

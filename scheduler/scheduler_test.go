@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -620,5 +621,73 @@ func TestLongAttemptsDoNotHoldBackClaims(t *testing.T) {
 	}
 	if got := h.s.Running(); got != 8 {
 		t.Fatalf("%d attempts running, want 8", got)
+	}
+}
+
+// TestManySchedulesFireAtTheirTicks drives jobs of different schedules
+// through the timer heap: every job fires at each of its ticks and at no
+// other time, across a pause and resume and a reload that changes some
+// schedules.
+func TestManySchedulesFireAtTheirTicks(t *testing.T) {
+	specs := []string{"* * * * *", "*/2 * * * *", "*/3 * * * *", "*/5 * * * *", "7 * * * *"}
+	defsOf := func(h *harness, shift bool) []*jobs.Definition {
+		var defs []*jobs.Definition
+		for i := range 20 {
+			spec := specs[i%len(specs)]
+			if k := i % len(specs); shift && i%2 == 0 && (k == 0 || k == 1 || k == 3) {
+				spec = map[bool]string{true: "*/4 * * * *", false: "*/10 * * * *"}[i%4 == 0]
+			}
+			defs = append(defs, job(fmt.Sprintf("job-%02d", i), h.succeed, func(d *jobs.Definition) {
+				d.Schedule = mustSchedule(t, spec)
+			}))
+		}
+		return defs
+	}
+	h := newHarnessWith(t, func(h *harness) { h.cfg.Concurrency = 32 }, func(h *harness) []*jobs.Definition { return defsOf(h, false) })
+	ctx := context.Background()
+	want := map[string][]time.Time{}
+	step := func(min int, defs []*jobs.Definition, paused string) {
+		at := t0.Add(time.Duration(min) * time.Minute)
+		n := 0
+		for _, d := range defs {
+			if d.Schedule.Next(at.Add(-time.Second)).Equal(at) && d.Name != paused {
+				want[d.Name] = append(want[d.Name], at)
+				n++
+			}
+		}
+		h.advanceTo(at)
+		h.attemptsDone(n)
+	}
+	defs := defsOf(h, false)
+	for m := 1; m <= 10; m++ {
+		step(m, defs, "")
+	}
+	if _, err := h.s.Pause(ctx, "job-03"); err != nil {
+		t.Fatal(err)
+	}
+	for m := 11; m <= 15; m++ {
+		step(m, defs, "job-03")
+	}
+	if _, err := h.s.Resume(ctx, "job-03"); err != nil {
+		t.Fatal(err)
+	}
+	for m := 16; m <= 20; m++ {
+		step(m, defs, "")
+	}
+	// The reload changes schedules of jobs that fired at 12:20 to ones
+	// with no tick between then and now: each goes on from its cursor.
+	defs = defsOf(h, true)
+	if err := h.s.Reload(ctx, defs); err != nil {
+		t.Fatal(err)
+	}
+	h.loop()
+	for m := 21; m <= 40; m++ {
+		step(m, defs, "")
+	}
+	for _, d := range defs {
+		got := ticksOf(h.runs(d.Name))
+		if fmt.Sprint(got) != fmt.Sprint(want[d.Name]) {
+			t.Errorf("%s: ticks %v, want %v", d.Name, got, want[d.Name])
+		}
 	}
 }
