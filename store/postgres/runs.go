@@ -457,12 +457,19 @@ var sqlClaim = `WITH room AS (
 // column list that an UPDATE ... FROM returns).
 var runColumnsOfRuns = qualified("runs", runColumns)
 
-// sqlDueHeads counts, per job, the first $2 due runs in start order (a
-// range of the runs_due index).
+// sqlDueHeads counts, per job, the first $1 due runs in start order (a
+// range of the runs_due index), the jobs in the order of their first run.
 const sqlDueHeads = `SELECT job, count(*) FROM (
-		SELECT job FROM runs WHERE ` + sqlClaimDue + `
-		ORDER BY not_before, created_at, id LIMIT $1) h
-	GROUP BY job`
+		SELECT job, row_number() OVER (ORDER BY not_before, created_at, id) AS k FROM (
+			SELECT job, not_before, created_at, id FROM runs WHERE ` + sqlClaimDue + `
+			ORDER BY not_before, created_at, id LIMIT $1) d) h
+	GROUP BY job ORDER BY min(k)`
+
+// dueHead is a job of the first due runs and how many of them are its.
+type dueHead struct {
+	job string
+	n   int
+}
 
 // RunsClaim atomically starts up to Limit due runs; see store.Store.
 //
@@ -507,12 +514,26 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 	if err != nil {
 		return nil, fail("claim runs", err)
 	}
+	// The declared jobs of the first due runs, in start order, until they
+	// can give Limit runs: a claim counts and locks only the jobs it takes.
 	var names []string
 	caps := map[string]int{}
-	for job, n := range heads {
-		if _, ok := p.Jobs[job]; ok {
-			names = append(names, job)
-			caps[job] = n
+	more, room := false, 0
+	for _, h := range heads {
+		limit, ok := p.Jobs[h.job]
+		switch {
+		case !ok:
+			continue
+		case room >= p.Limit:
+			more = true
+			continue
+		}
+		names = append(names, h.job)
+		caps[h.job] = h.n
+		if limit > 0 {
+			room += min(limit, h.n)
+		} else {
+			room += h.n
 		}
 	}
 	var claimed []*jobs.Run
@@ -522,7 +543,7 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 			return nil, err
 		}
 	}
-	if len(claimed) >= p.Limit || seen < scan {
+	if len(claimed) >= p.Limit || (seen < scan && !more) {
 		return claimed, nil
 	}
 
@@ -543,31 +564,30 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 	}
 	rest := p
 	rest.Limit -= len(claimed)
-	more, err := s.claim(ctx, dueJobs, nil, rest)
+	others, err := s.claim(ctx, dueJobs, nil, rest)
 	if err != nil {
 		return claimed, err
 	}
-	return append(claimed, more...), nil
+	return append(claimed, others...), nil
 }
 
-// dueHeads returns, per job, how many of the first scan due runs in start
-// order are its, and how many due runs it read.
-func dueHeads(ctx context.Context, c *conn, scan int, now time.Time) (map[string]int, int, error) {
+// dueHeads returns the jobs of the first scan due runs in start order,
+// with how many of them are each job's, and how many due runs it read.
+func dueHeads(ctx context.Context, c *conn, scan int, now time.Time) ([]dueHead, int, error) {
 	rows, err := c.query(ctx, sqlDueHeads, scan, ts(now))
 	if err != nil {
 		return nil, 0, err
 	}
 	defer rows.Close()
-	heads := map[string]int{}
+	var heads []dueHead
 	seen := 0
 	for rows.Next() {
-		var job string
-		var n int
-		if err := rows.Scan(&job, &n); err != nil {
+		var h dueHead
+		if err := rows.Scan(&h.job, &h.n); err != nil {
 			return nil, 0, err
 		}
-		heads[job] = n
-		seen += n
+		heads = append(heads, h)
+		seen += h.n
 	}
 	return heads, seen, rows.Err()
 }

@@ -305,3 +305,22 @@ func testClaimPastTheScan(t *testing.T, s store.Store) {
 		t.Fatalf("claim with busy at its limit: %v", ids(runs))
 	}
 }
+
+// testClaimFirstJobAtLimit: when the job of the first due run is at its
+// limit, a claim of one run takes the next job's.
+func testClaimFirstJobAtLimit(t *testing.T, s store.Store) {
+	for i := range 2 {
+		mustInsert(t, s, manual("single", t0.Add(time.Duration(i)*time.Second)))
+	}
+	next := mustInsert(t, s, manual("next", t0.Add(time.Minute)))
+	limits := map[string]int{"single": 1, "next": 0}
+	at := t0.Add(time.Hour)
+	first := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: limits, Limit: 1, Now: at})
+	if len(first) != 1 || first[0].Job != "single" {
+		t.Fatalf("first claim: %v", ids(first))
+	}
+	second := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: limits, Limit: 1, Now: at})
+	if len(second) != 1 || second[0].ID != next.ID {
+		t.Fatalf("claim with the first due run's job at its limit = %v, want [%s]", ids(second), next.ID)
+	}
+}

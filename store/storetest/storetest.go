@@ -38,6 +38,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ClaimConcurrencyLimit", testClaimConcurrencyLimit},
 		{"ClaimBacklog", testClaimBacklog},
 		{"ClaimPastTheScan", testClaimPastTheScan},
+		{"ClaimFirstJobAtLimit", testClaimFirstJobAtLimit},
 		{"ClaimConcurrent", testClaimConcurrent},
 		{"ClaimReturnsStored", testClaimReturnsStored},
 		{"ClaimConcurrencyLimitConcurrent", testClaimConcurrencyLimitConcurrent},
