@@ -846,7 +846,9 @@ func (s *Store) RunsList(ctx context.Context, f store.RunFilter) ([]*jobs.Run, e
 	q := `SELECT ` + runColumns + ` FROM runs WHERE 1 = 1`
 	var args []any
 	if f.Job != "" {
-		q += ` AND job = ?`
+		// A job's runs newest first, whatever the status filter: the
+		// listing stops at the limit.
+		q = `SELECT ` + runColumns + ` FROM runs INDEXED BY runs_job_created WHERE job = ?`
 		args = append(args, f.Job)
 	}
 	if f.Status != "" {

@@ -198,7 +198,7 @@ func fire(ctx context.Context, c conn, p store.FireParams, runs []store.RunInser
 // Statements of a fire.
 const (
 	sqlGetCursor  = `SELECT ` + cursorColumns + ` FROM cursors WHERE job = ?`
-	sqlActiveRuns = `SELECT ` + runColumns + ` FROM runs INDEXED BY runs_job_status
+	sqlActiveRuns = `SELECT ` + runColumns + ` FROM runs INDEXED BY runs_job_active
 		WHERE job = ? AND status IN ` + sqlActive
 	// sqlCursorAdvance makes or moves a cursor that is not paused.
 	sqlCursorAdvance = `INSERT INTO cursors (job, last, paused, skipped, last_skipped_at, updated_at)
