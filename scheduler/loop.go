@@ -253,12 +253,13 @@ func (s *Scheduler) claim(ctx context.Context, now time.Time) error {
 	if free <= 0 || draining || len(limits) == 0 {
 		return nil
 	}
-	// Claim in batches: while attempts are finishing, wait until a quarter
-	// of the slots are free (every finished attempt wakes the loop, and
+	// Claim in batches: while attempts are finishing, wait until half of
+	// the slots are free (every finished attempt wakes the loop, and
 	// claiming the one slot it frees would make claims one run each under
-	// load). Slots held by attempts that are still running are not waited
-	// for: a due run must not wait for long attempts to end.
-	if free < max(1, s.cfg.Concurrency/4) && s.finishing.Load() > 0 {
+	// load, each a transaction). Slots held by attempts that are still
+	// running are not waited for: a due run must not wait for long
+	// attempts to end.
+	if free < max(1, s.cfg.Concurrency/2) && s.finishing.Load() > 0 {
 		return nil
 	}
 	runs, err := s.st.RunsClaim(ctx, store.ClaimParams{

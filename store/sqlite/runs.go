@@ -255,10 +255,11 @@ func (s *Store) RunTransitions(ctx context.Context, ts []jobs.Transition) ([]sto
 }
 
 // runTransitions reads the batch's runs in one statement, then takes each
-// transition in turn: store.CheckTransition refuses it before it writes anything
-// (the refusal is its result), or applyTransition writes it and the run it
-// returns is what the next transition of that run sees. Any other error
-// rolls the whole batch back.
+// transition in turn: store.CheckTransition refuses it before it writes
+// anything (the refusal is its result), or it is recorded in changes, and
+// the run as it leaves it is what the next transition of that run sees.
+// The changes are then written with a statement per table and per
+// changeChunks rows. Any other error rolls the whole batch back.
 func (s *Store) runTransitions(ctx context.Context, op string, ts []jobs.Transition) ([]store.TransitionResult, error) {
 	results := make([]store.TransitionResult, len(ts))
 	if len(ts) == 0 {
@@ -274,19 +275,17 @@ func (s *Store) runTransitions(ctx context.Context, op string, ts []jobs.Transit
 		if err != nil {
 			return err
 		}
+		var ch changes
 		for i, t := range ts {
 			cur := runs[t.RunID]
 			if err := store.CheckTransition(cur, t); err != nil {
 				results[i].Err = fmt.Errorf("run transition: %w", err)
 				continue
 			}
-			run, err := applyTransition(ctx, c, cur, t)
-			if err != nil {
-				return err
-			}
+			run := ch.add(cur, t)
 			runs[t.RunID], results[i].Run = run, run
 		}
-		return nil
+		return ch.write(ctx, c)
 	})
 	if err != nil {
 		return nil, err

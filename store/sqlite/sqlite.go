@@ -121,7 +121,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 // runs unprepared, and reports its error where it is used.
 func (s *Store) prepare(ctx context.Context) {
 	s.prepared = make(map[string]*sql.Stmt, len(preparedQueries))
-	for _, q := range preparedQueries {
+	for _, q := range append(preparedQueries, changeQueries()...) {
 		st, err := s.writer.PrepareContext(ctx, q)
 		if err != nil {
 			s.logger.DebugContext(ctx, "statement not prepared", "sql", strings.Join(strings.Fields(q), " "), "error", err)

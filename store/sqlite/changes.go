@@ -1,0 +1,161 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/schedulerd/schedulerd/jobs"
+)
+
+// changes collects what a batch of transitions writes, decided in Go on
+// the runs read in the transaction, so that it is written with a statement
+// per table and per changeChunk rows rather than three statements per
+// transition: the last state of each run that changed, the attempts that
+// ended, and the events in order.
+type changes struct {
+	runs     []*jobs.Run
+	index    map[string]int // position in runs by run id
+	updated  []time.Time    // updated_at of each of runs
+	attempts []attemptEnd
+	events   []jobs.Event
+}
+
+// attemptEnd is how an attempt ended.
+type attemptEnd struct {
+	number int
+	at     time.Time
+	t      jobs.Transition
+}
+
+// add records the transition t of cur (which store.CheckTransition let
+// through) and returns the run as it is after it.
+func (ch *changes) add(cur *jobs.Run, t jobs.Transition) *jobs.Run {
+	at := now(t.Time)
+	run := nextRun(cur, t, at)
+	if i, ok := ch.index[run.ID]; ok {
+		ch.runs[i], ch.updated[i] = run, at
+	} else {
+		if ch.index == nil {
+			ch.index = map[string]int{}
+		}
+		ch.index[run.ID] = len(ch.runs)
+		ch.runs, ch.updated = append(ch.runs, run), append(ch.updated, at)
+	}
+	if cur.Status == jobs.StatusRunning {
+		ch.attempts = append(ch.attempts, attemptEnd{number: cur.Attempt, at: at, t: t})
+	}
+	ch.events = append(ch.events, jobs.Event{RunID: t.RunID, Time: at, Node: t.Node, Attempt: cur.Attempt,
+		From: cur.Status, To: t.To, Reason: t.Reason, Message: t.Error})
+	return run
+}
+
+// changeChunks are the row counts of the statements of changes: each
+// statement is prepared once per count; a batch is written in statements
+// of the largest count, and what remains in one statement of the smallest
+// count that holds it, padded with rows of NULLs, which match no row.
+var changeChunks = []int{1, 4, 16, 64}
+
+// changeStatements are the statements of changes, by table and row count.
+type changeStatements struct{ runs, attempts, events map[int]string }
+
+var changeSQL = func() changeStatements {
+	st := changeStatements{runs: map[int]string{}, attempts: map[int]string{}, events: map[int]string{}}
+	for _, n := range changeChunks {
+		st.runs[n] = `UPDATE runs SET status = v.column2, reason = v.column3, error = v.column4,
+		exit_code = v.column5, not_before = v.column6, finished_at = v.column7, updated_at = v.column8,
+		cancel_requested = v.column9
+		FROM (VALUES ` + valueRows(n, 9) + `) AS v WHERE runs.id = v.column1`
+		st.attempts[n] = `UPDATE attempts SET finished_at = v.column3, status = v.column4, exit_code = v.column5,
+		error = v.column6, reason = v.column7, output = v.column8, output_bytes = v.column9, truncated = v.column10
+		FROM (VALUES ` + valueRows(n, 10) + `) AS v WHERE attempts.run_id = v.column1 AND attempts.number = v.column2`
+		st.events[n] = `INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
+		SELECT column1, column2, column3, column4, column5, column6, column7, column8
+		FROM (VALUES ` + valueRows(n, 8) + `) WHERE column1 IS NOT NULL`
+	}
+	return st
+}()
+
+// changeQueries are the statements of changes, for the writer to prepare.
+func changeQueries() []string {
+	var qs []string
+	for _, n := range changeChunks {
+		qs = append(qs, changeSQL.runs[n], changeSQL.attempts[n], changeSQL.events[n])
+	}
+	return qs
+}
+
+// valueRows is rows rows of n parameters each.
+func valueRows(rows, n int) string {
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + ")"
+	return strings.TrimSuffix(strings.Repeat(row+", ", rows), ", ")
+}
+
+// write writes the changes.
+func (ch *changes) write(ctx context.Context, c conn) error {
+	// Events first: the table the others do not touch.
+	err := chunked(ctx, c, changeSQL.events, 8, len(ch.events), func(i int) []any {
+		e := ch.events[i]
+		return []any{e.RunID, e.Time.UnixMicro(), e.Node, e.Attempt, nullString(string(e.From)), string(e.To),
+			string(e.Reason), e.Message}
+	}, nil)
+	if err != nil {
+		return err
+	}
+	updated := 0
+	err = chunked(ctx, c, changeSQL.runs, 9, len(ch.runs), func(i int) []any {
+		r := ch.runs[i]
+		return []any{r.ID, string(r.Status), string(r.Reason), r.Error, intOrNull(r.ExitCode), r.NotBefore.UnixMicro(),
+			dbTime(r.FinishedAt), ch.updated[i].UnixMicro(), r.CancelRequested}
+	}, func(n int64) { updated += int(n) })
+	if err != nil {
+		return err
+	}
+	if updated != len(ch.runs) { // the runs were read in this transaction
+		return fmt.Errorf("update runs: %d of %d rows found", updated, len(ch.runs))
+	}
+	return chunked(ctx, c, changeSQL.attempts, 10, len(ch.attempts), func(i int) []any {
+		a := ch.attempts[i]
+		return []any{a.t.RunID, a.number, a.at.UnixMicro(), string(a.t.To), intOrNull(a.t.ExitCode), a.t.Error,
+			string(a.t.Reason), []byte(a.t.Output), a.t.OutputBytes, a.t.Truncated}
+	}, nil)
+}
+
+// chunked writes n rows with the statements qs (by row count) of width
+// parameters a row, row(i) giving the parameters of row i, and passes the
+// rows each statement affected to affected when it is set.
+func chunked(ctx context.Context, c conn, qs map[int]string, width, n int, row func(int) []any, affected func(int64)) error {
+	largest := changeChunks[len(changeChunks)-1]
+	args := make([]any, 0, width*largest)
+	for start := 0; start < n; {
+		size := largest
+		for _, k := range changeChunks {
+			if k >= n-start {
+				size = k
+				break
+			}
+		}
+		args = args[:0]
+		end := min(start+size, n)
+		for i := start; i < end; i++ {
+			args = append(args, row(i)...)
+		}
+		for len(args) < width*size {
+			args = append(args, nil)
+		}
+		res, err := c.exec(ctx, qs[size], args...)
+		if err != nil {
+			return err
+		}
+		if affected != nil {
+			k, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			affected(k)
+		}
+		start = end
+	}
+	return nil
+}
