@@ -60,28 +60,46 @@ var changeChunks = []int{1, 4, 16, 64}
 // changeStatements are the statements of changes, by table and row count.
 type changeStatements struct{ runs, attempts, events map[int]string }
 
-var changeSQL = func() changeStatements {
-	st := changeStatements{runs: map[int]string{}, attempts: map[int]string{}, events: map[int]string{}}
-	for _, n := range changeChunks {
-		st.runs[n] = `UPDATE runs SET status = v.column2, reason = v.column3, error = v.column4,
+var changeSQL = changeStatements{
+	runs: chunkStatements(9, func(values string) string {
+		return `UPDATE runs SET status = v.column2, reason = v.column3, error = v.column4,
 		exit_code = v.column5, not_before = v.column6, finished_at = v.column7, updated_at = v.column8,
 		cancel_requested = v.column9
-		FROM (VALUES ` + valueRows(n, 9) + `) AS v WHERE runs.id = v.column1`
-		st.attempts[n] = `UPDATE attempts SET finished_at = v.column3, status = v.column4, exit_code = v.column5,
+		FROM (VALUES ` + values + `) AS v WHERE runs.id = v.column1`
+	}),
+	attempts: chunkStatements(10, func(values string) string {
+		return `UPDATE attempts SET finished_at = v.column3, status = v.column4, exit_code = v.column5,
 		error = v.column6, reason = v.column7, output = v.column8, output_bytes = v.column9, truncated = v.column10
-		FROM (VALUES ` + valueRows(n, 10) + `) AS v WHERE attempts.run_id = v.column1 AND attempts.number = v.column2`
-		st.events[n] = `INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
+		FROM (VALUES ` + values + `) AS v WHERE attempts.run_id = v.column1 AND attempts.number = v.column2`
+	}),
+	events: chunkStatements(8, func(values string) string {
+		return `INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
 		SELECT column1, column2, column3, column4, column5, column6, column7, column8
-		FROM (VALUES ` + valueRows(n, 8) + `) WHERE column1 IS NOT NULL`
-	}
-	return st
-}()
+		FROM (VALUES ` + values + `) WHERE column1 IS NOT NULL`
+	}),
+}
 
-// changeQueries are the statements of changes, for the writer to prepare.
+// chunked statement families, for the writer to prepare.
+var chunkFamilies []map[int]string
+
+// chunkStatements returns the statements that build makes of VALUES of
+// each row count of changeChunks, width parameters a row.
+func chunkStatements(width int, build func(values string) string) map[int]string {
+	m := map[int]string{}
+	for _, n := range changeChunks {
+		m[n] = build(valueRows(n, width))
+	}
+	chunkFamilies = append(chunkFamilies, m)
+	return m
+}
+
+// changeQueries are the chunked statements, for the writer to prepare.
 func changeQueries() []string {
 	var qs []string
-	for _, n := range changeChunks {
-		qs = append(qs, changeSQL.runs[n], changeSQL.attempts[n], changeSQL.events[n])
+	for _, m := range chunkFamilies {
+		for _, n := range changeChunks {
+			qs = append(qs, m[n])
+		}
 	}
 	return qs
 }
@@ -126,6 +144,45 @@ func (ch *changes) write(ctx context.Context, c conn) error {
 // parameters a row, row(i) giving the parameters of row i, and passes the
 // rows each statement affected to affected when it is set.
 func chunked(ctx context.Context, c conn, qs map[int]string, width, n int, row func(int) []any, affected func(int64)) error {
+	return eachChunk(width, n, row, func(size int, args []any) error {
+		res, err := c.exec(ctx, qs[size], args...)
+		if err != nil {
+			return err
+		}
+		if affected != nil {
+			k, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			affected(k)
+		}
+		return nil
+	})
+}
+
+// chunkedQuery reads the rows that the statements qs (by row count) of
+// width parameters a row return for n rows of parameters, row(i) giving
+// those of row i; scan reads each result row.
+func chunkedQuery(ctx context.Context, c conn, qs map[int]string, width, n int, row func(int) []any, scan func(scanner) error) error {
+	return eachChunk(width, n, row, func(size int, args []any) error {
+		rows, err := c.query(ctx, qs[size], args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := scan(rows); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+}
+
+// eachChunk cuts n rows of width parameters into chunks of the sizes of
+// changeChunks: the largest while more remain, then the smallest that
+// holds the rest, padded with NULLs. It calls do with each.
+func eachChunk(width, n int, row func(int) []any, do func(size int, args []any) error) error {
 	largest := changeChunks[len(changeChunks)-1]
 	args := make([]any, 0, width*largest)
 	for start := 0; start < n; {
@@ -144,16 +201,8 @@ func chunked(ctx context.Context, c conn, qs map[int]string, width, n int, row f
 		for len(args) < width*size {
 			args = append(args, nil)
 		}
-		res, err := c.exec(ctx, qs[size], args...)
-		if err != nil {
+		if err := do(size, args); err != nil {
 			return err
-		}
-		if affected != nil {
-			k, err := res.RowsAffected()
-			if err != nil {
-				return err
-			}
-			affected(k)
 		}
 		start = end
 	}

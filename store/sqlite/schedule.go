@@ -83,7 +83,18 @@ func (s *Store) ScheduleFires(ctx context.Context, ps []store.FireParams) ([]*st
 			return nil, err
 		}
 	}
+	// A batch of distinct jobs is fired set-based (fireAll); a job fired
+	// twice in one batch sees its first fire, one fire at a time.
+	distinct := true
+	seen := make(map[string]bool, len(ps))
+	for _, p := range ps {
+		distinct = distinct && !seen[p.Job]
+		seen[p.Job] = true
+	}
 	err := s.write(ctx, "fire schedules", func(c conn) error {
+		if distinct {
+			return fireAll(ctx, c, ps, runs, results)
+		}
 		for i, p := range ps {
 			res, err := fire(ctx, c, p, runs[i])
 			if err != nil {
@@ -194,6 +205,231 @@ func fire(ctx context.Context, c conn, p store.FireParams, runs []store.RunInser
 	res.Advanced = true
 	return res, nil
 }
+
+// fireAll fires jobs that are distinct, each as fire would, with a few
+// statements for all of them: the cursors, the taken occurrences and the
+// active runs are read once for the batch, and the runs, their
+// occurrences and events, and the cursors are written in chunks of rows.
+func fireAll(ctx context.Context, c conn, ps []store.FireParams, runs [][]store.RunInsertParams, results []*store.FireResult) error {
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = p.Job
+	}
+	cursors := map[string]*store.Cursor{}
+	rows, err := c.query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE job IN (SELECT value FROM json_each(?))`,
+		jsonStrings(names))
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		cur, err := scanCursor(rows)
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		cursors[cur.Job] = cur
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+
+	// The occurrences of the ticks that have a run already.
+	type occurrence struct {
+		job string
+		at  int64
+	}
+	var ticks []occurrence
+	for i := range ps {
+		for _, r := range runs[i] {
+			if hasOccurrence(r.Trigger) {
+				ticks = append(ticks, occurrence{r.Job, r.ScheduledAt.UnixMicro()})
+			}
+		}
+	}
+	taken := map[occurrence]bool{}
+	err = chunkedQuery(ctx, c, sqlTakenOccurrences, 2, len(ticks), func(i int) []any {
+		return []any{ticks[i].job, ticks[i].at}
+	}, func(row scanner) error {
+		var k occurrence
+		if err := row.Scan(&k.job, &k.at); err != nil {
+			return err
+		}
+		taken[k] = true
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+
+	// The compare-and-set of each cursor, and the fresh ticks of the winners.
+	type item struct {
+		i           int
+		fresh       []store.RunInsertParams
+		lastSkipped time.Time
+	}
+	var won []*item
+	var overlapJobs []string
+	for i, p := range ps {
+		cur := cursors[p.Job]
+		results[i] = &store.FireResult{Cursor: cur}
+		switch {
+		case cur == nil && !p.Expect.IsZero(),
+			cur != nil && (p.Expect.IsZero() || cur.Last.UnixMicro() != p.Expect.UnixMicro()),
+			cur != nil && cur.Paused:
+			continue
+		}
+		it := &item{i: i, lastSkipped: p.LastSkipped}
+		seen := map[int64]bool{}
+		for _, r := range runs[i] {
+			if hasOccurrence(r.Trigger) {
+				key := r.ScheduledAt.UnixMicro()
+				if taken[occurrence{r.Job, key}] || seen[key] {
+					results[i].Duplicates++
+					continue
+				}
+				seen[key] = true
+			}
+			it.fresh = append(it.fresh, r)
+		}
+		if len(it.fresh) > 0 && (p.Overlap == jobs.OverlapSkip || p.Overlap == jobs.OverlapReplace) {
+			overlapJobs = append(overlapJobs, p.Job)
+		}
+		won = append(won, it)
+	}
+
+	// The overlap policies, on the active runs of their jobs.
+	active := map[string][]*jobs.Run{}
+	if len(overlapJobs) > 0 {
+		all, err := scanRuns(c.query(ctx, `SELECT `+runColumns+` FROM runs INDEXED BY runs_job_active
+			WHERE job IN (SELECT value FROM json_each(?)) AND status IN `+sqlActive, jsonStrings(overlapJobs)))
+		if err != nil {
+			return err
+		}
+		for _, r := range all {
+			active[r.Job] = append(active[r.Job], r)
+		}
+	}
+	var (
+		made   []*jobs.Run
+		retry  []string
+		nodeOf []string
+	)
+	for _, it := range won {
+		p, res := ps[it.i], results[it.i]
+		at := now(p.Now)
+		if runs := active[p.Job]; len(runs) > 0 && len(it.fresh) > 0 {
+			slices.SortFunc(runs, func(a, b *jobs.Run) int {
+				return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+			})
+			switch p.Overlap {
+			case jobs.OverlapSkip:
+				res.SkippedOverlap = len(it.fresh)
+				for _, r := range it.fresh {
+					if r.ScheduledAt.After(it.lastSkipped) {
+						it.lastSkipped = r.ScheduledAt
+					}
+				}
+				it.fresh = nil
+			case jobs.OverlapReplace:
+				for _, r := range runs {
+					replaced, err := cancelRun(ctx, c, r, p.Node, jobs.ReasonReplaced, at)
+					if err != nil {
+						return fmt.Errorf("job %s: %w", p.Job, err)
+					}
+					res.Replaced = append(res.Replaced, replaced)
+				}
+			}
+		}
+		for _, r := range it.fresh {
+			run, rt, err := newRun(r, at)
+			if err != nil {
+				return fmt.Errorf("job %s: %w", p.Job, err)
+			}
+			if run.DedupID != "" { // not from a schedule; checked one by one
+				if err := writeRun(ctx, c, run, rt, r.Node); err != nil {
+					return fmt.Errorf("job %s: %w", p.Job, err)
+				}
+			} else {
+				made, retry, nodeOf = append(made, run), append(retry, rt), append(nodeOf, r.Node)
+			}
+			res.Created = append(res.Created, run)
+		}
+	}
+
+	// The writes: occurrences, runs, events, cursors.
+	var occ []*jobs.Run
+	for _, r := range made {
+		if hasOccurrence(r.Trigger) {
+			occ = append(occ, r)
+		}
+	}
+	err = chunked(ctx, c, sqlInsertOccurrences, 4, len(occ), func(i int) []any {
+		r := occ[i]
+		return []any{r.Job, r.ScheduledAt.UnixMicro(), r.ID, string(r.Trigger)}
+	}, nil)
+	if err != nil {
+		return err
+	}
+	err = chunked(ctx, c, sqlInsertRuns, 13, len(made), func(i int) []any {
+		r := made[i]
+		return []any{r.ID, r.Job, r.MaxAttempts, string(r.Trigger), r.ScheduledAt.UnixMicro(), r.NotBefore.UnixMicro(),
+			dbTime(r.NotAfter), r.CreatedAt.UnixMicro(), r.CreatedAt.UnixMicro(), nullString(r.DedupID),
+			nullString(r.RerunOf), r.Payload, retry[i]}
+	}, nil)
+	if err != nil {
+		return err
+	}
+	err = chunked(ctx, c, changeSQL.events, 8, len(made), func(i int) []any {
+		r := made[i]
+		return []any{r.ID, r.CreatedAt.UnixMicro(), nodeOf[i], 0, nil, string(jobs.StatusPending), string(jobs.ReasonCreated), ""}
+	}, nil)
+	if err != nil {
+		return err
+	}
+	for _, it := range won {
+		p, res := ps[it.i], results[it.i]
+		skipped := int64(p.Skipped + res.SkippedOverlap)
+		if cur := cursors[p.Job]; cur != nil {
+			skipped += cur.Skipped
+			if cur.LastSkippedAt.After(it.lastSkipped) {
+				it.lastSkipped = cur.LastSkippedAt
+			}
+		}
+		at := now(p.Now)
+		res.Cursor = &store.Cursor{Job: p.Job, Last: micro(p.Cursor), Skipped: skipped, LastSkippedAt: micro(it.lastSkipped), UpdatedAt: at}
+		res.Advanced = true
+	}
+	return chunked(ctx, c, sqlAdvanceCursors, 5, len(won), func(i int) []any {
+		cur := results[won[i].i].Cursor
+		return []any{cur.Job, cur.Last.UnixMicro(), cur.Skipped, dbTime(cur.LastSkippedAt), cur.UpdatedAt.UnixMicro()}
+	}, nil)
+}
+
+// The chunked statements of fireAll.
+var (
+	sqlTakenOccurrences = chunkStatements(2, func(values string) string {
+		return `SELECT o.job, o.scheduled_at FROM (VALUES ` + values + `) AS v
+			JOIN occurrences o ON o.job = v.column1 AND o.scheduled_at = v.column2`
+	})
+	sqlInsertOccurrences = chunkStatements(4, func(values string) string {
+		return `INSERT INTO occurrences (job, scheduled_at, run_id, kind)
+			SELECT column1, column2, column3, column4 FROM (VALUES ` + values + `) WHERE column1 IS NOT NULL`
+	})
+	sqlInsertRuns = chunkStatements(13, func(values string) string {
+		return `INSERT INTO runs (id, job, status, attempt, max_attempts, trigger_kind,
+			scheduled_at, not_before, not_after, created_at, updated_at, dedup_id, rerun_of, payload, retry_json)
+			SELECT column1, column2, 'pending', 0, column3, column4, column5, column6, column7, column8, column9,
+				column10, column11, column12, column13
+			FROM (VALUES ` + values + `) WHERE column1 IS NOT NULL`
+	})
+	sqlAdvanceCursors = chunkStatements(5, func(values string) string {
+		return `INSERT INTO cursors (job, last, paused, skipped, last_skipped_at, updated_at)
+			SELECT column1, column2, 0, column3, column4, column5 FROM (VALUES ` + values + `) WHERE column1 IS NOT NULL
+			ON CONFLICT (job) DO UPDATE SET last = excluded.last, skipped = excluded.skipped,
+				last_skipped_at = excluded.last_skipped_at, updated_at = excluded.updated_at`
+	})
+)
 
 // Statements of a fire.
 const (
