@@ -96,7 +96,7 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 		// With more ticks to fire, start the runs made so far: their
 		// attempts run while the next batches are written.
 		if start+fireBatch < len(due) {
-			if err := s.claim(ctx, now); err != nil {
+			if _, err := s.claim(ctx, now); err != nil {
 				noteErr("claim runs", err)
 			}
 		}
@@ -107,24 +107,38 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 	}
 	s.mu.Unlock()
 
-	// Expire runs that can no longer start.
-	expired, err := s.st.RunsExpire(ctx, s.cfg.NodeID, s.storeNow(now))
-	if err != nil {
-		noteErr("expire runs", err)
-	}
-	for _, r := range expired {
-		s.logRun(ctx, r, "", "run expired: not started by not_after")
+	// Expire runs that can no longer start, at most once a second: a claim
+	// never takes a run past its not_after, so this only records what
+	// already holds, and under load the loop turns hundreds of times a
+	// second.
+	if now.Sub(s.expiredAt) >= time.Second || now.Before(s.expiredAt) {
+		s.expiredAt = now
+		expired, err := s.st.RunsExpire(ctx, s.cfg.NodeID, s.storeNow(now))
+		if err != nil {
+			noteErr("expire runs", err)
+		}
+		for _, r := range expired {
+			s.logRun(ctx, r, "", "run expired: not started by not_after")
+		}
 	}
 
-	// Claim and start due runs.
-	if err := s.claim(ctx, now); err != nil {
+	// Claim and start due runs. Only when the claim found fewer due runs
+	// than it had slots is the next due run asked for: otherwise the
+	// attempts that end wake the loop.
+	askNext, err := s.claim(ctx, now)
+	if err != nil {
 		noteErr("claim runs", err)
 	}
-	nextRun, err := s.st.RunsNextDue(ctx, s.jobNames())
-	if err != nil {
-		noteErr("next due run", err)
-	} else if nextRun.After(now) && nextRun.Before(next) {
-		next = nextRun
+	if askNext {
+		s.mu.Lock()
+		names := s.order // replaced, never changed, by setJobs
+		s.mu.Unlock()
+		nextRun, err := s.st.RunsNextDue(ctx, names)
+		if err != nil {
+			noteErr("next due run", err)
+		} else if nextRun.After(now) && nextRun.Before(next) {
+			next = nextRun
+		}
 	}
 	if storeOK {
 		s.lastStoreErr.Store(nil)
@@ -239,19 +253,17 @@ func (s *Scheduler) logFire(ctx context.Context, d *jobs.Definition, plan tickPl
 	}
 }
 
-// claim starts due runs up to the free slots.
-func (s *Scheduler) claim(ctx context.Context, now time.Time) error {
+// claim starts due runs up to the free slots. It reports whether it asked
+// the store and got fewer runs than it had slots (or failed): only then
+// can the next due run be later than the next wake-up.
+func (s *Scheduler) claim(ctx context.Context, now time.Time) (bool, error) {
 	s.mu.Lock()
-	running := len(s.running)
-	free := s.cfg.Concurrency - running
+	free := s.cfg.Concurrency - len(s.running)
 	draining := s.draining || s.fenced.Load()
-	limits := make(map[string]int, len(s.defs))
-	for name, d := range s.defs {
-		limits[name] = d.ConcurrencyLimit()
-	}
+	limits := s.limits // replaced, never changed, by setJobs
 	s.mu.Unlock()
 	if free <= 0 || draining || len(limits) == 0 {
-		return nil
+		return false, nil
 	}
 	// Claim in batches: while attempts are finishing, wait until half of
 	// the slots are free (every finished attempt wakes the loop, and
@@ -260,19 +272,19 @@ func (s *Scheduler) claim(ctx context.Context, now time.Time) error {
 	// running are not waited for: a due run must not wait for long
 	// attempts to end.
 	if free < max(1, s.cfg.Concurrency/2) && s.finishing.Load() > 0 {
-		return nil
+		return false, nil
 	}
 	runs, err := s.st.RunsClaim(ctx, store.ClaimParams{
 		Node: s.cfg.NodeID, Incarnation: s.Incarnation(), Jobs: limits, Limit: free, Now: s.storeNow(now),
 	})
 	if err != nil {
-		return err
+		return true, err
 	}
 	for _, r := range runs {
 		s.logRun(ctx, r, "", "attempt started")
 		s.startAttempt(r)
 	}
-	return nil
+	return len(runs) < free, nil
 }
 
 // stopLocal stops an attempt running on this node, if there is one.

@@ -127,7 +127,11 @@ type Scheduler struct {
 	ticks     tickHeap
 	order     []string // job names in declaration order
 	cursors   map[string]*store.Cursor
-	// pausedReadAt is when the loop last re-read paused cursors (loop only).
+	// limits is each declared job's concurrency limit, as claims take it.
+	limits map[string]int
+	// pausedReadAt is when the loop last re-read paused cursors, expiredAt
+	// when it last expired runs (loop only).
+	expiredAt    time.Time
 	pausedReadAt time.Time
 	running      map[string]*attempt // by run id
 	draining     bool
@@ -222,7 +226,11 @@ func (s *Scheduler) setJobs(defs []*jobs.Definition) error {
 		}
 	}
 	s.mu.Lock()
-	s.defs, s.order, s.cron = m, order, cron
+	limits := make(map[string]int, len(m))
+	for name, d := range m {
+		limits[name] = d.ConcurrencyLimit()
+	}
+	s.defs, s.order, s.cron, s.limits = m, order, cron, limits
 	s.nextTicks = make(map[string]tickCache, len(cron))
 	s.requeueAllLocked()
 	s.mu.Unlock()

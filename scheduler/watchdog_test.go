@@ -10,32 +10,32 @@ import (
 	"github.com/schedulerd/schedulerd/store"
 )
 
-// stuckExpire is a store whose RunsExpire blocks while stuck is set: a
+// stuckClaim is a store whose RunsClaim blocks while stuck is set: a
 // scheduling loop that hangs in the middle of an iteration.
-type stuckExpire struct {
+type stuckClaim struct {
 	store.Store
 	stuck   atomic.Bool
 	entered chan struct{}
 	release chan struct{}
 }
 
-func (s *stuckExpire) RunsExpire(ctx context.Context, node string, now time.Time) ([]*jobs.Run, error) {
+func (s *stuckClaim) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run, error) {
 	if s.stuck.Load() {
 		s.entered <- struct{}{}
 		<-s.release
 	}
-	return s.Store.RunsExpire(ctx, node, now)
+	return s.Store.RunsClaim(ctx, p)
 }
 
 // TestWatchdogPingsComeFromTheLoop: OnLoop (the daemon's WATCHDOG=1) runs
 // once per loop iteration and never while the loop is stuck, though the
 // heartbeat loop goes on: systemd then sees the pings stop.
 func TestWatchdogPingsComeFromTheLoop(t *testing.T) {
-	var st *stuckExpire
+	var st *stuckClaim
 	var pings atomic.Int64
 	h := newHarnessWith(t, func(h *harness) {
 		h.wrap = func(s store.Store) store.Store {
-			st = &stuckExpire{Store: s, entered: make(chan struct{}), release: make(chan struct{})}
+			st = &stuckClaim{Store: s, entered: make(chan struct{}), release: make(chan struct{})}
 			return st
 		}
 	}, func(h *harness) []*jobs.Definition { return []*jobs.Definition{job("work", h.succeed)} })
