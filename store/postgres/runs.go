@@ -866,7 +866,7 @@ func (s *Store) RunsNextDue(ctx context.Context, jobNames []string) (time.Time, 
 }
 
 // RunsPrune deletes the runs that finished before the given time, with
-// their events and attempts (ON DELETE CASCADE), in batches; see
+// their events and attempts, in batches; see
 // store.Store. It also deletes the occurrences of schedule ticks that are
 // older than both the prune horizon and the job's cursor and whose run is
 // gone: the cursor already keeps those ticks from firing again. Occurrences
@@ -878,14 +878,24 @@ func (s *Store) RunsPrune(ctx context.Context, before time.Time) (int, error) {
 	c := s.read()
 	total := 0
 	for {
-		tag, err := c.exec(ctx, `DELETE FROM runs WHERE id IN (
-			SELECT id FROM runs WHERE finished_at IS NOT NULL AND finished_at < $1 AND status IN `+sqlTerminal+`
-			ORDER BY finished_at LIMIT $2)`, ts(before), batchSize)
+		// The runs with their events and attempts, in one statement.
+		var n int
+		err := c.queryRow(ctx, `WITH r AS (
+				DELETE FROM runs WHERE id IN (
+					SELECT id FROM runs WHERE finished_at IS NOT NULL AND finished_at < $1 AND status IN `+sqlTerminal+`
+					ORDER BY finished_at LIMIT $2)
+				RETURNING id
+			), e AS (
+				DELETE FROM events WHERE run_id IN (SELECT id FROM r)
+			), a AS (
+				DELETE FROM attempts WHERE run_id IN (SELECT id FROM r)
+			)
+			SELECT count(*) FROM r`, ts(before), batchSize).Scan(&n)
 		if err != nil {
 			return total, fail("prune runs", err)
 		}
-		total += int(tag.RowsAffected())
-		if tag.RowsAffected() < batchSize {
+		total += n
+		if n < batchSize {
 			break
 		}
 	}
