@@ -314,22 +314,7 @@ const maxTries = 5
 // serialization failure or a deadlock (fn must then start over: it may not
 // keep state from an earlier try); op prefixes the error.
 func (s *Store) write(ctx context.Context, op string, fn func(c *conn) error) error {
-	for try := 1; ; try++ {
-		err := s.tx(ctx, fn)
-		if err == nil {
-			return nil
-		}
-		if try < maxTries && retryable(err) && ctx.Err() == nil {
-			s.logger.DebugContext(ctx, "transaction conflict, retrying", "op", op, "try", try, "error", err)
-			pause := time.Duration(try) * time.Duration(5+rand.IntN(20)) * time.Millisecond
-			select {
-			case <-ctx.Done():
-			case <-time.After(pause):
-			}
-			continue
-		}
-		return fmt.Errorf("%s: %w", op, interpretError(err))
-	}
+	return s.retry(ctx, op, "transaction", func() error { return s.tx(ctx, fn) })
 }
 
 // writeOne runs fn, which sends one statement that writes (atomic on its
@@ -338,13 +323,20 @@ func (s *Store) write(ctx context.Context, op string, fn func(c *conn) error) er
 // serialization failure or a deadlock, and it drops a connection that
 // landed on a read-only server.
 func (s *Store) writeOne(ctx context.Context, op string, fn func(c *conn) error) error {
+	return s.retry(ctx, op, "statement", func() error { return s.autocommit(ctx, fn) })
+}
+
+// retry runs do, again after a short pause while it fails with a
+// serialization failure or a deadlock, at most maxTries times; what (a
+// transaction, a statement) names it in the debug log, op in the error.
+func (s *Store) retry(ctx context.Context, op, what string, do func() error) error {
 	for try := 1; ; try++ {
-		err := s.autocommit(ctx, fn)
+		err := do()
 		if err == nil {
 			return nil
 		}
 		if try < maxTries && retryable(err) && ctx.Err() == nil {
-			s.logger.DebugContext(ctx, "statement conflict, retrying", "op", op, "try", try, "error", err)
+			s.logger.DebugContext(ctx, what+" conflict, retrying", "op", op, "try", try, "error", err)
 			pause := time.Duration(try) * time.Duration(5+rand.IntN(20)) * time.Millisecond
 			select {
 			case <-ctx.Done():
