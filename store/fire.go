@@ -1,8 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/schedulerd/schedulerd/jobs"
@@ -38,4 +41,25 @@ func FireRuns(p FireParams) ([]RunInsertParams, error) {
 		runs[i] = r
 	}
 	return runs, nil
+}
+
+// SkipOverlap records in res that overlap = skip skipped the fresh ticks
+// of a fire, because a run of the job is still active, and returns the
+// newest skipped tick: lastSkipped or a later one.
+func SkipOverlap(res *FireResult, fresh []RunInsertParams, lastSkipped time.Time) time.Time {
+	res.SkippedOverlap = len(fresh)
+	for _, r := range fresh {
+		if r.ScheduledAt.After(lastSkipped) {
+			lastSkipped = r.ScheduledAt
+		}
+	}
+	return lastSkipped
+}
+
+// SortByCreation orders runs as overlap = replace cancels them: oldest
+// first, by creation time, then id.
+func SortByCreation(runs []*jobs.Run) {
+	slices.SortFunc(runs, func(a, b *jobs.Run) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+	})
 }

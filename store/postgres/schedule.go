@@ -1,12 +1,9 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -386,17 +383,10 @@ func applyOverlap(ctx context.Context, c *conn, items []*fireItem, jobNames []st
 		}
 		switch p.Overlap {
 		case jobs.OverlapSkip:
-			res.SkippedOverlap = len(it.fresh)
-			for _, r := range it.fresh {
-				if r.ScheduledAt.After(it.lastSkipped) {
-					it.lastSkipped = r.ScheduledAt
-				}
-			}
+			it.lastSkipped = store.SkipOverlap(res, it.fresh, it.lastSkipped)
 			it.fresh = nil
 		case jobs.OverlapReplace:
-			slices.SortFunc(act, func(a, b *jobs.Run) int {
-				return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
-			})
+			store.SortByCreation(act)
 			at := now
 			if !p.Now.IsZero() {
 				at = p.Now.UTC().Truncate(time.Microsecond)

@@ -72,7 +72,7 @@ const (
 var preparedQueries = []string{
 	sqlGetRun, sqlRunsByID, sqlOccurrenceRun, sqlInsertOccurrence, sqlDedupRun, sqlInsertRun, sqlInsertEvent,
 	sqlTransitionRun, sqlEndAttempt, sqlRequestCancel, sqlClaimCandidates, sqlClaimEvents, sqlClaimRuns, sqlClaimAttempts,
-	sqlGetCursor, sqlActiveRuns, sqlCursorAdvance,
+	sqlGetCursor,
 }
 
 // batchSize bounds the rows one transaction of expiry or pruning handles, so

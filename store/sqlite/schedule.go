@@ -1,13 +1,10 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/schedulerd/schedulerd/jobs"
@@ -53,25 +50,22 @@ func (s *Store) ScheduleCursors(ctx context.Context, jobNames []string) (map[str
 // ScheduleFire advances a job's cursor by compare-and-set and makes the runs
 // of the ticks it covers, in one transaction; see store.FireParams. A paused
 // cursor does not advance either: the caller re-reads it and sees Paused.
+// It is a batch of one.
 func (s *Store) ScheduleFire(ctx context.Context, p store.FireParams) (*store.FireResult, error) {
-	runs, err := store.FireRuns(p)
+	results, err := s.scheduleFires(ctx, "fire schedule "+p.Job, []store.FireParams{p})
 	if err != nil {
 		return nil, err
 	}
-	var res *store.FireResult
-	err = s.write(ctx, "fire schedule "+p.Job, func(c conn) (err error) {
-		res, err = fire(ctx, c, p, runs)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return res, nil
+	return results[0], nil
 }
 
 // ScheduleFires applies many fires in one transaction, each as
 // ScheduleFire would, in order; see store.Store.
 func (s *Store) ScheduleFires(ctx context.Context, ps []store.FireParams) ([]*store.FireResult, error) {
+	return s.scheduleFires(ctx, "fire schedules", ps)
+}
+
+func (s *Store) scheduleFires(ctx context.Context, op string, ps []store.FireParams) ([]*store.FireResult, error) {
 	results := make([]*store.FireResult, len(ps))
 	if len(ps) == 0 {
 		return results, nil
@@ -83,24 +77,19 @@ func (s *Store) ScheduleFires(ctx context.Context, ps []store.FireParams) ([]*st
 			return nil, err
 		}
 	}
-	// A batch of distinct jobs is fired set-based (fireAll); a job fired
-	// twice in one batch sees its first fire, one fire at a time.
-	distinct := true
-	seen := make(map[string]bool, len(ps))
-	for _, p := range ps {
-		distinct = distinct && !seen[p.Job]
-		seen[p.Job] = true
-	}
-	err := s.write(ctx, "fire schedules", func(c conn) error {
-		if distinct {
-			return fireAll(ctx, c, ps, runs, results)
-		}
-		for i, p := range ps {
-			res, err := fire(ctx, c, p, runs[i])
-			if err != nil {
-				return fmt.Errorf("job %s: %w", p.Job, err)
+	err := s.write(ctx, op, func(c conn) error {
+		// A job fired twice sees its first fire: the second starts a new
+		// round of fireAll.
+		for start := 0; start < len(ps); {
+			end, seen := start, map[string]bool{}
+			for end < len(ps) && !seen[ps[end].Job] {
+				seen[ps[end].Job] = true
+				end++
 			}
-			results[i] = res
+			if err := fireAll(ctx, c, ps[start:end], runs[start:end], results[start:end]); err != nil {
+				return err
+			}
+			start = end
 		}
 		return nil
 	})
@@ -110,106 +99,12 @@ func (s *Store) ScheduleFires(ctx context.Context, ps []store.FireParams) ([]*st
 	return results, nil
 }
 
-// fire is the one code path of a fire, inside a write transaction: the
-// compare-and-set of the cursor, the occurrences, the overlap policy, the
-// runs and the new cursor.
-func fire(ctx context.Context, c conn, p store.FireParams, runs []store.RunInsertParams) (*store.FireResult, error) {
-	at := now(p.Now)
-	res := &store.FireResult{}
-	cur, err := getCursor(ctx, c, p.Job)
-	if err != nil {
-		return nil, err
-	}
-	res.Cursor = cur
-	switch {
-	case cur == nil && !p.Expect.IsZero(),
-		cur != nil && (p.Expect.IsZero() || cur.Last.UnixMicro() != p.Expect.UnixMicro()),
-		cur != nil && cur.Paused:
-		return res, nil
-	}
-
-	// The ticks whose occurrence is free; the others are duplicates.
-	var fresh []store.RunInsertParams
-	seen := map[int64]bool{}
-	for _, r := range runs {
-		if hasOccurrence(r.Trigger) {
-			key := r.ScheduledAt.UnixMicro()
-			other, err := occurrenceRun(ctx, c, r.Job, r.ScheduledAt)
-			if err != nil {
-				return nil, err
-			}
-			if other != "" || seen[key] {
-				res.Duplicates++
-				continue
-			}
-			seen[key] = true
-		}
-		fresh = append(fresh, r)
-	}
-
-	var lastSkipped time.Time
-	if !p.LastSkipped.IsZero() {
-		lastSkipped = p.LastSkipped
-	}
-	if len(fresh) > 0 && (p.Overlap == jobs.OverlapSkip || p.Overlap == jobs.OverlapReplace) {
-		active, err := scanRuns(c.query(ctx, sqlActiveRuns, p.Job))
-		if err != nil {
-			return nil, err
-		}
-		slices.SortFunc(active, func(a, b *jobs.Run) int {
-			return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
-		})
-		switch {
-		case len(active) == 0:
-		case p.Overlap == jobs.OverlapSkip:
-			res.SkippedOverlap = len(fresh)
-			for _, r := range fresh {
-				if r.ScheduledAt.After(lastSkipped) {
-					lastSkipped = r.ScheduledAt
-				}
-			}
-			fresh = nil
-		default:
-			for _, r := range active {
-				replaced, err := cancelRun(ctx, c, r, p.Node, jobs.ReasonReplaced, at)
-				if err != nil {
-					return nil, err
-				}
-				res.Replaced = append(res.Replaced, replaced)
-			}
-		}
-	}
-	for _, r := range fresh { // their occurrences are free (see above)
-		run, retry, err := newRun(r, at)
-		if err != nil {
-			return nil, err
-		}
-		if err := writeRun(ctx, c, run, retry, r.Node); err != nil {
-			return nil, err
-		}
-		res.Created = append(res.Created, run)
-	}
-
-	skipped := int64(p.Skipped + res.SkippedOverlap)
-	if cur != nil {
-		skipped += cur.Skipped
-		if cur.LastSkippedAt.After(lastSkipped) {
-			lastSkipped = cur.LastSkippedAt
-		}
-	}
-	res.Cursor = &store.Cursor{Job: p.Job, Last: micro(p.Cursor), Skipped: skipped, LastSkippedAt: micro(lastSkipped), UpdatedAt: at}
-	_, err = c.exec(ctx, sqlCursorAdvance, p.Job, p.Cursor.UnixMicro(), skipped, dbTime(lastSkipped), at.UnixMicro())
-	if err != nil {
-		return nil, err
-	}
-	res.Advanced = true
-	return res, nil
-}
-
-// fireAll fires jobs that are distinct, each as fire would, with a few
-// statements for all of them: the cursors, the taken occurrences and the
-// active runs are read once for the batch, and the runs, their
-// occurrences and events, and the cursors are written in chunks of rows.
+// fireAll is the one code path of fires, inside a write transaction, for
+// fires of distinct jobs: the compare-and-set of each cursor, the
+// occurrences, the overlap policy, the runs and the new cursors. The
+// cursors, the taken occurrences and the active runs are read once for all
+// of them, and the runs, their occurrences and events, and the cursors are
+// written in chunks of rows.
 func fireAll(ctx context.Context, c conn, ps []store.FireParams, runs [][]store.RunInsertParams, results []*store.FireResult) error {
 	names := make([]string, len(ps))
 	for i, p := range ps {
@@ -319,19 +214,12 @@ func fireAll(ctx context.Context, c conn, ps []store.FireParams, runs [][]store.
 		p, res := ps[it.i], results[it.i]
 		at := now(p.Now)
 		if runs := active[p.Job]; len(runs) > 0 && len(it.fresh) > 0 {
-			slices.SortFunc(runs, func(a, b *jobs.Run) int {
-				return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
-			})
 			switch p.Overlap {
 			case jobs.OverlapSkip:
-				res.SkippedOverlap = len(it.fresh)
-				for _, r := range it.fresh {
-					if r.ScheduledAt.After(it.lastSkipped) {
-						it.lastSkipped = r.ScheduledAt
-					}
-				}
+				it.lastSkipped = store.SkipOverlap(res, it.fresh, it.lastSkipped)
 				it.fresh = nil
 			case jobs.OverlapReplace:
+				store.SortByCreation(runs)
 				for _, r := range runs {
 					replaced, err := cancelRun(ctx, c, r, p.Node, jobs.ReasonReplaced, at)
 					if err != nil {
@@ -431,17 +319,8 @@ var (
 	})
 )
 
-// Statements of a fire.
-const (
-	sqlGetCursor  = `SELECT ` + cursorColumns + ` FROM cursors WHERE job = ?`
-	sqlActiveRuns = `SELECT ` + runColumns + ` FROM runs INDEXED BY runs_job_active
-		WHERE job = ? AND status IN ` + sqlActive
-	// sqlCursorAdvance makes or moves a cursor that is not paused.
-	sqlCursorAdvance = `INSERT INTO cursors (job, last, paused, skipped, last_skipped_at, updated_at)
-		VALUES (?, ?, 0, ?, ?, ?)
-		ON CONFLICT (job) DO UPDATE SET last = excluded.last, skipped = excluded.skipped,
-			last_skipped_at = excluded.last_skipped_at, updated_at = excluded.updated_at`
-)
+// sqlGetCursor reads one job's cursor.
+const sqlGetCursor = `SELECT ` + cursorColumns + ` FROM cursors WHERE job = ?`
 
 // SchedulePause pauses or resumes a job's schedule. Resuming a paused
 // cursor moves Last to now, so ticks that fell while paused never fire; a job
