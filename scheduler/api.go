@@ -124,41 +124,34 @@ func (s *Scheduler) setPaused(ctx context.Context, job string, paused bool) (*st
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	s.cursors[job] = c
-	s.queueLocked(job)
-	s.mu.Unlock()
+	s.setCursor(job, c)
 	s.log.InfoContext(ctx, map[bool]string{true: "schedule paused", false: "schedule resumed"}[paused], "job", job)
 	s.Wake()
 	return c, nil
 }
 
-// Cursor returns the schedule state of a cron job.
-func (s *Scheduler) Cursor(job string) *store.Cursor {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c := s.cursors[job]; c != nil {
-		cp := *c
-		return &cp
-	}
-	return nil
-}
-
 // NextFire returns the next fire time of a declared job: the next tick of a
 // cron job (zero while paused), the at time of a one-off job.
 func (s *Scheduler) NextFire(job string) time.Time {
-	d, ok := s.Job(job)
-	if !ok {
-		return time.Time{}
+	s.mu.Lock()
+	j := s.jobs[job]
+	var (
+		d      *jobs.Definition
+		last   time.Time
+		active bool
+	)
+	if j != nil {
+		d, last, active = j.def, j.lastTick(), j.active()
 	}
-	if d.Schedule == nil {
+	s.mu.Unlock()
+	switch {
+	case d == nil:
+		return time.Time{}
+	case d.Schedule == nil:
 		return d.At
-	}
-	c := s.Cursor(job)
-	if c == nil || c.Paused {
+	case !active:
 		return time.Time{}
 	}
-	last := c.Last
 	if now := s.clock.Now(); last.Before(now.Add(-d.MisfireGrace)) {
 		last = now.Add(-d.MisfireGrace)
 	}

@@ -267,6 +267,19 @@ func (h *harness) runs(job string) []*jobs.Run {
 	return rs
 }
 
+// cursor reads a cron job's cursor from the store.
+func (h *harness) cursor(job string) *store.Cursor {
+	h.t.Helper()
+	cs, err := h.st.ScheduleCursors(context.Background(), []string{job})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if cs[job] == nil {
+		h.t.Fatalf("job %s has no cursor", job)
+	}
+	return cs[job]
+}
+
 func (h *harness) run(id string) *jobs.Run {
 	h.t.Helper()
 	if h.closed { // after stop: read the file directly

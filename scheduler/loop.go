@@ -85,8 +85,8 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 		// job is queued at the next tick after its cursor: a tick that did
 		// not fire is due again at once.
 		s.mu.Lock()
-		for _, d := range batch {
-			s.queueLocked(d.Name)
+		for _, j := range batch {
+			s.queueLocked(j)
 		}
 		s.mu.Unlock()
 		if err != nil {
@@ -131,9 +131,9 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 	}
 	if askNext {
 		s.mu.Lock()
-		names := s.order // replaced, never changed, by setJobs
+		limits := s.limits // replaced, never changed, by setJobs
 		s.mu.Unlock()
-		nextRun, err := s.st.RunsNextDue(ctx, names)
+		nextRun, err := s.st.RunsNextDue(ctx, limits)
 		if err != nil {
 			noteErr("next due run", err)
 		} else if nextRun.After(now) && nextRun.Before(next) {
@@ -153,26 +153,26 @@ const fireBatch = 500
 
 // fire handles the due ticks of several cron jobs in one transaction. A job
 // whose cursor another writer moved has its cursor read again.
-func (s *Scheduler) fire(ctx context.Context, defs []*jobs.Definition, now time.Time) error {
+func (s *Scheduler) fire(ctx context.Context, due []*jobState, now time.Time) error {
 	var (
 		params []store.FireParams
 		plans  []tickPlan
-		fired  []*jobs.Definition
+		fired  []*jobState
 	)
 	s.mu.Lock()
-	curs := make([]*store.Cursor, 0, len(defs))
-	for _, d := range defs {
-		curs = append(curs, s.cursors[d.Name])
+	lasts := make([]time.Time, len(due))
+	for i, j := range due {
+		lasts[i] = j.lastTick()
 	}
 	s.mu.Unlock()
-	for i, d := range defs {
-		cur := curs[i]
-		plan := planTicks(d, cur.Last, now)
+	for i, j := range due {
+		d, last := j.def, lasts[i]
+		plan := planTicks(d, last, now)
 		if plan.Cursor.IsZero() {
 			continue
 		}
 		p := store.FireParams{
-			Job: d.Name, Expect: cur.Last, Cursor: plan.Cursor,
+			Job: d.Name, Expect: last, Cursor: plan.Cursor,
 			Skipped: plan.SkippedCount, LastSkipped: plan.LastSkipped,
 			Overlap: d.Overlap, Node: s.cfg.NodeID, Now: s.storeNow(now),
 		}
@@ -183,7 +183,7 @@ func (s *Scheduler) fire(ctx context.Context, defs []*jobs.Definition, now time.
 				Retry: d.Retry, NoRetryExitCodes: d.NoRetryExitCodes, Node: s.cfg.NodeID, Now: s.storeNow(now),
 			})
 		}
-		params, plans, fired = append(params, p), append(plans, plan), append(fired, d)
+		params, plans, fired = append(params, p), append(plans, plan), append(fired, j)
 	}
 	if len(params) == 0 {
 		return nil
@@ -194,16 +194,14 @@ func (s *Scheduler) fire(ctx context.Context, defs []*jobs.Definition, now time.
 	}
 	var lost []string
 	for i, res := range results {
-		d, plan := fired[i], plans[i]
+		d, plan := fired[i].def, plans[i]
 		if !res.Advanced {
 			// Another writer moved the cursor (or paused the job): read it
 			// and plan again.
 			lost = append(lost, d.Name)
 			continue
 		}
-		s.mu.Lock()
-		s.cursors[d.Name] = res.Cursor
-		s.mu.Unlock()
+		s.setCursor(d.Name, res.Cursor)
 		s.logFire(ctx, d, plan, res, now)
 	}
 	if len(lost) > 0 {
@@ -211,13 +209,22 @@ func (s *Scheduler) fire(ctx context.Context, defs []*jobs.Definition, now time.
 		if err != nil {
 			return err
 		}
-		s.mu.Lock()
 		for name, c := range cs {
-			s.cursors[name] = c
+			s.setCursor(name, c)
 		}
-		s.mu.Unlock()
 	}
 	return nil
+}
+
+// setCursor records a cursor of a declared cron job read from or written
+// to the store, and queues the job at its next tick.
+func (s *Scheduler) setCursor(job string, c *store.Cursor) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if j := s.jobs[job]; j != nil && j.def.Schedule != nil {
+		j.setCursor(c)
+		s.queueLocked(j)
+	}
 }
 
 // logFire logs what firing did for one job: skipped ticks, overlap
@@ -333,9 +340,9 @@ func (s *Scheduler) noteStoreError(err error) {
 func (s *Scheduler) refreshPaused(ctx context.Context) error {
 	s.mu.Lock()
 	var paused []string
-	for name, c := range s.cursors {
-		if c.Paused {
-			paused = append(paused, name)
+	for _, j := range s.cron {
+		if j.hasCursor && j.paused {
+			paused = append(paused, j.def.Name)
 		}
 	}
 	s.mu.Unlock()
@@ -346,13 +353,8 @@ func (s *Scheduler) refreshPaused(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
 	for name, c := range cs {
-		if _, ok := s.cursors[name]; ok {
-			s.cursors[name] = c
-			s.queueLocked(name)
-		}
+		s.setCursor(name, c)
 	}
-	s.mu.Unlock()
 	return nil
 }

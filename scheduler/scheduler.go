@@ -118,15 +118,15 @@ type Scheduler struct {
 	// fenced is set while the node has fenced itself: it claims nothing.
 	fenced atomic.Bool
 
-	mu   sync.Mutex
-	defs map[string]*jobs.Definition
-	cron []*jobs.Definition // the jobs with a schedule, in order
-	// nextTicks caches each cron job's next tick after its cursor; ticks
-	// is the timer heap of the active cron jobs (ticks.go).
-	nextTicks map[string]tickCache
-	ticks     tickHeap
-	order     []string // job names in declaration order
-	cursors   map[string]*store.Cursor
+	mu sync.Mutex
+	// jobs holds each declared job's definition and state (ticks.go),
+	// order their names in declaration order, cron the jobs with a
+	// schedule, and ticks the timer heap of the active cron jobs. setJobs
+	// replaces the maps and slices; it never changes them in place.
+	jobs  map[string]*jobState
+	order []string
+	cron  []*jobState
+	ticks tickHeap
 	// limits is each declared job's concurrency limit, as claims take it.
 	limits map[string]int
 	// pausedReadAt is when the loop last re-read paused cursors, expiredAt
@@ -194,7 +194,6 @@ func New(st store.Store, cfg Config, defs []*jobs.Definition) (*Scheduler, error
 		st:      st,
 		log:     cfg.Logger.With("component", "scheduler", "node", cfg.NodeID),
 		clock:   cfg.Clock,
-		cursors: map[string]*store.Cursor{},
 		running: map[string]*attempt{},
 		wake:    make(chan struct{}, 1),
 	}
@@ -207,8 +206,10 @@ func New(st store.Store, cfg Config, defs []*jobs.Definition) (*Scheduler, error
 }
 
 func (s *Scheduler) setJobs(defs []*jobs.Definition) error {
-	m := make(map[string]*jobs.Definition, len(defs))
+	m := make(map[string]*jobState, len(defs))
 	order := make([]string, 0, len(defs))
+	limits := make(map[string]int, len(defs))
+	var cron []*jobState
 	for _, d := range defs {
 		if err := d.Validate(); err != nil {
 			return fmt.Errorf("job %q: %w", d.Name, err)
@@ -216,22 +217,22 @@ func (s *Scheduler) setJobs(defs []*jobs.Definition) error {
 		if _, dup := m[d.Name]; dup {
 			return fmt.Errorf("job %q: declared twice", d.Name)
 		}
-		m[d.Name] = d
+		j := newJobState(d)
+		m[d.Name] = j
 		order = append(order, d.Name)
-	}
-	var cron []*jobs.Definition
-	for _, name := range order {
-		if m[name].Schedule != nil {
-			cron = append(cron, m[name])
+		limits[d.Name] = d.ConcurrencyLimit()
+		if d.Schedule != nil {
+			cron = append(cron, j)
 		}
 	}
 	s.mu.Lock()
-	limits := make(map[string]int, len(m))
-	for name, d := range m {
-		limits[name] = d.ConcurrencyLimit()
+	// The cursors stay as they were read until syncJobs reads them again.
+	for name, j := range m {
+		if old := s.jobs[name]; old != nil && old.hasCursor && j.def.Schedule != nil {
+			j.hasCursor, j.paused, j.last = true, old.paused, old.last
+		}
 	}
-	s.defs, s.order, s.cron, s.limits = m, order, cron, limits
-	s.nextTicks = make(map[string]tickCache, len(cron))
+	s.jobs, s.order, s.cron, s.limits = m, order, slices.Clip(cron), limits
 	s.requeueAllLocked()
 	s.mu.Unlock()
 	return nil
@@ -249,7 +250,7 @@ func (s *Scheduler) Jobs() []*jobs.Definition {
 	defer s.mu.Unlock()
 	out := make([]*jobs.Definition, 0, len(s.order))
 	for _, n := range s.order {
-		out = append(out, s.defs[n])
+		out = append(out, s.jobs[n].def)
 	}
 	return out
 }
@@ -258,8 +259,10 @@ func (s *Scheduler) Jobs() []*jobs.Definition {
 func (s *Scheduler) Job(name string) (*jobs.Definition, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d, ok := s.defs[name]
-	return d, ok
+	if j := s.jobs[name]; j != nil {
+		return j.def, true
+	}
+	return nil, false
 }
 
 // Start registers the node, resolves the attempts that this node's previous
@@ -424,7 +427,13 @@ func (s *Scheduler) syncJobs(ctx context.Context, now time.Time) error {
 		}
 	}
 	s.mu.Lock()
-	s.cursors = cursors
+	for _, j := range s.cron {
+		if c := cursors[j.def.Name]; c != nil {
+			j.setCursor(c)
+		} else {
+			j.hasCursor = false
+		}
+	}
 	s.requeueAllLocked()
 	s.mu.Unlock()
 

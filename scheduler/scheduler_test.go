@@ -81,7 +81,7 @@ func TestCatchupAfterDowntime(t *testing.T) {
 			if got := ticksOf(h.runs("minutely")); !slices.EqualFunc(got, want, time.Time.Equal) {
 				t.Errorf("runs for ticks %v, want %v", got, want)
 			}
-			if c := h.s.Cursor("minutely"); c.Skipped != tc.skipped {
+			if c := h.cursor("minutely"); c.Skipped != tc.skipped {
 				t.Errorf("skipped %d ticks, want %d", c.Skipped, tc.skipped)
 			}
 		})
@@ -105,7 +105,7 @@ func TestCatchupLatestFiresNewestMissedTick(t *testing.T) {
 	if want := []time.Time{t0.Add(3 * time.Hour)}; !slices.EqualFunc(got, want, time.Time.Equal) {
 		t.Fatalf("runs for ticks %v, want %v", got, want)
 	}
-	if c := h.s.Cursor("hourly"); c.Skipped != 2 || !c.LastSkippedAt.Equal(t0.Add(2*time.Hour)) {
+	if c := h.cursor("hourly"); c.Skipped != 2 || !c.LastSkippedAt.Equal(t0.Add(2*time.Hour)) {
 		t.Errorf("cursor skipped %d last %s, want 2 and %s", c.Skipped, c.LastSkippedAt, t0.Add(2*time.Hour))
 	}
 }
@@ -137,7 +137,7 @@ func TestCatchupAllBoundedByWindowAndMax(t *testing.T) {
 	if !slices.EqualFunc(got, want, time.Time.Equal) {
 		t.Fatalf("runs for ticks %v, want %v", got, want)
 	}
-	if c := h.s.Cursor("minutely"); c.Skipped != 114 {
+	if c := h.cursor("minutely"); c.Skipped != 114 {
 		t.Errorf("skipped %d, want 114", c.Skipped)
 	}
 }
@@ -313,7 +313,7 @@ func TestOverlapPolicies(t *testing.T) {
 				t.Errorf("first run reason %s, want replaced", runs[0].Reason)
 			}
 			if tc.overlap == jobs.OverlapSkip {
-				if c := h.s.Cursor("long"); c.Skipped != 1 {
+				if c := h.cursor("long"); c.Skipped != 1 {
 					t.Errorf("skipped %d, want 1", c.Skipped)
 				}
 			}

@@ -2,38 +2,101 @@ package scheduler
 
 import (
 	"container/heap"
+	"math"
 	"time"
 
 	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
 )
+
+// jobState is what the engine keeps of one declared job: its definition
+// and, for a cron job, its cursor as last read or written, the next tick
+// after it and the heap entry. It is kept small, as integers rather than
+// time.Time values and without the cursor's counters (the store has them),
+// because a node may declare 100,000 jobs: one map of these replaced a map
+// of definitions, one of cursors and one of cached ticks, and halved the
+// engine's memory per job.
+type jobState struct {
+	def *jobs.Definition
+	// last is the cursor's Last in Unix microseconds, as the stores keep
+	// it; valid when hasCursor.
+	last      int64
+	hasCursor bool
+	paused    bool
+	// next is the schedule's next tick after nextOf (noTick: none), a cache
+	// valid while nextOf == last.
+	next, nextOf int64
+	// queued is the time of the job's live heap entry; noTick: none.
+	queued int64
+}
+
+// noTick marks an absent time in a jobState: no Unix microsecond count a
+// schedule can produce is this small.
+const noTick = math.MinInt64
+
+func newJobState(d *jobs.Definition) *jobState {
+	return &jobState{def: d, next: noTick, nextOf: noTick, queued: noTick}
+}
+
+func micros(t time.Time) int64 {
+	if t.IsZero() {
+		return noTick
+	}
+	return t.UnixMicro()
+}
+
+func fromMicros(us int64) time.Time {
+	if us == noTick {
+		return time.Time{}
+	}
+	return time.UnixMicro(us).UTC()
+}
+
+// setCursor records a cursor read from or written to the store.
+func (j *jobState) setCursor(c *store.Cursor) {
+	j.hasCursor, j.paused, j.last = true, c.Paused, c.Last.UnixMicro()
+}
+
+// lastTick is the cursor's Last.
+func (j *jobState) lastTick() time.Time { return fromMicros(j.last) }
+
+// active reports whether the job fires: a cron job with a cursor, not paused.
+func (j *jobState) active() bool {
+	return j.def.Schedule != nil && j.hasCursor && !j.paused
+}
+
+// nextTick returns the next tick after the cursor, cached until the cursor
+// moves; noTick when the schedule has none. s.mu is held.
+func (j *jobState) nextTick() int64 {
+	if j.nextOf != j.last {
+		j.nextOf, j.next = j.last, micros(j.def.Schedule.Next(j.lastTick()))
+	}
+	return j.next
+}
 
 // The cron jobs' next ticks are kept in a timer heap, so that a loop
 // iteration costs what is due, not the number of jobs: with 100,000 jobs a
 // pass over all of them took milliseconds every iteration.
 //
-// Each active cron job (declared, with a cursor, not paused) has one live
-// entry: the time of its next tick after its cursor, recorded in its
-// tickCache as queued. An entry whose time is not the job's queued time is
-// stale (the job was queued again, earlier) and is dropped when it comes up.
-// Code that moves a cursor queues the job again (queueLocked); a cursor
-// that only moves forward needs nothing more, since its old entry, when it
-// comes up, finds the later tick and queues it.
-
-// tickCache is a cron job's next tick after the cursor last, and the time
-// of its live heap entry (zero: none).
-type tickCache struct{ last, next, queued time.Time }
+// Each active cron job has one live entry: the time of its next tick after
+// its cursor, recorded in its jobState as queued. An entry whose time is not
+// the job's queued time is stale (the job was queued again, earlier) and is
+// dropped when it comes up. Code that moves a cursor queues the job again
+// (queueLocked); a cursor that only moves forward needs nothing more, since
+// its old entry, when it comes up, finds the later tick and queues it.
+// setJobs rebuilds the heap, so an entry never outlives its job's state.
 
 // tickEntry is an entry of the timer heap.
 type tickEntry struct {
-	at  time.Time
-	job string
+	at  int64 // Unix microseconds
+	job *jobState
 }
 
 // tickHeap is a min-heap of entries by time (container/heap).
 type tickHeap []tickEntry
 
 func (h tickHeap) Len() int           { return len(h) }
-func (h tickHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h tickHeap) Less(i, j int) bool { return h[i].at < h[j].at }
 func (h tickHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *tickHeap) Push(x any)        { *h = append(*h, x.(tickEntry)) }
 func (h *tickHeap) Pop() any {
@@ -43,75 +106,58 @@ func (h *tickHeap) Pop() any {
 	return e
 }
 
-// nextTickLocked returns the next tick of a cron job after its cursor,
-// cached until the cursor moves (setJobs drops the cache when the
-// definitions change). s.mu is held.
-func (s *Scheduler) nextTickLocked(d *jobs.Definition, last time.Time) time.Time {
-	c, ok := s.nextTicks[d.Name]
-	if ok && c.last.Equal(last) {
-		return c.next
-	}
-	c.last, c.next = last, d.Schedule.Next(last)
-	s.nextTicks[d.Name] = c
-	return c.next
-}
-
 // queueLocked makes sure the heap holds an entry for the next tick of the
-// named job if it is an active cron job. s.mu is held.
-func (s *Scheduler) queueLocked(name string) {
-	d, cur := s.defs[name], s.cursors[name]
-	if d == nil || d.Schedule == nil || cur == nil || cur.Paused {
+// job if it is an active cron job. s.mu is held.
+func (s *Scheduler) queueLocked(j *jobState) {
+	if j == nil || !j.active() {
 		return
 	}
-	nt := s.nextTickLocked(d, cur.Last)
-	if nt.IsZero() {
+	nt := j.nextTick()
+	if nt == noTick {
 		return
 	}
-	c := s.nextTicks[name]
-	if !c.queued.IsZero() && !nt.Before(c.queued) {
+	if j.queued != noTick && nt >= j.queued {
 		return // the live entry comes up first, and finds nt then
 	}
-	c.queued = nt
-	s.nextTicks[name] = c
-	heap.Push(&s.ticks, tickEntry{at: nt, job: name})
+	j.queued = nt
+	heap.Push(&s.ticks, tickEntry{at: nt, job: j})
 }
 
 // requeueAllLocked rebuilds the heap from the declared jobs and cursors.
 // s.mu is held.
 func (s *Scheduler) requeueAllLocked() {
+	clear(s.ticks)
 	s.ticks = s.ticks[:0]
-	for name, c := range s.nextTicks {
-		c.queued = time.Time{}
-		s.nextTicks[name] = c
+	for _, j := range s.cron {
+		j.queued = noTick
 	}
-	for _, d := range s.cron {
-		s.queueLocked(d.Name)
+	for _, j := range s.cron {
+		s.queueLocked(j)
 	}
 }
 
 // dueLocked takes out of the heap the cron jobs whose next tick is at or
 // before now, in tick order. The caller fires them and queues them again
 // (queueLocked) whatever the outcome. s.mu is held.
-func (s *Scheduler) dueLocked(now time.Time) []*jobs.Definition {
-	var due []*jobs.Definition
-	for len(s.ticks) > 0 && !s.ticks[0].at.After(now) {
+func (s *Scheduler) dueLocked(now time.Time) []*jobState {
+	var due []*jobState
+	until := now.UnixMicro()
+	for len(s.ticks) > 0 && s.ticks[0].at <= until {
 		e := heap.Pop(&s.ticks).(tickEntry)
-		c, ok := s.nextTicks[e.job]
-		if !ok || !c.queued.Equal(e.at) {
+		j := e.job
+		if j.queued != e.at {
 			continue // stale
 		}
-		c.queued = time.Time{}
-		s.nextTicks[e.job] = c
-		d, cur := s.defs[e.job], s.cursors[e.job]
-		if d == nil || d.Schedule == nil || cur == nil || cur.Paused {
-			continue // queued again when resumed or declared
+		j.queued = noTick
+		if !j.active() {
+			continue // queued again when resumed
 		}
-		switch nt := s.nextTickLocked(d, cur.Last); {
-		case nt.IsZero():
-		case nt.After(now):
-			s.queueLocked(e.job)
+		switch nt := j.nextTick(); {
+		case nt == noTick:
+		case nt > until:
+			s.queueLocked(j)
 		default:
-			due = append(due, d)
+			due = append(due, j)
 		}
 	}
 	return due
@@ -123,5 +169,5 @@ func (s *Scheduler) nextQueuedLocked() time.Time {
 	if len(s.ticks) == 0 {
 		return time.Time{}
 	}
-	return s.ticks[0].at
+	return fromMicros(s.ticks[0].at)
 }

@@ -18,7 +18,10 @@ import (
 // taken.
 func (s *Scheduler) startAttempt(r *jobs.Run) {
 	s.mu.Lock()
-	d := s.defs[r.Job]
+	var d *jobs.Definition
+	if j := s.jobs[r.Job]; j != nil {
+		d = j.def
+	}
 	f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}
 	ctx, cancel := context.WithCancelCause(s.runCtx)
 	a := &attempt{run: r, fence: f, cancel: cancel}

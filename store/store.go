@@ -94,8 +94,11 @@ type Store interface {
 	// (any incarnation).
 	RunsRunning(ctx context.Context, node string) ([]*jobs.Run, error)
 	// RunsNextDue returns the earliest not_before of the pending and
-	// retrying runs of the named jobs; zero when there is none.
-	RunsNextDue(ctx context.Context, jobNames []string) (time.Time, error)
+	// retrying runs of the jobs named by the keys of jobs (the map a
+	// claim takes, ClaimParams.Jobs; the values are not used: the loop
+	// asks this often and passes the map it has, not a list made anew);
+	// zero when there is none.
+	RunsNextDue(ctx context.Context, jobs map[string]int) (time.Time, error)
 	// RunsPrune deletes finished runs (with their events and attempts) that
 	// finished before the given time, and returns how many.
 	RunsPrune(ctx context.Context, before time.Time) (int, error)

@@ -77,10 +77,20 @@ func (e *engine) setPaused(ctx context.Context, job string, paused bool) error {
 func (e *engine) Jobs(ctx context.Context) ([]control.JobInfo, error) {
 	defs := e.sched.Jobs()
 	names := make([]string, len(defs))
+	var cron []string
 	for i, d := range defs {
 		names[i] = d.Name
+		if d.Schedule != nil {
+			cron = append(cron, d.Name)
+		}
 	}
 	last, err := e.st.JobsLastRun(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	// The cursors are read from the store, which counts the skipped ticks
+	// and sees a pause made through any node.
+	cursors, err := e.st.ScheduleCursors(ctx, cron)
 	if err != nil {
 		return nil, err
 	}
@@ -92,8 +102,11 @@ func (e *engine) Jobs(ctx context.Context) ([]control.JobInfo, error) {
 			if l, ok := d.Schedule.(interface{ Location() *time.Location }); ok && l.Location() != nil {
 				j.Timezone = l.Location().String()
 			}
-			if c := e.sched.Cursor(d.Name); c != nil {
+			if c := cursors[d.Name]; c != nil {
 				j.Paused, j.Skipped, j.LastSkippedAt = c.Paused, c.Skipped, utcPtr(c.LastSkippedAt)
+				if c.Paused {
+					j.NextFire = nil
+				}
 			}
 		}
 		if r := last[d.Name]; r != nil {

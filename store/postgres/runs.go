@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -812,9 +813,9 @@ func (s *Store) RunsRunning(ctx context.Context, node string) ([]*jobs.Run, erro
 }
 
 // RunsNextDue returns the earliest not_before of the waiting runs of the
-// named jobs; zero when there is none.
-func (s *Store) RunsNextDue(ctx context.Context, jobNames []string) (time.Time, error) {
-	if len(jobNames) == 0 {
+// jobs named by the keys of declared; zero when there is none.
+func (s *Store) RunsNextDue(ctx context.Context, declared map[string]int) (time.Time, error) {
+	if len(declared) == 0 {
 		return time.Time{}, nil
 	}
 	// The scheduling loop asks this every iteration. The first waiting runs
@@ -823,10 +824,6 @@ func (s *Store) RunsNextDue(ctx context.Context, jobNames []string) (time.Time, 
 	// LIMIT 1 probe of the claim index per job (a min over all waiting runs
 	// walked the whole backlog: 57% of the server's time in a 200,000-run
 	// burn-down).
-	declared := make(map[string]bool, len(jobNames))
-	for _, name := range jobNames {
-		declared[name] = true
-	}
 	const scan = 256
 	rows, err := s.read().query(ctx, `SELECT job, not_before FROM runs WHERE status IN `+sqlWaiting+`
 		ORDER BY not_before, created_at, id LIMIT $1`, scan)
@@ -843,7 +840,7 @@ func (s *Store) RunsNextDue(ctx context.Context, jobNames []string) (time.Time, 
 			rows.Close()
 			return time.Time{}, fail("next due run", err)
 		}
-		if declared[job] {
+		if _, ok := declared[job]; ok {
 			first = notBefore.UTC()
 			break
 		}
@@ -858,7 +855,7 @@ func (s *Store) RunsNextDue(ctx context.Context, jobNames []string) (time.Time, 
 	var next *time.Time
 	err = s.read().queryRow(ctx, `SELECT min(x.not_before) FROM unnest($1::text[]) AS j(job)
 		CROSS JOIN LATERAL (SELECT not_before FROM runs WHERE runs.job = j.job AND status IN `+sqlWaiting+`
-			ORDER BY not_before LIMIT 1) x`, jobNames).Scan(&next)
+			ORDER BY not_before LIMIT 1) x`, slices.Collect(maps.Keys(declared))).Scan(&next)
 	if err != nil {
 		return time.Time{}, fail("next due run", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -705,9 +706,9 @@ func (s *Store) RunsRunning(ctx context.Context, node string) ([]*jobs.Run, erro
 }
 
 // RunsNextDue returns the earliest not_before of the waiting runs of the
-// named jobs; zero when there is none.
-func (s *Store) RunsNextDue(ctx context.Context, jobNames []string) (time.Time, error) {
-	if len(jobNames) == 0 {
+// jobs named by the keys of declared; zero when there is none.
+func (s *Store) RunsNextDue(ctx context.Context, declared map[string]int) (time.Time, error) {
+	if len(declared) == 0 {
 		return time.Time{}, nil
 	}
 	// The scheduling loop asks this every iteration. The first waiting runs
@@ -715,10 +716,6 @@ func (s *Store) RunsNextDue(ctx context.Context, jobNames []string) (time.Time, 
 	// one of the node's jobs: the first of those is the answer. Else one
 	// LIMIT 1 probe of the claim index per job (a MIN over all waiting runs
 	// walked the whole backlog: 86% of the CPU of a 200,000-run burn-down).
-	declared := make(map[string]bool, len(jobNames))
-	for _, name := range jobNames {
-		declared[name] = true
-	}
 	const scan = 256
 	rows, err := s.read().query(ctx, `SELECT job, not_before FROM runs INDEXED BY runs_due
 		WHERE status IN `+sqlWaiting+` ORDER BY not_before, created_at, id LIMIT ?`, scan)
@@ -734,7 +731,7 @@ func (s *Store) RunsNextDue(ctx context.Context, jobNames []string) (time.Time, 
 			rows.Close()
 			return time.Time{}, fail("next due run", err)
 		}
-		if declared[job] {
+		if _, ok := declared[job]; ok {
 			rows.Close()
 			return time.UnixMicro(notBefore).UTC(), nil
 		}
@@ -751,7 +748,7 @@ func (s *Store) RunsNextDue(ctx context.Context, jobNames []string) (time.Time, 
 	var next sql.NullInt64
 	err = s.read().queryRow(ctx, `SELECT MIN((SELECT not_before FROM runs INDEXED BY runs_claim
 			WHERE job = j.value AND status IN `+sqlWaiting+` ORDER BY not_before LIMIT 1))
-		FROM json_each(?) j`, jsonStrings(jobNames)).Scan(&next)
+		FROM json_each(?) j`, jsonStrings(slices.Collect(maps.Keys(declared)))).Scan(&next)
 	if err != nil {
 		return time.Time{}, fail("next due run", err)
 	}
