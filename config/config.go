@@ -199,6 +199,7 @@ func Parse(path string, data []byte) (*Config, error) {
 	if len(p.errs) > 0 {
 		return nil, p.err()
 	}
+	compact(cfg)
 	return cfg, nil
 }
 

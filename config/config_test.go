@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -907,5 +908,58 @@ func TestEditDistance(t *testing.T) {
 	}
 	if got := nearest("zzzzzzzz", jobKeys); got != "" {
 		t.Errorf("nearest(zzzzzzzz) = %q", got)
+	}
+}
+
+// TestCompactedJobs: parsed jobs are compacted (compact.go) without changing
+// them: equal schedules are shared, commands do not alias, and every field
+// read is the one written.
+func TestCompactedJobs(t *testing.T) {
+	cfg := mustParse(t, `
+[defaults]
+workdir = "/srv"
+env = { A = "1" }
+
+[[job]]
+name = "a"
+schedule = "0 * * * *"
+timezone = "UTC"
+command = ["/bin/echo", "a"]
+
+[[job]]
+name = "b"
+schedule = "0 * * * *"
+timezone = "UTC"
+command = ["/bin/echo", "b"]
+env = { B = "2" }
+
+[[job]]
+name = "c"
+schedule = "0 * * * *"
+timezone = "Europe/Paris"
+shell = "echo c"
+user = "root"
+overlap = "skip"
+`)
+	a, b, c := jobNamed(t, cfg, "a"), jobNamed(t, cfg, "b"), jobNamed(t, cfg, "c")
+	if a.Schedule != b.Schedule {
+		t.Errorf("equal schedules of a and b not shared")
+	}
+	if a.Schedule == c.Schedule || c.Schedule.String() != "0 * * * *" {
+		t.Errorf("schedule of c %v (%p, a %p)", c.Schedule, c.Schedule, a.Schedule)
+	}
+	a.Command = append(a.Command, "more")
+	if !slices.Equal(b.Command, []string{"/bin/echo", "b"}) {
+		t.Errorf("appending to a's command changed b's: %q", b.Command)
+	}
+	if c.Shell != "echo c" || c.User != "root" || c.Overlap != jobs.OverlapSkip || c.Workdir != "/srv" {
+		t.Errorf("c: shell %q user %q overlap %q workdir %q", c.Shell, c.User, c.Overlap, c.Workdir)
+	}
+	if !maps.Equal(a.Env, map[string]string{"A": "1"}) || !maps.Equal(b.Env, map[string]string{"A": "1", "B": "2"}) {
+		t.Errorf("env a %v b %v", a.Env, b.Env)
+	}
+	a.Env["X"] = "changed"
+	if _, ok := b.Env["X"]; ok {
+		t.Errorf("env maps of a and b are shared")
 	}
 }

@@ -96,3 +96,53 @@ func TestNextBit(t *testing.T) {
 		}
 	}
 }
+
+// TestPack: packed schedules behave as the originals; equal ones (same spec,
+// same location) share one copy; nil stays nil.
+func TestPack(t *testing.T) {
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(spec string, loc *time.Location) *Schedule {
+		s, err := Parse(spec, loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	in := []*Schedule{
+		must("0 * * * *", time.UTC), nil, must("0 * * * *", time.UTC),
+		must("0 * * * *", paris), must("@every 90s", time.UTC), must("TZ=Asia/Tokyo 30 2 * * 1-5", time.UTC),
+	}
+	out := Pack(in)
+	if len(out) != len(in) {
+		t.Fatalf("Pack returned %d schedules for %d", len(out), len(in))
+	}
+	if out[1] != nil {
+		t.Errorf("nil packed into %v", out[1])
+	}
+	if out[0] != out[2] {
+		t.Errorf("equal schedules not shared")
+	}
+	if out[0] == out[3] {
+		t.Errorf("schedules of different locations shared")
+	}
+	from := time.Date(2026, 3, 28, 23, 59, 0, 0, time.UTC)
+	for i, s := range in {
+		if s == nil {
+			continue
+		}
+		p := out[i]
+		if p == s || p.String() != s.String() || p.Location() != s.Location() || p.Every() != s.Every() {
+			t.Errorf("%d: packed %q %v %v, original %q %v %v", i, p, p.Location(), p.Every(), s, s.Location(), s.Every())
+		}
+		a, b := from, from
+		for range 50 {
+			a, b = s.Next(a), p.Next(b)
+			if !a.Equal(b) {
+				t.Fatalf("%d %q: packed next %s, original %s", i, s, b, a)
+			}
+		}
+	}
+}
