@@ -42,6 +42,7 @@ type sizes struct {
 	idleWindow     time.Duration
 	idleSettle     time.Duration // after the nodes are up, before the window
 	memorySettle   time.Duration // after READY=1, before the memory is read
+	memoryWindow   time.Duration // VmRSS sampled every second for this long
 	recoveryTrials int
 	scaleSmall     int
 	scaleLarge     int
@@ -57,7 +58,7 @@ var fullSizes = sizes{
 	throughputRuns: 200_000, throughputCap: 60 * time.Second,
 	commandRuns: 5_000, commandCap: 20 * time.Second,
 	lagJobs: 10_000, lagWindow: 2 * time.Minute, robfigWindow: time.Minute,
-	idleJobs: 10_000, idleWindow: 60 * time.Second, idleSettle: 10 * time.Second, memorySettle: 15 * time.Second,
+	idleJobs: 10_000, idleWindow: 60 * time.Second, idleSettle: 10 * time.Second, memorySettle: 15 * time.Second, memoryWindow: time.Minute,
 	recoveryTrials: 3,
 	scaleSmall:     10_000, scaleLarge: 1_000_000, scaleDue: 20_000, scaleClaims: 1_000, scaleCap: 30 * time.Second,
 	memory:         []int{10_000, 100_000},
@@ -68,7 +69,7 @@ var quickSizes = sizes{
 	throughputRuns: 10_000, throughputCap: 20 * time.Second,
 	commandRuns: 300, commandCap: 10 * time.Second,
 	lagJobs: 2_000, lagWindow: 20 * time.Second, robfigWindow: 20 * time.Second,
-	idleJobs: 2_000, idleWindow: 10 * time.Second, idleSettle: 3 * time.Second, memorySettle: 3 * time.Second,
+	idleJobs: 2_000, idleWindow: 10 * time.Second, idleSettle: 3 * time.Second, memorySettle: 3 * time.Second, memoryWindow: 5 * time.Second,
 	recoveryTrials: 1,
 	scaleSmall:     2_000, scaleLarge: 50_000, scaleDue: 3_000, scaleClaims: 300, scaleCap: 10 * time.Second,
 	memory:         []int{1_000, 10_000},

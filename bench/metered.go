@@ -62,7 +62,7 @@ func (m *meteredStore) RunsCancelRequested(ctx context.Context, incarnation stri
 	return m.Store.RunsCancelRequested(ctx, incarnation)
 }
 
-func (m *meteredStore) NodesList(ctx context.Context) ([]*store.Node, error) {
+func (m *meteredStore) NodesList(ctx context.Context, withJobs bool) ([]*store.Node, error) {
 	defer m.count(statements(m.Store))
-	return m.Store.NodesList(ctx)
+	return m.Store.NodesList(ctx, withJobs)
 }

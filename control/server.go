@@ -570,7 +570,7 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
 	if !checkQuery(w, r) {
 		return
 	}
-	ns, err := s.cfg.Store.NodesList(r.Context())
+	ns, err := s.cfg.Store.NodesList(r.Context(), true)
 	if err != nil {
 		s.engineError(w, r, err, CodeNotFound)
 		return

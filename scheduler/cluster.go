@@ -144,7 +144,7 @@ func (s *Scheduler) rejoin(ctx context.Context, now time.Time) error {
 // toward max_attempts), then prunes the node. Each write is fenced by the
 // dead attempt, so when several nodes race, exactly one recovers each run.
 func (s *Scheduler) recoverDead(ctx context.Context, now time.Time) {
-	nodes, err := s.st.NodesList(ctx)
+	nodes, err := s.st.NodesList(ctx, false)
 	if err != nil {
 		return
 	}

@@ -92,7 +92,7 @@ func TestRecoverSilentNode(t *testing.T) {
 	if got.Status != jobs.StatusRetrying || got.Reason != jobs.ReasonNodeLost {
 		t.Fatalf("status %s reason %s, want retrying node_lost", got.Status, got.Reason)
 	}
-	nodes, err := h.st.NodesList(context.Background())
+	nodes, err := h.st.NodesList(context.Background(), true)
 	if err != nil || len(nodes) != 1 || nodes[0].ID != "node-a" {
 		t.Fatalf("nodes after recovery: %v %v", nodes, err)
 	}

@@ -41,8 +41,10 @@ type Store interface {
 	// NodeHeartbeat refreshes the node's heartbeat; ErrFenced when the row
 	// now belongs to another incarnation, ErrNotFound when it was pruned.
 	NodeHeartbeat(ctx context.Context, nodeID, incarnation string, now time.Time) error
-	// NodesList returns every registered node.
-	NodesList(ctx context.Context) ([]*Node, error)
+	// NodesList returns every registered node; Node.Jobs is read only
+	// withJobs (a node may declare 100,000 jobs, and the check for
+	// silent nodes, every heartbeat, does not need them).
+	NodesList(ctx context.Context, withJobs bool) ([]*Node, error)
 
 	// ScheduleCursors returns the cursors of the named jobs that have one.
 	ScheduleCursors(ctx context.Context, jobNames []string) (map[string]*Cursor, error)

@@ -400,7 +400,7 @@ func TestClusterStopPastThreshold(t *testing.T) {
 	}
 	// It rejoins as a new incarnation.
 	waitFor(t, "the node to rejoin", 20*time.Second, func() bool {
-		nodes, err := c.st.NodesList(context.Background())
+		nodes, err := c.st.NodesList(context.Background(), true)
 		if err != nil {
 			return false
 		}

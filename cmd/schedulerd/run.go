@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -114,7 +113,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		defer reloadMu.Unlock()
 		notify(daemon.SdNotifyReloading, "MONOTONIC_USEC="+strconv.FormatInt(monotonicUsec(), 10))
 		err := reload(ctx, logger, *cfgPath, cfg, sched)
-		debug.FreeOSMemory()
+		settleMemory()
 		notify(daemon.SdNotifyReady, fmt.Sprintf("STATUS=running %d jobs", len(sched.Jobs())))
 		return err
 	}
@@ -141,9 +140,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := sched.Start(ctx); err != nil {
 		return err
 	}
-	// Parsing a large config leaves garbage that the heap keeps until the
-	// next collections; hand it back now that the jobs are in force.
-	debug.FreeOSMemory()
+	settleMemory()
 	ctl.Start()
 	if hs != nil {
 		hs.Start()

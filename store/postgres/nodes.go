@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -135,8 +136,12 @@ func (s *Store) NodeHeartbeat(ctx context.Context, nodeID, incarnation string, n
 
 // NodesList returns every registered node, by id, with its Age by the
 // database clock.
-func (s *Store) NodesList(ctx context.Context) ([]*store.Node, error) {
-	rows, err := s.read().query(ctx, `SELECT `+nodeColumns+`, now() FROM nodes ORDER BY id`)
+func (s *Store) NodesList(ctx context.Context, withJobs bool) ([]*store.Node, error) {
+	cols := nodeColumns
+	if !withJobs {
+		cols = strings.Replace(cols, "jobs", "'{}'::text[]", 1)
+	}
+	rows, err := s.read().query(ctx, `SELECT `+cols+`, now() FROM nodes ORDER BY id`)
 	if err != nil {
 		return nil, fail("list nodes", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/schedulerd/schedulerd/store"
@@ -123,9 +124,13 @@ func (s *Store) NodeHeartbeat(ctx context.Context, nodeID, incarnation string, a
 }
 
 // NodesList returns every registered node, by id.
-func (s *Store) NodesList(ctx context.Context) ([]*store.Node, error) {
+func (s *Store) NodesList(ctx context.Context, withJobs bool) ([]*store.Node, error) {
 	at := now(time.Time{})
-	rows, err := s.read().query(ctx, `SELECT `+nodeColumns+` FROM nodes ORDER BY id`)
+	cols := nodeColumns
+	if !withJobs {
+		cols = strings.Replace(cols, "jobs_json", "'[]'", 1)
+	}
+	rows, err := s.read().query(ctx, `SELECT `+cols+` FROM nodes ORDER BY id`)
 	if err != nil {
 		return nil, fail("list nodes", err)
 	}

@@ -184,7 +184,7 @@ func testStoreClock(t *testing.T, s store.Store) {
 	if err := s.NodeHeartbeat(ctx, "clock-1", incA, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	nodes, err := s.NodesList(ctx)
+	nodes, err := s.NodesList(ctx, true)
 	if err != nil || len(nodes) != 1 {
 		t.Fatalf("NodesList = %v, %v", nodes, err)
 	}

@@ -364,7 +364,7 @@ func testNodes(t *testing.T, s store.Store) {
 	if err := s.NodeHeartbeat(ctx, "web-1", incA, t0.Add(30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	nodes, err := s.NodesList(ctx)
+	nodes, err := s.NodesList(ctx, true)
 	if err != nil || len(nodes) != 1 {
 		t.Fatalf("NodesList = %v, %v", nodes, err)
 	}
@@ -372,6 +372,15 @@ func testNodes(t *testing.T, s store.Store) {
 	if n.ID != "web-1" || n.Incarnation != incA || n.Host != "web-1.example" || n.PID != 4242 || n.Version != "1.2.3" ||
 		fmt.Sprint(n.Jobs) != "[backup report]" || !n.StartedAt.Equal(t0) || !n.HeartbeatAt.Equal(t0.Add(30*time.Second)) {
 		t.Fatalf("node: %+v", n)
+	}
+	// Without the jobs: the same node, no job list.
+	nodes, err = s.NodesList(ctx, false)
+	if err != nil || len(nodes) != 1 {
+		t.Fatalf("NodesList without jobs = %v, %v", nodes, err)
+	}
+	if m := nodes[0]; len(m.Jobs) != 0 || m.ID != n.ID || m.Incarnation != n.Incarnation || m.PID != n.PID ||
+		!m.HeartbeatAt.Equal(n.HeartbeatAt) || m.Age < n.Age {
+		t.Fatalf("node without jobs: %+v, with: %+v", m, n)
 	}
 
 	// Registering over a row without naming its incarnation changes
@@ -407,7 +416,7 @@ func testNodes(t *testing.T, s store.Store) {
 	if _, err := s.NodeRegister(ctx, store.NodeRegisterParams{ID: "web-2", Incarnation: incA, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
-	nodes, err = s.NodesList(ctx)
+	nodes, err = s.NodesList(ctx, true)
 	if err != nil || len(nodes) != 2 {
 		t.Fatalf("NodesList = %v, %v", nodes, err)
 	}
@@ -425,7 +434,7 @@ func testNodes(t *testing.T, s store.Store) {
 	if err := s.NodeDelete(ctx, "web-1", incB); err != nil {
 		t.Fatal(err)
 	}
-	nodes, err = s.NodesList(ctx)
+	nodes, err = s.NodesList(ctx, true)
 	if err != nil || len(nodes) != 1 || nodes[0].ID != "web-2" {
 		t.Fatalf("NodesList after delete = %v, %v", nodes, err)
 	}
