@@ -79,11 +79,16 @@ func (s *Scheduler) heartbeatRound(ctx context.Context, connectedSince *time.Tim
 	if connectedSince.IsZero() {
 		*connectedSince = now
 	}
+	// A fire that replaces a running run requests its cancellation in the
+	// store and then stops it as replaced: fireMu keeps this round from
+	// seeing the request in between and stopping it as cancelled.
+	s.fireMu.Lock()
 	if ids, err := s.st.RunsCancelRequested(ctx, s.Incarnation()); err == nil {
 		for _, id := range ids {
 			s.stopLocal(id, jobs.ReasonCancelled)
 		}
 	}
+	s.fireMu.Unlock()
 	if now.Sub(*connectedSince) >= s.cfg.InactiveThreshold {
 		s.recoverDead(ctx, now)
 	}

@@ -80,7 +80,9 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 	s.mu.Unlock()
 	for start := 0; start < len(due); start += fireBatch {
 		batch := due[start:min(start+fireBatch, len(due))]
+		s.fireMu.Lock()
 		err := s.fire(ctx, batch, now)
+		s.fireMu.Unlock()
 		// Whatever happened (fired, lost to another writer, failed), each
 		// job is queued at the next tick after its cursor: a tick that did
 		// not fire is due again at once.
@@ -221,7 +223,7 @@ func (s *Scheduler) fire(ctx context.Context, due []*jobState, now time.Time) er
 func (s *Scheduler) setCursor(job string, c *store.Cursor) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if j := s.jobs[job]; j != nil && j.def.Schedule != nil {
+	if j := s.jobLocked(job); j != nil && j.def.Schedule != nil {
 		j.setCursor(c)
 		s.queueLocked(j)
 	}

@@ -118,15 +118,19 @@ type Scheduler struct {
 	// fenced is set while the node has fenced itself: it claims nothing.
 	fenced atomic.Bool
 
-	mu sync.Mutex
-	// jobs holds each declared job's definition and state (ticks.go),
-	// order their names in declaration order, cron the jobs with a
-	// schedule, and ticks the timer heap of the active cron jobs. setJobs
-	// replaces the maps and slices; it never changes them in place.
-	jobs  map[string]*jobState
-	order []string
-	cron  []*jobState
-	ticks tickHeap
+	// fireMu is held while ticks are fired and while the heartbeat stops
+	// the runs whose cancellation was requested (cluster.go).
+	fireMu sync.Mutex
+	mu     sync.Mutex
+	// all holds each declared job's definition and state (ticks.go) in
+	// declaration order, byName the same sorted by name (a map would cost
+	// 40 bytes per job more; a node may declare 100,000), cron the jobs
+	// with a schedule, and ticks the timer heap of the active cron jobs.
+	// setJobs replaces the slices; it never changes them in place.
+	all    []*jobState
+	byName []*jobState
+	cron   []*jobState
+	ticks  tickHeap
 	// limits is each declared job's concurrency limit, as claims take it.
 	limits map[string]int
 	// pausedReadAt is when the loop last re-read paused cursors, expiredAt
@@ -206,36 +210,48 @@ func New(st store.Store, cfg Config, defs []*jobs.Definition) (*Scheduler, error
 }
 
 func (s *Scheduler) setJobs(defs []*jobs.Definition) error {
-	m := make(map[string]*jobState, len(defs))
-	order := make([]string, 0, len(defs))
+	all := make([]*jobState, len(defs))
 	limits := make(map[string]int, len(defs))
 	var cron []*jobState
-	for _, d := range defs {
+	states := make([]jobState, len(defs)) // one allocation, not one per job
+	for i, d := range defs {
 		if err := d.Validate(); err != nil {
 			return fmt.Errorf("job %q: %w", d.Name, err)
 		}
-		if _, dup := m[d.Name]; dup {
+		if _, dup := limits[d.Name]; dup {
 			return fmt.Errorf("job %q: declared twice", d.Name)
 		}
-		j := newJobState(d)
-		m[d.Name] = j
-		order = append(order, d.Name)
+		states[i] = newJobState(d)
+		all[i] = &states[i]
 		limits[d.Name] = d.ConcurrencyLimit()
 		if d.Schedule != nil {
-			cron = append(cron, j)
+			cron = append(cron, all[i])
 		}
 	}
+	byName := slices.Clone(all)
+	slices.SortFunc(byName, func(a, b *jobState) int { return strings.Compare(a.def.Name, b.def.Name) })
 	s.mu.Lock()
 	// The cursors stay as they were read until syncJobs reads them again.
-	for name, j := range m {
-		if old := s.jobs[name]; old != nil && old.hasCursor && j.def.Schedule != nil {
+	for _, j := range cron {
+		if old := s.jobLocked(j.def.Name); old != nil && old.hasCursor {
 			j.hasCursor, j.paused, j.last = true, old.paused, old.last
 		}
 	}
-	s.jobs, s.order, s.cron, s.limits = m, order, slices.Clip(cron), limits
+	s.all, s.byName, s.cron, s.limits = all, byName, slices.Clip(cron), limits
 	s.requeueAllLocked()
 	s.mu.Unlock()
 	return nil
+}
+
+// jobLocked returns the state of a declared job; nil if none. s.mu is held.
+func (s *Scheduler) jobLocked(name string) *jobState {
+	i, ok := slices.BinarySearchFunc(s.byName, name, func(j *jobState, name string) int {
+		return strings.Compare(j.def.Name, name)
+	})
+	if !ok {
+		return nil
+	}
+	return s.byName[i]
 }
 
 // Incarnation is this process's incarnation id.
@@ -248,9 +264,9 @@ func (s *Scheduler) NodeID() string { return s.cfg.NodeID }
 func (s *Scheduler) Jobs() []*jobs.Definition {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]*jobs.Definition, 0, len(s.order))
-	for _, n := range s.order {
-		out = append(out, s.jobs[n].def)
+	out := make([]*jobs.Definition, 0, len(s.all))
+	for _, j := range s.all {
+		out = append(out, j.def)
 	}
 	return out
 }
@@ -259,7 +275,7 @@ func (s *Scheduler) Jobs() []*jobs.Definition {
 func (s *Scheduler) Job(name string) (*jobs.Definition, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if j := s.jobs[name]; j != nil {
+	if j := s.jobLocked(name); j != nil {
 		return j.def, true
 	}
 	return nil, false
@@ -302,14 +318,18 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	go s.heartbeatLoop(now)
 	go s.pruneLoop(now)
 	s.live.Store(true)
-	s.log.InfoContext(ctx, "scheduler started", "incarnation", s.Incarnation(), "jobs", len(s.order), "concurrency", s.cfg.Concurrency)
+	s.log.InfoContext(ctx, "scheduler started", "incarnation", s.Incarnation(), "jobs", len(s.all), "concurrency", s.cfg.Concurrency)
 	return nil
 }
 
 func (s *Scheduler) jobNames() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.order)
+	names := make([]string, len(s.all))
+	for i, j := range s.all {
+		names[i] = j.def.Name
+	}
+	return names
 }
 
 // register records this incarnation of the node. When the id has a row, the

@@ -34,8 +34,8 @@ type jobState struct {
 // schedule can produce is this small.
 const noTick = math.MinInt64
 
-func newJobState(d *jobs.Definition) *jobState {
-	return &jobState{def: d, next: noTick, nextOf: noTick, queued: noTick}
+func newJobState(d *jobs.Definition) jobState {
+	return jobState{def: d, next: noTick, nextOf: noTick, queued: noTick}
 }
 
 func micros(t time.Time) int64 {

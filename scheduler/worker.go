@@ -19,7 +19,7 @@ import (
 func (s *Scheduler) startAttempt(r *jobs.Run) {
 	s.mu.Lock()
 	var d *jobs.Definition
-	if j := s.jobs[r.Job]; j != nil {
+	if j := s.jobLocked(r.Job); j != nil {
 		d = j.def
 	}
 	f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}
