@@ -164,10 +164,10 @@ func (s *Schedule) nextWall(from, limit int64) (int64, bool) {
 
 	for {
 		if s.month&(1<<mo) == 0 {
-			next := nextBit(s.month, mo+1)
+			next := nextBit(uint64(s.month), mo+1)
 			if next < 0 {
 				y++
-				next = nextBit(s.month, 1)
+				next = nextBit(uint64(s.month), 1)
 			}
 			mo, d, h, mi, sec = next, 1, 0, 0, 0
 			if daysFromCivil(y, mo, d)*secondsPerDay > limit {
@@ -177,7 +177,7 @@ func (s *Schedule) nextWall(from, limit int64) (int64, bool) {
 		dim := daysIn(y, mo)
 		if s.dowStar {
 			// Days are given by the day-of-month field alone.
-			if next := nextBit(s.dom, d); next < 0 || next > dim {
+			if next := nextBit(uint64(s.dom), d); next < 0 || next > dim {
 				d = dim + 1
 			} else if next != d {
 				d, h, mi, sec = next, 0, 0, 0
@@ -197,7 +197,7 @@ func (s *Schedule) nextWall(from, limit int64) (int64, bool) {
 			d, h, mi, sec = d+1, 0, 0, 0
 			continue
 		}
-		next := nextBit(s.hour, h)
+		next := nextBit(uint64(s.hour), h)
 		if next < 0 {
 			d, h, mi, sec = d+1, 0, 0, 0
 			continue

@@ -42,8 +42,12 @@ type Schedule struct {
 	every time.Duration // non-zero for "@every"
 
 	// Calendar fields as bit sets, without robfig's star bit. Bit n stands
-	// for value n (months 1-12, weekdays 0-6 with 0 Sunday).
-	second, minute, hour, dom, month, dow uint64
+	// for value n (months 1-12, weekdays 0-6 with 0 Sunday). Each is as
+	// narrow as its values allow: a daemon may hold 100,000 schedules.
+	second, minute uint64
+	hour, dom      uint32
+	month          uint16
+	dow            uint8
 	// domStar and dowStar record a day-of-month or day-of-week field written
 	// as "*" or "?": then a day must match both fields, else either.
 	domStar, dowStar bool
@@ -147,15 +151,16 @@ func parse(spec string, loc *time.Location) (*Schedule, error) {
 		}
 		s.wildcard = isStar(minute) || isStar(hour)
 	}
-	s.second, s.minute, s.hour = ss.Second&^starBit, ss.Minute&^starBit, ss.Hour&^starBit
-	s.dom, s.month, s.dow = ss.Dom&^starBit, ss.Month&^starBit, ss.Dow&^starBit
+	s.second, s.minute = ss.Second&^starBit, ss.Minute&^starBit
+	s.hour, s.dom = uint32(ss.Hour&^starBit), uint32(ss.Dom&^starBit)
+	s.month, s.dow = uint16(ss.Month&^starBit), uint8(ss.Dow&^starBit)
 	s.domStar, s.dowStar = ss.Dom&starBit != 0, ss.Dow&starBit != 0
 	for _, f := range []struct {
 		name string
 		bits uint64
 	}{
-		{"second", s.second}, {"minute", s.minute}, {"hour", s.hour},
-		{"day of month", s.dom}, {"month", s.month}, {"day of week", s.dow},
+		{"second", s.second}, {"minute", s.minute}, {"hour", uint64(s.hour)},
+		{"day of month", uint64(s.dom)}, {"month", uint64(s.month)}, {"day of week", uint64(s.dow)},
 	} {
 		if f.bits == 0 {
 			return nil, fmt.Errorf("%s field matches no value", f.name)
