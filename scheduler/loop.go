@@ -267,7 +267,10 @@ func (s *Scheduler) logFire(ctx context.Context, d *jobs.Definition, plan tickPl
 // can the next due run be later than the next wake-up.
 func (s *Scheduler) claim(ctx context.Context, now time.Time) (bool, error) {
 	s.mu.Lock()
-	free := s.cfg.Concurrency - len(s.running)
+	// An attempt that ended holds no slot while its result is written, but
+	// at most Concurrency results may wait for their write: a store that
+	// writes them slower than attempts end holds claims back.
+	free := min(s.cfg.Concurrency-len(s.running), 2*s.cfg.Concurrency-len(s.running)-int(s.finishing.Load()))
 	draining := s.draining || s.fenced.Load()
 	limits := s.limits // replaced, never changed, by setJobs
 	s.mu.Unlock()

@@ -143,8 +143,8 @@ type Scheduler struct {
 	wake chan struct{}
 	// completions feeds the completer; completerDone closes when it ends.
 	completions chan *completion
-	// finishing counts the attempts that have ended and whose result is
-	// being written: each frees its slot and wakes the loop soon.
+	// finishing counts the attempts that have ended (and left running)
+	// and whose result is being written.
 	finishing     atomic.Int64
 	completerDone chan struct{}
 	loopCtx       context.Context
@@ -540,11 +540,12 @@ func (s *Scheduler) Stop(ctx context.Context) {
 	})
 }
 
-// Running returns the number of attempts running on this node.
+// Running returns the number of attempts of this node whose result is not
+// written yet: those running and those that ended a moment ago.
 func (s *Scheduler) Running() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.running)
+	return len(s.running) + int(s.finishing.Load())
 }
 
 // storeNow is the Now to pass to the store: zero when the store's clock rules.

@@ -15,7 +15,8 @@ import (
 
 // startAttempt runs a claimed run in its own goroutine. The attempt is
 // registered before startAttempt returns, so the next claim sees the slot
-// taken.
+// taken. The slot is free again when the attempt ends, before its result
+// is written (the completer writes results in batches).
 func (s *Scheduler) startAttempt(r *jobs.Run) {
 	s.mu.Lock()
 	var d *jobs.Definition
@@ -47,12 +48,15 @@ func (s *Scheduler) startAttempt(r *jobs.Run) {
 		}
 		t := jobs.Finish(r, f, s.cfg.NodeID, res, s.clock.Now(), s.cfg.Rand)
 		c := &completion{run: r, t: t, done: make(chan struct{})}
-		s.finishing.Add(1)
-		s.completions <- c
-		<-c.done // the result is written (or given up on) before the slot is free
+		// The attempt no longer runs: its slot is free while its result
+		// is written, so the next claim need not wait for that write.
 		s.mu.Lock()
 		delete(s.running, r.ID)
+		s.finishing.Add(1)
 		s.mu.Unlock()
+		s.Wake()
+		s.completions <- c
+		<-c.done // the result is written (or given up on)
 		s.finishing.Add(-1)
 		seq := s.iterSeq.Load()
 		s.Wake()
