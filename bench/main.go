@@ -83,7 +83,10 @@ type options struct {
 	out         string
 	stores      []string
 	concurrency int
-	profile     bool
+	// lagConcurrency is the lag section's concurrency; 0: one slot per
+	// schedule.
+	lagConcurrency int
+	profile        bool
 	cpuProfile  string
 	command     string
 	sizes       sizes
@@ -190,7 +193,8 @@ func parseOptions(args []string) (options, error) {
 	stores := fs.String("stores", "sqlite,postgres", "the stores to measure, comma-separated")
 	fs.BoolVar(&o.quick, "quick", false, "small sizes (a few minutes): checks that the program works")
 	fs.StringVar(&o.out, "out", "", "write the report to this file (default: BENCHMARKS.md for a full run, none with -quick or -only)")
-	fs.IntVar(&o.concurrency, "concurrency", 64, "concurrency of each in-process node (throughput, lag, scale)")
+	fs.IntVar(&o.concurrency, "concurrency", 64, "concurrency of each in-process node (throughput, scale)")
+	fs.IntVar(&o.lagConcurrency, "lag-concurrency", 0, "concurrency of the lag section's node (default: the number of schedules, so that no tick waits for a slot)")
 	fs.BoolVar(&o.profile, "profile", true, "take CPU profiles of the 1-node throughput runs and report their top")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole program to this file")
 	lag := fs.Duration("lag-window", 0, "firing-lag window per engine variant (default 2m, 20s with -quick)")
@@ -230,6 +234,12 @@ func parseOptions(args []string) (options, error) {
 	}
 	if o.concurrency < 1 {
 		return o, errors.New("-concurrency must be at least 1")
+	}
+	if o.lagConcurrency < 0 {
+		return o, errors.New("-lag-concurrency must be at least 1 (or 0: one slot per schedule)")
+	}
+	if o.lagConcurrency == 0 {
+		o.lagConcurrency = o.sizes.lagJobs
 	}
 	outSet := false
 	fs.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
@@ -295,8 +305,9 @@ func (e *env) versions(ctx context.Context) []string {
 // settings describes the database settings that matter for the figures.
 func (e *env) settings(ctx context.Context) []string {
 	out := []string{
-		fmt.Sprintf("In-process nodes (figures 1, 2, 5): concurrency %d, the engine's defaults otherwise; the "+
-			"1-node throughput runs have the CPU profiler on (100 Hz sampling)", e.opts.concurrency),
+		fmt.Sprintf("In-process nodes (figures 1, 5): concurrency %d, the engine's defaults otherwise; the "+
+			"1-node throughput runs have the CPU profiler on (100 Hz sampling). Figure 2: concurrency %d",
+			e.opts.concurrency, e.opts.lagConcurrency),
 		"SQLite: the store's own pragmas (WAL, synchronous=NORMAL), a file in a temporary directory",
 	}
 	if e.pg != nil {
