@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/schedulerd/schedulerd/jobs"
 )
@@ -43,4 +44,39 @@ func CheckTransition(cur *jobs.Run, t jobs.Transition) error {
 		return fmt.Errorf("run %s: %w", t.RunID, err)
 	}
 	return nil
+}
+
+// NextRun returns the run cur as t changes it at at, as a backend then
+// stores it: the error and exit code of the attempt when it leaves running
+// (else a given error replaces the run's), not_before moved for a retry (to
+// the microsecond, as stored), finished_at set only in a terminal status, a
+// cancel request kept only while running. The result shares nothing with
+// cur. It is the one rule of both backends; each applies its own storage
+// limits to the result.
+func NextRun(cur *jobs.Run, t jobs.Transition, at time.Time) *jobs.Run {
+	next := *cur
+	leaving := cur.Status == jobs.StatusRunning
+	next.Status, next.Reason = t.To, t.Reason
+	if leaving {
+		next.Error, next.ExitCode = t.Error, t.ExitCode
+	} else if t.Error != "" {
+		next.Error = t.Error
+	}
+	if next.ExitCode != nil {
+		code := *next.ExitCode
+		next.ExitCode = &code
+	}
+	if t.To == jobs.StatusRetrying {
+		next.NotBefore = at
+		if !t.NotBefore.IsZero() {
+			next.NotBefore = time.UnixMicro(t.NotBefore.UnixMicro()).UTC()
+		}
+	}
+	next.FinishedAt = time.Time{}
+	if t.To.Terminal() {
+		next.FinishedAt = at
+	}
+	next.CancelRequested = cur.CancelRequested && !leaving
+	next.NoRetryExitCodes = slices.Clone(cur.NoRetryExitCodes)
+	return &next
 }

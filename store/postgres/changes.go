@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -224,38 +223,15 @@ func (ch *changes) queueOne(b *pgx.Batch) {
 	})
 }
 
-// nextRun returns the run cur as t changes it at at, as the database then
-// holds it: the error and exit code of the attempt when it leaves running
-// (else a given error replaces the run's), not_before moved for a retry,
-// finished_at set only in a terminal status, a cancel request kept only
-// while running.
+// nextRun is store.NextRun as PostgreSQL stores the result: text without
+// NUL bytes, the exit code as an integer (int4).
 func nextRun(cur *jobs.Run, t jobs.Transition, at time.Time) *jobs.Run {
-	next := *cur
-	leaving := cur.Status == jobs.StatusRunning
-	next.Status, next.Reason = t.To, t.Reason
-	if leaving {
-		next.Error, next.ExitCode = t.Error, t.ExitCode
-	} else if t.Error != "" {
-		next.Error = t.Error
-	}
+	next := store.NextRun(cur, t, at)
 	next.Error = cleanText(next.Error)
 	if next.ExitCode != nil {
-		code := int(int32(*next.ExitCode)) // stored as integer
-		next.ExitCode = &code
+		*next.ExitCode = int(int32(*next.ExitCode))
 	}
-	if t.To == jobs.StatusRetrying {
-		next.NotBefore = at
-		if !t.NotBefore.IsZero() {
-			next.NotBefore = t.NotBefore.UTC().Truncate(time.Microsecond)
-		}
-	}
-	next.FinishedAt = time.Time{}
-	if t.To.Terminal() {
-		next.FinishedAt = at
-	}
-	next.CancelRequested = cur.CancelRequested && !leaving
-	next.NoRetryExitCodes = slices.Clone(cur.NoRetryExitCodes)
-	return &next
+	return next
 }
 
 // int4Arg is an exit code as an element of an int4[] argument, NULL for nil.

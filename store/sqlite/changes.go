@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
 )
 
 // changes collects what a batch of transitions writes, decided in Go on
@@ -33,7 +34,7 @@ type attemptEnd struct {
 // through) and returns the run as it is after it.
 func (ch *changes) add(cur *jobs.Run, t jobs.Transition) *jobs.Run {
 	at := now(t.Time)
-	run := nextRun(cur, t, at)
+	run := store.NextRun(cur, t, at)
 	if i, ok := ch.index[run.ID]; ok {
 		ch.runs[i], ch.updated[i] = run, at
 	} else {

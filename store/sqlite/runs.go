@@ -324,7 +324,7 @@ func transition(ctx context.Context, c conn, t jobs.Transition) (*jobs.Run, erro
 // the run, its attempt when it leaves running, and its event.
 func applyTransition(ctx context.Context, c conn, cur *jobs.Run, t jobs.Transition) (*jobs.Run, error) {
 	at := now(t.Time)
-	run := nextRun(cur, t, at)
+	run := store.NextRun(cur, t, at)
 	res, err := c.exec(ctx, sqlTransitionRun,
 		string(run.Status), string(run.Reason), run.Error, intOrNull(run.ExitCode), run.NotBefore.UnixMicro(),
 		dbTime(run.FinishedAt), at.UnixMicro(), run.CancelRequested, run.ID)
@@ -345,36 +345,6 @@ func applyTransition(ctx context.Context, c conn, cur *jobs.Run, t jobs.Transiti
 	err = insertEvent(ctx, c, jobs.Event{RunID: t.RunID, Time: at, Node: t.Node, Attempt: cur.Attempt,
 		From: cur.Status, To: t.To, Reason: t.Reason, Message: t.Error})
 	return run, err
-}
-
-// nextRun returns the run cur as t changes it at at, as the database then
-// holds it: the run that applyTransition writes.
-func nextRun(cur *jobs.Run, t jobs.Transition, at time.Time) *jobs.Run {
-	next := *cur
-	leaving := cur.Status == jobs.StatusRunning
-	next.Status, next.Reason = t.To, t.Reason
-	if leaving {
-		next.Error, next.ExitCode = t.Error, t.ExitCode
-	} else if t.Error != "" {
-		next.Error = t.Error
-	}
-	if next.ExitCode != nil {
-		code := *next.ExitCode
-		next.ExitCode = &code
-	}
-	if t.To == jobs.StatusRetrying {
-		next.NotBefore = at
-		if !t.NotBefore.IsZero() {
-			next.NotBefore = time.UnixMicro(t.NotBefore.UnixMicro()).UTC()
-		}
-	}
-	next.FinishedAt = time.Time{}
-	if t.To.Terminal() {
-		next.FinishedAt = at
-	}
-	next.CancelRequested = cur.CancelRequested && !leaving
-	next.NoRetryExitCodes = slices.Clone(cur.NoRetryExitCodes)
-	return &next
 }
 
 func intOrNull(p *int) any {
