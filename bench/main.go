@@ -83,13 +83,15 @@ type options struct {
 	out         string
 	stores      []string
 	concurrency int
+	// throughputConcurrency is the burn-downs' concurrency.
+	throughputConcurrency int
 	// lagConcurrency is the lag section's concurrency; 0: one slot per
 	// schedule.
 	lagConcurrency int
 	profile        bool
-	cpuProfile  string
-	command     string
-	sizes       sizes
+	cpuProfile     string
+	command        string
+	sizes          sizes
 }
 
 // section is one figure of the issue.
@@ -193,7 +195,8 @@ func parseOptions(args []string) (options, error) {
 	stores := fs.String("stores", "sqlite,postgres", "the stores to measure, comma-separated")
 	fs.BoolVar(&o.quick, "quick", false, "small sizes (a few minutes): checks that the program works")
 	fs.StringVar(&o.out, "out", "", "write the report to this file (default: BENCHMARKS.md for a full run, none with -quick or -only)")
-	fs.IntVar(&o.concurrency, "concurrency", 64, "concurrency of each in-process node (throughput, scale)")
+	fs.IntVar(&o.concurrency, "concurrency", 64, "concurrency of each in-process node (scale; and one more 1-node burn-down)")
+	fs.IntVar(&o.throughputConcurrency, "throughput-concurrency", 2000, "concurrency of each node of the burn-downs (River's riverbench runs 2,000 workers)")
 	fs.IntVar(&o.lagConcurrency, "lag-concurrency", 0, "concurrency of the lag section's node (default: the number of schedules, so that no tick waits for a slot)")
 	fs.BoolVar(&o.profile, "profile", true, "take CPU profiles of the 1-node throughput runs and report their top")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole program to this file")
@@ -232,8 +235,8 @@ func parseOptions(args []string) (options, error) {
 		}
 		o.stores = append(o.stores, s)
 	}
-	if o.concurrency < 1 {
-		return o, errors.New("-concurrency must be at least 1")
+	if o.concurrency < 1 || o.throughputConcurrency < 1 {
+		return o, errors.New("-concurrency and -throughput-concurrency must be at least 1")
 	}
 	if o.lagConcurrency < 0 {
 		return o, errors.New("-lag-concurrency must be at least 1 (or 0: one slot per schedule)")
@@ -305,9 +308,11 @@ func (e *env) versions(ctx context.Context) []string {
 // settings describes the database settings that matter for the figures.
 func (e *env) settings(ctx context.Context) []string {
 	out := []string{
-		fmt.Sprintf("In-process nodes (figures 1, 5): concurrency %d, the engine's defaults otherwise; the "+
-			"1-node throughput runs have the CPU profiler on (100 Hz sampling). Figure 2: concurrency %d",
-			e.opts.concurrency, e.opts.lagConcurrency),
+		fmt.Sprintf("In-process nodes, the engine's defaults but for concurrency: figure 1 concurrency %d (and one "+
+			"1-node run at %d), figure 2 concurrency %d, figure 5 concurrency %d; the 1-node throughput runs at "+
+			"concurrency %d have the CPU profiler on (100 Hz sampling)",
+			e.opts.throughputConcurrency, e.opts.concurrency, e.opts.lagConcurrency, e.opts.concurrency,
+			e.opts.throughputConcurrency),
 		"SQLite: the store's own pragmas (WAL, synchronous=NORMAL), a file in a temporary directory",
 	}
 	if e.pg != nil {
