@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -32,6 +33,12 @@ type Options struct {
 	Lock bool
 	// Logger receives migration and pruning notes; nil discards them.
 	Logger *slog.Logger
+	// CheckpointInterval is how often the WAL is folded into the database
+	// file, when there were commits since the last time; default 1s.
+	CheckpointInterval time.Duration
+
+	// checkpointed, in tests, receives the result of each checkpoint.
+	checkpointed chan<- checkpointResult
 }
 
 // Store is the SQLite implementation of store.Store.
@@ -53,8 +60,16 @@ type Store struct {
 	prepared map[string]*sql.Stmt
 
 	statements atomic.Int64
-	closeOnce  sync.Once
-	closeErr   error
+	// commits counts write transactions committed; the checkpointer works
+	// only when it has moved.
+	commits      atomic.Int64
+	ckptStop     chan struct{}
+	ckptDone     chan struct{}
+	checkpointed chan<- checkpointResult
+	wal          string // the WAL file
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Pragmas of every connection. synchronous=NORMAL with WAL: a commit is
@@ -63,8 +78,13 @@ type Store struct {
 // only a crash of the operating system or a power loss may lose the last
 // commits before the next checkpoint. FULL would fsync the WAL on every
 // commit, which costs a disk flush per claim, transition and heartbeat.
+//
+// The writer never checkpoints (wal_autocheckpoint 0): a checkpoint copies
+// the WAL into the database file and flushes it to disk, which in the
+// commit that crossed the threshold made that fire or claim tens of
+// milliseconds late. checkpointLoop does it in the background instead.
 const (
-	writerParams = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+	writerParams = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_pragma=wal_autocheckpoint(0)&_txlock=immediate"
 	readerParams = "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=query_only(1)"
 )
 
@@ -113,7 +133,64 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite store %s: %w", opts.Path, err)
 	}
 	s.prepare(ctx)
+	s.checkpointed, s.wal = opts.checkpointed, abs+"-wal"
+	s.ckptStop, s.ckptDone = make(chan struct{}), make(chan struct{})
+	go s.checkpointLoop(cmp.Or(opts.CheckpointInterval, time.Second))
 	return s, nil
+}
+
+// walLimit is the WAL size past which a checkpoint waits for the writer
+// and truncates the WAL: under writes that never pause, a passive
+// checkpoint cannot catch up, and the WAL would grow without bound.
+const walLimit = 64 << 20
+
+// checkpointResult is what one checkpoint did: the frames in the WAL and
+// how many of them are now in the database file (for tests).
+type checkpointResult struct {
+	mode              string
+	commits           int64 // the commits it covers
+	busy, log, copied int
+	err               error
+}
+
+// checkpointLoop folds the WAL into the database file every interval in
+// which something was committed, on a reader connection: a passive
+// checkpoint never waits for the writer, and the writer goes on while it
+// runs. A WAL past walLimit is truncated, which waits for the writer's
+// current transaction.
+func (s *Store) checkpointLoop(interval time.Duration) {
+	defer close(s.ckptDone)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	seen := s.commits.Load()
+	for {
+		select {
+		case <-s.ckptStop:
+			return
+		case <-t.C:
+		}
+		n := s.commits.Load()
+		if n == seen {
+			continue
+		}
+		seen = n
+		mode := "PASSIVE"
+		if fi, err := os.Stat(s.wal); err == nil && fi.Size() > walLimit {
+			mode = "TRUNCATE"
+		}
+		res := checkpointResult{mode: mode, commits: n}
+		res.err = s.read().queryRow(context.Background(), "PRAGMA wal_checkpoint("+mode+")").Scan(&res.busy, &res.log, &res.copied)
+		if res.err != nil {
+			s.logger.Warn("checkpoint the WAL", "mode", mode, "error", res.err)
+		}
+		if s.checkpointed != nil {
+			select {
+			case s.checkpointed <- res:
+			case <-s.ckptStop:
+				return
+			}
+		}
+	}
 }
 
 // prepare prepares the statements of preparedQueries on the writer. One
@@ -140,6 +217,10 @@ func escapePath(p string) string {
 // than once.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		if s.ckptStop != nil {
+			close(s.ckptStop)
+			<-s.ckptDone
+		}
 		var errs []error
 		for _, st := range s.prepared {
 			errs = append(errs, st.Close())
@@ -282,7 +363,10 @@ func (s *Store) write(ctx context.Context, op string, fn func(c conn) error) (er
 		return err
 	}
 	s.statements.Add(1)
-	return tx.Commit()
+	if err = tx.Commit(); err == nil {
+		s.commits.Add(1)
+	}
+	return err
 }
 
 // fail prefixes a read error with op after mapping it.

@@ -278,3 +278,61 @@ func BenchmarkScheduleFiresBatch(b *testing.B) {
 		})
 	}
 }
+
+// TestCheckpointsOutsideCommits: the writer never checkpoints; the
+// background loop folds every committed frame of the WAL into the database
+// file after commits, and does nothing while nothing is committed. After
+// Close the WAL is gone and the data is in the database file.
+func TestCheckpointsOutsideCommits(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "schedulerd.db")
+	results := make(chan checkpointResult)
+	s, err := Open(t.Context(), Options{Path: path, CheckpointInterval: time.Millisecond, checkpointed: results})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var auto int
+	if err := s.writer.QueryRow(`PRAGMA wal_autocheckpoint`).Scan(&auto); err != nil || auto != 0 {
+		t.Fatalf("writer wal_autocheckpoint = %d, %v; want 0", auto, err)
+	}
+
+	// More than the 1,000 pages at which a writer would checkpoint.
+	for range 10 {
+		ps := make([]store.RunInsertParams, 400)
+		for i := range ps {
+			ps[i] = store.RunInsertParams{Job: "j", Trigger: jobs.TriggerManual, Payload: strings.Repeat("x", 1000),
+				Retry: jobs.RetryPolicy{MaxAttempts: 1}}
+		}
+		if _, err := s.RunsInsert(t.Context(), ps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	committed := s.commits.Load()
+	for {
+		res := <-results
+		if res.err != nil {
+			t.Fatalf("checkpoint %s: %v", res.mode, res.err)
+		}
+		if res.commits == committed && res.copied == res.log {
+			break // every committed frame is in the database file
+		}
+	}
+	// Nothing committed since: the loop has nothing to do.
+	select {
+	case res := <-results:
+		t.Fatalf("checkpoint with no commit since the last one: %+v", res)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path + "-wal"); !os.IsNotExist(err) {
+		t.Fatalf("WAL after Close: %v", err)
+	}
+	s = openTest(t, path, false)
+	defer s.Close()
+	runs, err := s.RunsList(t.Context(), store.RunFilter{Job: "j", Limit: 10000})
+	if err != nil || len(runs) != 4000 {
+		t.Fatalf("after reopening: %d runs, %v; want 4000", len(runs), err)
+	}
+}
