@@ -39,6 +39,8 @@ type Options struct {
 
 	// checkpointed, in tests, receives the result of each checkpoint.
 	checkpointed chan<- checkpointResult
+	// walLimit, in tests, replaces the default walLimit.
+	walLimit int64
 }
 
 // Store is the SQLite implementation of store.Store.
@@ -67,6 +69,7 @@ type Store struct {
 	ckptDone     chan struct{}
 	checkpointed chan<- checkpointResult
 	wal          string // the WAL file
+	walLimit     int64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -133,7 +136,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite store %s: %w", opts.Path, err)
 	}
 	s.prepare(ctx)
-	s.checkpointed, s.wal = opts.checkpointed, abs+"-wal"
+	s.checkpointed, s.wal, s.walLimit = opts.checkpointed, abs+"-wal", cmp.Or(opts.walLimit, walLimit)
 	s.ckptStop, s.ckptDone = make(chan struct{}), make(chan struct{})
 	go s.checkpointLoop(cmp.Or(opts.CheckpointInterval, time.Second))
 	return s, nil
@@ -175,7 +178,7 @@ func (s *Store) checkpointLoop(interval time.Duration) {
 		}
 		seen = n
 		mode := "PASSIVE"
-		if fi, err := os.Stat(s.wal); err == nil && fi.Size() > walLimit {
+		if fi, err := os.Stat(s.wal); err == nil && fi.Size() > s.walLimit {
 			mode = "TRUNCATE"
 		}
 		res := checkpointResult{mode: mode, commits: n}

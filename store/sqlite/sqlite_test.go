@@ -336,3 +336,39 @@ func TestCheckpointsOutsideCommits(t *testing.T) {
 		t.Fatalf("after reopening: %d runs, %v; want 4000", len(runs), err)
 	}
 }
+
+// TestCheckpointTruncatesALargeWAL: past the WAL limit, the checkpoint waits
+// for the writer and truncates the WAL to nothing.
+func TestCheckpointTruncatesALargeWAL(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "schedulerd.db")
+	results := make(chan checkpointResult)
+	s, err := Open(t.Context(), Options{Path: path, CheckpointInterval: time.Millisecond, checkpointed: results, walLimit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.RunInsert(t.Context(), store.RunInsertParams{Job: "j", Trigger: jobs.TriggerManual,
+		Retry: jobs.RetryPolicy{MaxAttempts: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	committed := s.commits.Load()
+	for {
+		res := <-results
+		if res.err != nil {
+			t.Fatalf("checkpoint %s: %v", res.mode, res.err)
+		}
+		if res.commits == committed {
+			if res.mode != "TRUNCATE" {
+				t.Fatalf("checkpoint mode %s with the WAL past the limit, want TRUNCATE", res.mode)
+			}
+			break
+		}
+	}
+	fi, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() != 0 {
+		t.Fatalf("WAL of %d bytes after a truncating checkpoint, want empty", fi.Size())
+	}
+}
