@@ -279,18 +279,42 @@ func BenchmarkScheduleFiresBatch(b *testing.B) {
 	}
 }
 
+// openCheckpointing opens a store whose checkpoint loop runs every
+// millisecond and reports each checkpoint on the returned channel.
+func openCheckpointing(t *testing.T, path string, walLimit int64) (*Store, <-chan checkpointResult) {
+	t.Helper()
+	results := make(chan checkpointResult)
+	s, err := Open(t.Context(), Options{Path: path, CheckpointInterval: time.Millisecond, checkpointed: results, walLimit: walLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, results
+}
+
+// checkpointOf waits for the first checkpoint that covers every commit so
+// far.
+func checkpointOf(t *testing.T, s *Store, results <-chan checkpointResult) checkpointResult {
+	t.Helper()
+	committed := s.commits.Load()
+	for {
+		res := <-results
+		if res.err != nil {
+			t.Fatalf("checkpoint %s: %v", res.mode, res.err)
+		}
+		if res.commits == committed {
+			return res
+		}
+	}
+}
+
 // TestCheckpointsOutsideCommits: the writer never checkpoints; the
 // background loop folds every committed frame of the WAL into the database
 // file after commits, and does nothing while nothing is committed. After
 // Close the WAL is gone and the data is in the database file.
 func TestCheckpointsOutsideCommits(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "schedulerd.db")
-	results := make(chan checkpointResult)
-	s, err := Open(t.Context(), Options{Path: path, CheckpointInterval: time.Millisecond, checkpointed: results})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, results := openCheckpointing(t, path, 0)
 	var auto int
 	if err := s.writer.QueryRow(`PRAGMA wal_autocheckpoint`).Scan(&auto); err != nil || auto != 0 {
 		t.Fatalf("writer wal_autocheckpoint = %d, %v; want 0", auto, err)
@@ -307,15 +331,8 @@ func TestCheckpointsOutsideCommits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	committed := s.commits.Load()
-	for {
-		res := <-results
-		if res.err != nil {
-			t.Fatalf("checkpoint %s: %v", res.mode, res.err)
-		}
-		if res.commits == committed && res.copied == res.log {
-			break // every committed frame is in the database file
-		}
+	if res := checkpointOf(t, s, results); res.mode != "PASSIVE" || res.copied != res.log {
+		t.Fatalf("checkpoint %+v; want a passive one that copied every frame", res)
 	}
 	// Nothing committed since: the loop has nothing to do.
 	select {
@@ -341,28 +358,13 @@ func TestCheckpointsOutsideCommits(t *testing.T) {
 // for the writer and truncates the WAL to nothing.
 func TestCheckpointTruncatesALargeWAL(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "schedulerd.db")
-	results := make(chan checkpointResult)
-	s, err := Open(t.Context(), Options{Path: path, CheckpointInterval: time.Millisecond, checkpointed: results, walLimit: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, results := openCheckpointing(t, path, 1)
 	if _, err := s.RunInsert(t.Context(), store.RunInsertParams{Job: "j", Trigger: jobs.TriggerManual,
 		Retry: jobs.RetryPolicy{MaxAttempts: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	committed := s.commits.Load()
-	for {
-		res := <-results
-		if res.err != nil {
-			t.Fatalf("checkpoint %s: %v", res.mode, res.err)
-		}
-		if res.commits == committed {
-			if res.mode != "TRUNCATE" {
-				t.Fatalf("checkpoint mode %s with the WAL past the limit, want TRUNCATE", res.mode)
-			}
-			break
-		}
+	if res := checkpointOf(t, s, results); res.mode != "TRUNCATE" {
+		t.Fatalf("checkpoint mode %s with the WAL past the limit, want TRUNCATE", res.mode)
 	}
 	fi, err := os.Stat(path + "-wal")
 	if err != nil {
