@@ -78,6 +78,16 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 	s.mu.Lock()
 	due := s.dueLocked(now)
 	s.mu.Unlock()
+	if len(due) > fireBatch {
+		// A burst: the results of attempts wait until its runs are
+		// fired and claimed, at the end of this iteration.
+		done := make(chan struct{})
+		s.burst.Store(&done)
+		defer func() {
+			s.burst.Store(nil)
+			close(done)
+		}()
+	}
 	for start := 0; start < len(due); start += fireBatch {
 		batch := due[start:min(start+fireBatch, len(due))]
 		s.fireMu.Lock()

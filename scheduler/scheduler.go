@@ -147,15 +147,23 @@ type Scheduler struct {
 	// and whose result is being written.
 	finishing     atomic.Int64
 	completerDone chan struct{}
-	loopCtx       context.Context
-	stopLoop      context.CancelCauseFunc
-	runCtx        context.Context // parent of every attempt; cancelled at the end of shutdown grace
-	stopRuns      context.CancelCauseFunc
-	loops         sync.WaitGroup
-	workers       sync.WaitGroup
-	started       atomic.Bool
-	live          atomic.Bool // Start succeeded: there are loops to stop
-	stopOnce      sync.Once
+	// burst is set while the loop fires the ticks of a burst, more than
+	// one transaction of them, and starts their runs: the channel closes
+	// when it is done. The completer waits for it, so that the writes
+	// that start due runs are not queued behind the results of attempts
+	// that ended; backlog is signalled when Concurrency results wait, and
+	// the completer then writes them anyway (they hold claims back).
+	burst    atomic.Pointer[chan struct{}]
+	backlog  chan struct{}
+	loopCtx  context.Context
+	stopLoop context.CancelCauseFunc
+	runCtx   context.Context // parent of every attempt; cancelled at the end of shutdown grace
+	stopRuns context.CancelCauseFunc
+	loops    sync.WaitGroup
+	workers  sync.WaitGroup
+	started  atomic.Bool
+	live     atomic.Bool // Start succeeded: there are loops to stop
+	stopOnce sync.Once
 
 	// health
 	lastLoop      atomic.Int64 // unix nanos of the last loop iteration
@@ -200,6 +208,7 @@ func New(st store.Store, cfg Config, defs []*jobs.Definition) (*Scheduler, error
 		clock:   cfg.Clock,
 		running: map[string]*attempt{},
 		wake:    make(chan struct{}, 1),
+		backlog: make(chan struct{}, 1),
 	}
 	inc := uuid.NewString()
 	s.inc.Store(&inc)
