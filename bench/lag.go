@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -68,7 +71,7 @@ func runLag(ctx context.Context, e *env) error {
 		"each job a goroutine that records its start), %s per variant: no store, no durability. Its "+
 		"duplicates and misses are counted the same way.", o.sizes.robfigWindow)
 	var errs []error
-	for _, variant := range []string{variantSpread, variantAll} {
+	for _, variant := range o.lagVariants {
 		for _, kind := range o.stores {
 			if err := lagEngine(ctx, e, kind, variant); err != nil {
 				errs = append(errs, fmt.Errorf("%s %s: %w", storeName(kind), variant, err))
@@ -78,7 +81,7 @@ func runLag(ctx context.Context, e *env) error {
 			}
 		}
 	}
-	for _, variant := range []string{variantSpread, variantAll} {
+	for _, variant := range o.lagVariants {
 		if err := lagRobfig(ctx, e, variant); err != nil {
 			errs = append(errs, fmt.Errorf("robfig/cron %s: %w", variant, err))
 		}
@@ -126,6 +129,7 @@ func ticksIn(s nexter, from, to time.Time) []time.Time {
 // lagResult is the outcome of one window.
 type lagResult struct {
 	lags       durations
+	byTick     map[int64]durations // the lags of each tick time (unix µs), for the bursts of all-at-once
 	expected   int
 	missed     int
 	duplicates int
@@ -136,7 +140,7 @@ type lagResult struct {
 func judge(l *tickLog, expected [][]time.Time, from, to time.Time) lagResult {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var r lagResult
+	r := lagResult{byTick: map[int64]durations{}}
 	for i, ticks := range expected {
 		r.expected += len(ticks)
 		seen := map[int64][]execution{}
@@ -158,6 +162,7 @@ func judge(l *tickLog, expected [][]time.Time, from, to time.Time) lagResult {
 				r.late++
 			}
 			r.lags = append(r.lags, xs[0].lag)
+			r.byTick[t.UnixMicro()] = append(r.byTick[t.UnixMicro()], xs[0].lag)
 			delete(seen, t.UnixMicro())
 		}
 		// Executions at ticks the schedule does not have.
@@ -240,6 +245,9 @@ func lagEngine(ctx context.Context, e *env, kind, variant string) error {
 	name := fmt.Sprintf("%s: %s schedules", variant, thousands(int64(n)))
 	rep.Rawf(secLag, "%s %s: Start took %s; window %s to %s; handler lag %s", b.name, name,
 		startTook.Round(time.Millisecond), from.Format("15:04:05"), to.Format("15:04:05"), res.lags.summary())
+	if variant == variantAll {
+		rep.Rawf(secLag, "%s %s: by burst: %s", b.name, name, res.bursts())
+	}
 	reportLag(rep, b.name, variant, res)
 
 	// The store's view: one completed run at attempt 1 per (job, tick).
@@ -349,6 +357,19 @@ func waitWindow(ctx context.Context, log *tickLog, expected [][]time.Time, from,
 		}
 	}
 	return judge(log, expected, from, to), nil
+}
+
+// bursts is the lag of each tick time of the window, in order: the
+// bursts of all-at-once, each of every schedule.
+func (r lagResult) bursts() string {
+	ticks := slices.Sorted(maps.Keys(r.byTick))
+	parts := make([]string, len(ticks))
+	for i, t := range ticks {
+		d := r.byTick[t]
+		parts[i] = fmt.Sprintf("%s n=%d p50=%s p99=%s", time.UnixMicro(t).UTC().Format("15:04:05"), len(d),
+			ms(d.quantile(0.5)), ms(d.quantile(0.99)))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // reportLag adds the figures of one window.

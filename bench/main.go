@@ -88,10 +88,12 @@ type options struct {
 	// lagConcurrency is the lag section's concurrency; 0: one slot per
 	// schedule.
 	lagConcurrency int
-	profile        bool
-	cpuProfile     string
-	command        string
-	sizes          sizes
+	// lagVariants are the lag section's variants: spread, all-at-once.
+	lagVariants []string
+	profile     bool
+	cpuProfile  string
+	command     string
+	sizes       sizes
 }
 
 // section is one figure of the issue.
@@ -200,6 +202,7 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.lagConcurrency, "lag-concurrency", 0, "concurrency of the lag section's node (default: the number of schedules, so that no tick waits for a slot)")
 	fs.BoolVar(&o.profile, "profile", true, "take CPU profiles of the 1-node throughput runs and report their top")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole program to this file")
+	variants := fs.String("lag-variants", variantSpread+","+variantAll, "the lag section's variants, comma-separated")
 	lag := fs.Duration("lag-window", 0, "firing-lag window per engine variant (default 2m, 20s with -quick)")
 	robfig := fs.Duration("robfig-window", 0, "firing-lag window per robfig/cron variant (default 1m, 20s with -quick)")
 	fs.StringVar(&o.command, "command", "", "the command to name in the report (default: go run ./bench and the flags)")
@@ -235,6 +238,15 @@ func parseOptions(args []string) (options, error) {
 		}
 		o.stores = append(o.stores, s)
 	}
+	for _, v := range strings.Split(*variants, ",") {
+		v = strings.TrimSpace(v)
+		if v != variantSpread && v != variantAll {
+			return o, fmt.Errorf("-lag-variants: unknown variant %q (%s, %s)", v, variantSpread, variantAll)
+		}
+		if !slices.Contains(o.lagVariants, v) {
+			o.lagVariants = append(o.lagVariants, v)
+		}
+	}
 	if o.concurrency < 1 || o.throughputConcurrency < 1 {
 		return o, errors.New("-concurrency and -throughput-concurrency must be at least 1")
 	}
@@ -245,8 +257,9 @@ func parseOptions(args []string) (options, error) {
 		o.lagConcurrency = o.sizes.lagJobs
 	}
 	outSet := false
+	partial := len(o.lagVariants) < 2
 	fs.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
-	if !outSet && !o.quick && len(o.only) == 0 {
+	if !outSet && !o.quick && len(o.only) == 0 && !partial {
 		o.out = "BENCHMARKS.md"
 	}
 	if o.command == "" {
