@@ -25,6 +25,9 @@ const (
 	variantAll    = "all-at-once" // every job fires at the same second of every minute
 )
 
+// lagVariants are the variants a full run measures, in order.
+var lagVariants = []string{variantSpread, variantAll}
+
 // cronSpec is the 6-field spec (with seconds) of job i of a variant; the
 // jobs of all-at-once fire at second second.
 func cronSpec(variant string, i, second int) string {

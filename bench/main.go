@@ -202,7 +202,7 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.lagConcurrency, "lag-concurrency", 0, "concurrency of the lag section's node (default: the number of schedules, so that no tick waits for a slot)")
 	fs.BoolVar(&o.profile, "profile", true, "take CPU profiles of the 1-node throughput runs and report their top")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole program to this file")
-	variants := fs.String("lag-variants", variantSpread+","+variantAll, "the lag section's variants, comma-separated")
+	variants := fs.String("lag-variants", strings.Join(lagVariants, ","), "the lag section's variants, comma-separated")
 	lag := fs.Duration("lag-window", 0, "firing-lag window per engine variant (default 2m, 20s with -quick)")
 	robfig := fs.Duration("robfig-window", 0, "firing-lag window per robfig/cron variant (default 1m, 20s with -quick)")
 	fs.StringVar(&o.command, "command", "", "the command to name in the report (default: go run ./bench and the flags)")
@@ -240,8 +240,8 @@ func parseOptions(args []string) (options, error) {
 	}
 	for _, v := range strings.Split(*variants, ",") {
 		v = strings.TrimSpace(v)
-		if v != variantSpread && v != variantAll {
-			return o, fmt.Errorf("-lag-variants: unknown variant %q (%s, %s)", v, variantSpread, variantAll)
+		if !slices.Contains(lagVariants, v) {
+			return o, fmt.Errorf("-lag-variants: unknown variant %q (%s)", v, strings.Join(lagVariants, ", "))
 		}
 		if !slices.Contains(o.lagVariants, v) {
 			o.lagVariants = append(o.lagVariants, v)
@@ -257,7 +257,7 @@ func parseOptions(args []string) (options, error) {
 		o.lagConcurrency = o.sizes.lagJobs
 	}
 	outSet := false
-	partial := len(o.lagVariants) < 2
+	partial := len(o.lagVariants) < len(lagVariants)
 	fs.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
 	if !outSet && !o.quick && len(o.only) == 0 && !partial {
 		o.out = "BENCHMARKS.md"
