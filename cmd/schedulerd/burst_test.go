@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// TestKilledDuringBurstEveryTickOnce is guarantees 1, 2 and 6 when the
+// daemon dies inside a burst: more jobs are due at the same second than one
+// fire transaction holds, so the results of attempts wait while the burst
+// is fired and claimed (README, "Bursts"). The daemon is SIGKILLed part way
+// through a burst's attempts, or while it catches up the ticks missed while
+// it was down, and restarted. Every tick of every job must have exactly one
+// run, every run must complete, and an attempt cut by the kill is
+// retried in the same run.
+func TestKilledDuringBurstEveryTickOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test of about 20 seconds; run without -short")
+	}
+	const (
+		nJobs  = 600 // more than one fire transaction (500)
+		period = 5 * time.Second
+	)
+	e := newEnv(t)
+	witness := filepath.Join(e.dir, "witness")
+	var cfg strings.Builder
+	for i := range nJobs {
+		fmt.Fprintf(&cfg, `[[job]]
+name = "b%03d"
+schedule = "*/5 * * * * *"
+timezone = "UTC"
+shell = 'echo "$SCHEDULERD_JOB $SCHEDULERD_SCHEDULED_AT $SCHEDULERD_RUN_ID $SCHEDULERD_ATTEMPT" >> %s'
+catchup = "all"
+misfire_grace = "5m"
+retry = { max_attempts = 5, backoff = "fixed", initial_delay = "1s" }
+`, i, witness)
+	}
+	e.writeConfigConcurrency(64, cfg.String())
+
+	lineCount := func() int {
+		b, err := os.ReadFile(witness)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		return bytes.Count(b, []byte("\n"))
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
+	var start time.Time // the first READY=1: every cursor exists by then
+	midway, atStart := 0, 0
+	for i := 0; i < 6; i++ {
+		d := e.start(true)
+		if start.IsZero() {
+			start = time.Now()
+		}
+		if i > 0 && rng.IntN(3) == 0 {
+			// The ticks missed while down are one burst, fired at once.
+			time.Sleep(time.Duration(rng.Int64N(int64(300 * time.Millisecond))))
+			atStart++
+		} else {
+			// Part way through the attempts of a burst: some have
+			// written their line, others run or wait to start.
+			before, k := lineCount(), 1+rng.IntN(nJobs-1)
+			waitFor(t, fmt.Sprintf("%d more witness lines", k), 3*period,
+				func() bool { return lineCount() >= before+k })
+			midway++
+		}
+		d.kill()
+	}
+	d := e.start(true)
+	end := time.Now().Truncate(period)
+
+	// Wait until every tick of every job from start to end has a run that
+	// ended, then stop.
+	st := e.openStore()
+	type key struct {
+		job  string
+		tick int64
+	}
+	var runs []*jobs.Run
+	missing := 0
+	waitFor(t, "every tick run to its end", 90*time.Second, func() bool {
+		var err error
+		runs, err = st.RunsList(context.Background(), store.RunFilter{Limit: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ended := map[key]bool{}
+		for _, r := range runs {
+			if r.Status.Terminal() {
+				ended[key{r.Job, r.ScheduledAt.Unix()}] = true
+			}
+		}
+		missing = 0
+		for i := range nJobs {
+			for tk := start.Truncate(period).Add(period); !tk.After(end); tk = tk.Add(period) {
+				if !ended[key{fmt.Sprintf("b%03d", i), tk.Unix()}] {
+					missing++
+				}
+			}
+		}
+		return missing == 0
+	})
+	d.stop()
+
+	runs, err := st.RunsList(context.Background(), store.RunFilter{Limit: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runOf := map[key]string{}
+	retried := 0
+	for _, r := range runs {
+		k := key{r.Job, r.ScheduledAt.Unix()}
+		if other, ok := runOf[k]; ok {
+			t.Errorf("%s tick %s has two runs: %s and %s", r.Job, r.ScheduledAt.UTC().Format(time.RFC3339), other, r.ID)
+		}
+		runOf[k] = r.ID
+		if r.Status != jobs.StatusCompleted {
+			t.Errorf("run %s (%s tick %s) ended %s, want completed", r.ID, r.Job, r.ScheduledAt.UTC().Format(time.RFC3339), r.Status)
+		}
+		if r.Attempt > 1 {
+			retried++
+		}
+	}
+	// What the attempts themselves saw: each line names the run of its
+	// tick, and every run of the store has at least one line.
+	raw, err := os.ReadFile(witness)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := 0
+	seen := map[string]bool{}
+	for _, l := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 4 {
+			continue // the empty line after the last, or a line cut by the kill
+		}
+		tick, err := time.Parse(time.RFC3339, f[1])
+		if err != nil {
+			continue
+		}
+		if _, err := strconv.Atoi(f[3]); err != nil {
+			continue
+		}
+		lines++
+		k := key{f[0], tick.Unix()}
+		if runOf[k] != f[2] {
+			t.Errorf("witness line %q: the store's run of that tick is %q", l, runOf[k])
+		}
+		seen[f[2]] = true
+	}
+	for _, r := range runs {
+		if !seen[r.ID] {
+			t.Errorf("run %s (%s tick %s) completed with no witness line", r.ID, r.Job, r.ScheduledAt.UTC().Format(time.RFC3339))
+		}
+	}
+	t.Logf("%d kills part way through a burst, %d while catching up; %d runs over %s, %d retried, %d witness lines",
+		midway, atStart, len(runs), end.Sub(start).Round(time.Second), retried, lines)
+}
