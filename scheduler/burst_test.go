@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -70,14 +71,23 @@ func (s *heldBurst) calls() []string {
 	return append([]string(nil), s.log...)
 }
 
+// concurrentWriter is a store that says its writes run side by side: the
+// engine claims a burst's runs while it fires the next part.
+type concurrentWriter struct{ *heldBurst }
+
+func (concurrentWriter) ConcurrentWrites() {}
+
 // burstHarness starts n cron jobs that all fire every minute, on a store
 // that holds the burst's second fire transaction.
-func burstHarness(t *testing.T, n, concurrency int) (*harness, *heldBurst) {
+func burstHarness(t *testing.T, n, concurrency int, concurrent bool) (*harness, *heldBurst) {
 	var st *heldBurst
 	h := newHarnessWith(t, func(h *harness) {
 		h.cfg.Concurrency = concurrency
 		h.wrap = func(s store.Store) store.Store {
 			st = &heldBurst{Store: s, held: make(chan struct{}), release: make(chan struct{}), wrote: make(chan struct{}, 1)}
+			if concurrent {
+				return concurrentWriter{st}
+			}
 			return st
 		}
 	}, func(h *harness) []*jobs.Definition {
@@ -94,24 +104,40 @@ func burstHarness(t *testing.T, n, concurrency int) (*harness, *heldBurst) {
 	return h, st
 }
 
-// TestBurstStartsItsRunsBeforeResultsAreWritten: while the ticks of a burst
-// (more than one fire transaction of them) are fired, the results of the
-// attempts it has started already wait: the fires and claims that start
-// the rest of the burst are not queued behind them. They are written once
-// the burst's runs are claimed.
+// TestBurstStartsItsRunsBeforeResultsAreWritten: a round of more than
+// splitRound due jobs is fired in more than one transaction, the first
+// one's runs claimed before the next is fired. While the rest is fired, the
+// results of the attempts started already wait: the fires and claims that
+// start the rest of the round are not queued behind them. They are written
+// once the round's runs are claimed. A round just over splitRound is fired
+// in two halves; a burst of more than fireBatch in transactions of
+// fireBatch. On a store whose writes run side by side, each claim runs
+// while the next part is fired.
 func TestBurstStartsItsRunsBeforeResultsAreWritten(t *testing.T) {
-	n := fireBatch + 100
-	h, st := burstHarness(t, n, 2*n)
+	for _, concurrent := range []bool{false, true} {
+		for _, n := range []int{splitRound + 8, 2*fireBatch + 100} {
+			t.Run(fmt.Sprintf("n=%d,concurrent=%v", n, concurrent), func(t *testing.T) { testBurstStartsItsRuns(t, n, concurrent) })
+		}
+	}
+}
+
+func testBurstStartsItsRuns(t *testing.T, n int, concurrent bool) {
+	first := fireSize(n)
+	if first >= n {
+		t.Fatalf("a round of %d is fired in one transaction", n)
+	}
+	parts := (n + first - 1) / first
+	h, st := burstHarness(t, n, 2*n, concurrent)
 	tick := t0.Add(time.Minute)
 	h.clock.Set(tick)
 	h.s.Wake()
 	<-st.held
 	// The first fire's runs are claimed and ended; their results wait.
-	h.handled(fireBatch)
+	h.handled(first)
 	deadline := time.Now().Add(10 * time.Second)
-	for h.s.finishing.Load() < fireBatch {
+	for h.s.finishing.Load() < int64(first) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d attempts ended with their results unwritten", h.s.finishing.Load(), fireBatch)
+			t.Fatalf("%d of %d attempts ended with their results unwritten", h.s.finishing.Load(), first)
 		}
 		select {
 		case <-st.wrote:
@@ -120,31 +146,30 @@ func TestBurstStartsItsRunsBeforeResultsAreWritten(t *testing.T) {
 		}
 	}
 	st.releaseFires()
-	h.handled(n - fireBatch)
+	h.handled(n - first)
 	h.attemptsDone(n)
 
-	// The burst: fire, claim, fire (held), and the claim after it; no
-	// result written before that last claim.
+	// The burst: each part fired, then claimed (while the next is fired,
+	// when concurrent); no result written before the last claim.
 	calls := st.calls()
-	second, last := -1, -1
-	fires := 0
-	for i, c := range calls {
-		if c == "fire" {
-			if fires++; fires == 2 {
-				second = i
-			}
+	before := calls
+	if i := slices.Index(calls, "results"); i >= 0 {
+		before = calls[:i]
+	}
+	fires, claims := 0, 0
+	for i, c := range before {
+		switch c {
+		case "fire":
+			fires++
+		case "claim":
+			claims++
 		}
-		if c == "claim" && second >= 0 && last < 0 {
-			last = i
+		if !concurrent && i < 2*parts && c != [2]string{"fire", "claim"}[i%2] {
+			t.Fatalf("store call %d of %v is %s: want fire and claim in turn for the burst's %d parts", i, calls, c, parts)
 		}
 	}
-	if second < 2 || calls[second-1] != "claim" || calls[second-2] != "fire" || last < 0 {
-		t.Fatalf("store calls %v: want fire, claim, fire, claim for the burst", calls)
-	}
-	for i, c := range calls[:last] {
-		if c == "results" {
-			t.Fatalf("store call %d of %v writes results before the burst's last claim (call %d)", i, calls, last)
-		}
+	if len(before) == 0 || before[0] != "fire" || fires != parts || claims < parts {
+		t.Fatalf("store calls %v: want the burst's %d parts fired and claimed before results are written", calls, parts)
 	}
 	for _, r := range h.runs("") {
 		if r.Status != jobs.StatusCompleted || r.Attempt != 1 || !r.ScheduledAt.Equal(tick) {
@@ -159,7 +184,7 @@ func TestBurstStartsItsRunsBeforeResultsAreWritten(t *testing.T) {
 func TestBurstWritesResultsThatHoldClaimsBack(t *testing.T) {
 	const concurrency = 4
 	n := fireBatch + 100
-	h, st := burstHarness(t, n, concurrency)
+	h, st := burstHarness(t, n, concurrency, false)
 	h.clock.Set(t0.Add(time.Minute))
 	h.s.Wake()
 	<-st.held
@@ -172,6 +197,73 @@ func TestBurstWritesResultsThatHoldClaimsBack(t *testing.T) {
 	st.releaseFires()
 	// Every tick of the burst runs in the end, concurrency at a time.
 	h.handled(n - concurrency)
+	h.attemptsDone(n)
+	for _, r := range h.runs("") {
+		if r.Status != jobs.StatusCompleted || r.Attempt != 1 {
+			t.Errorf("run %s of %s is %s at attempt %d, want completed at 1", r.ID, r.Job, r.Status, r.Attempt)
+		}
+	}
+}
+
+// claimHeldStore holds the first claim of a burst until the burst's
+// second fire has begun, or gives up after a while.
+type claimHeldStore struct {
+	store.Store
+	armed         atomic.Bool
+	fires, claims atomic.Int32
+	secondFire    chan struct{}
+	overlapped    chan bool // receives once: whether the second fire began during the first claim
+}
+
+func (s *claimHeldStore) ConcurrentWrites() {}
+
+func (s *claimHeldStore) ScheduleFires(ctx context.Context, ps []store.FireParams) ([]*store.FireResult, error) {
+	if s.armed.Load() && s.fires.Add(1) == 2 {
+		close(s.secondFire)
+	}
+	return s.Store.ScheduleFires(ctx, ps)
+}
+
+func (s *claimHeldStore) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run, error) {
+	if s.armed.Load() && s.claims.Add(1) == 1 {
+		select {
+		case <-s.secondFire:
+			s.overlapped <- true
+		case <-time.After(2 * time.Second):
+			s.overlapped <- false
+		}
+	}
+	return s.Store.RunsClaim(ctx, p)
+}
+
+// TestBurstClaimsWhileFiringOnConcurrentStore: on a store whose writes run
+// side by side, the claim of a burst's first part runs while the second
+// part is fired; every run of the burst then runs once.
+func TestBurstClaimsWhileFiringOnConcurrentStore(t *testing.T) {
+	n := splitRound + 8
+	var st *claimHeldStore
+	h := newHarnessWith(t, func(h *harness) {
+		h.cfg.Concurrency = 2 * n
+		h.wrap = func(s store.Store) store.Store {
+			st = &claimHeldStore{Store: s, secondFire: make(chan struct{}), overlapped: make(chan bool, 1)}
+			return st
+		}
+	}, func(h *harness) []*jobs.Definition {
+		defs := make([]*jobs.Definition, n)
+		for i := range defs {
+			defs[i] = job(fmt.Sprintf("cron-%04d", i), h.succeed, func(d *jobs.Definition) {
+				d.Schedule = mustSchedule(t, "* * * * *")
+			})
+		}
+		return defs
+	})
+	st.armed.Store(true)
+	h.clock.Set(t0.Add(time.Minute))
+	h.s.Wake()
+	if !<-st.overlapped {
+		t.Fatal("the second fire of the burst did not begin while the first claim was held")
+	}
+	h.handled(n)
 	h.attemptsDone(n)
 	for _, r := range h.runs("") {
 		if r.Status != jobs.StatusCompleted || r.Attempt != 1 {

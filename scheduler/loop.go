@@ -78,9 +78,11 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 	s.mu.Lock()
 	due := s.dueLocked(now)
 	s.mu.Unlock()
-	if len(due) > fireBatch {
-		// A burst: the results of attempts wait until its runs are
-		// fired and claimed, at the end of this iteration.
+	size := fireSize(len(due))
+	if size < len(due) {
+		// More than one fire transaction: the results of attempts wait
+		// until the round's runs are fired and claimed, at the end of
+		// this iteration.
 		done := make(chan struct{})
 		s.burst.Store(&done)
 		defer func() {
@@ -88,8 +90,25 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 			close(done)
 		}()
 	}
-	for start := 0; start < len(due); start += fireBatch {
-		batch := due[start:min(start+fireBatch, len(due))]
+	// On a store that writes transactions side by side, the claim after a
+	// fire runs while the next fire is written. One claim runs at a time.
+	var (
+		claiming chan struct{}
+		claimErr error
+	)
+	awaitClaim := func() {
+		if claiming == nil {
+			return
+		}
+		<-claiming
+		claiming = nil
+		if claimErr != nil {
+			noteErr("claim runs", claimErr)
+		}
+	}
+	defer awaitClaim()
+	for start := 0; start < len(due); start += size {
+		batch := due[start:min(start+size, len(due))]
 		s.fireMu.Lock()
 		err := s.fire(ctx, batch, now)
 		s.fireMu.Unlock()
@@ -107,12 +126,23 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 		}
 		// With more ticks to fire, start the runs made so far: their
 		// attempts run while the next batches are written.
-		if start+fireBatch < len(due) {
-			if _, err := s.claim(ctx, now); err != nil {
-				noteErr("claim runs", err)
+		if start+size < len(due) {
+			awaitClaim()
+			if _, ok := s.st.(store.ConcurrentWriter); !ok {
+				if _, err := s.claim(ctx, now); err != nil {
+					noteErr("claim runs", err)
+				}
+				continue
 			}
+			done := make(chan struct{})
+			claiming = done
+			go func() {
+				defer close(done)
+				_, claimErr = s.claim(ctx, now)
+			}()
 		}
 	}
+	awaitClaim()
 	s.mu.Lock()
 	if nt := s.nextQueuedLocked(); !nt.IsZero() && nt.Before(next) {
 		next = nt
@@ -162,6 +192,20 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 
 // fireBatch bounds the jobs whose ticks one transaction fires.
 const fireBatch = 500
+
+// splitRound is the most due jobs one fire transaction takes at once.
+const splitRound = 32
+
+// fireSize is how many of n due jobs each fire transaction takes: a round
+// of more than splitRound is fired in two halves, or in batches of
+// fireBatch, and each is claimed before the next is fired, so that half of
+// the round's runs start after half of the writing.
+func fireSize(n int) int {
+	if n <= splitRound {
+		return n
+	}
+	return min(fireBatch, (n+1)/2)
+}
 
 // fire handles the due ticks of several cron jobs in one transaction. A job
 // whose cursor another writer moved has its cursor read again.

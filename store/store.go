@@ -234,6 +234,15 @@ type RunFilter struct {
 	Limit  int // 0: 100
 }
 
+// ConcurrentWriter is implemented by stores that run write transactions
+// side by side (PostgreSQL). Only on them does the engine claim the runs
+// of one fire of a burst while it writes the next fire: on a store whose
+// writes take turns (SQLite), the claim could wait behind the fire it
+// should precede.
+type ConcurrentWriter interface {
+	ConcurrentWrites()
+}
+
 // Notifier is implemented by stores that can tell an idle node that new
 // work may be due (PostgreSQL LISTEN/NOTIFY). The engine wakes on each
 // value and still polls at a bounded interval, so a lost notification only

@@ -38,6 +38,16 @@ type Options struct {
 	MaxConns int32
 }
 
+var (
+	_ store.Store            = (*Store)(nil)
+	_ store.Notifier         = (*Store)(nil)
+	_ store.ConcurrentWriter = (*Store)(nil)
+)
+
+// ConcurrentWrites says that transactions of a PostgreSQL store run side
+// by side (store.ConcurrentWriter).
+func (*Store) ConcurrentWrites() {}
+
 // Store is the PostgreSQL implementation of store.Store.
 //
 // It holds two pools and one more connection. The main pool has at most
