@@ -74,11 +74,12 @@ func newEnv(t *testing.T) *env {
 // directory, then jobs.
 func (e *env) writeConfig(jobsTOML string) {
 	e.t.Helper()
-	e.writeConfigConcurrency(8, jobsTOML)
+	e.writeConfigWith(8, "", jobsTOML)
 }
 
-// writeConfigConcurrency is writeConfig with the daemon's concurrency.
-func (e *env) writeConfigConcurrency(concurrency int, jobsTOML string) {
+// writeConfigWith is writeConfig with the daemon's concurrency and more
+// [daemon] lines.
+func (e *env) writeConfigWith(concurrency int, daemon, jobsTOML string) {
 	e.t.Helper()
 	cfg := fmt.Sprintf(`[daemon]
 state_dir = %q
@@ -87,8 +88,8 @@ concurrency = %d
 shutdown_grace = "5s"
 log_format = "json"
 log_level = "debug"
-
-%s`, filepath.Join(e.dir, "state"), concurrency, jobsTOML)
+%s
+%s`, filepath.Join(e.dir, "state"), concurrency, daemon, jobsTOML)
 	if err := os.WriteFile(e.config, []byte(cfg), 0o644); err != nil {
 		e.t.Fatal(err)
 	}
