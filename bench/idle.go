@@ -12,7 +12,6 @@ import (
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/jobs/schedule"
 	"github.com/schedulerd/schedulerd/scheduler"
-	"github.com/schedulerd/schedulerd/store"
 )
 
 const secIdle = "3 idle cost"
@@ -149,8 +148,7 @@ func idleRun(ctx context.Context, e *env, kind string, counts []int) error {
 			}()
 			st, err := inDB.open(ctx)
 			if err == nil {
-				m, hidden := newMetered(st)
-				var s store.Store = m
+				m, s, hidden := newMetered(st)
 				if len(hidden) > 0 {
 					rep.Rawf(secIdle, "the store has methods the meter would hide (%v): heartbeat statements not attributed", hidden)
 					s = st

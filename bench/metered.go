@@ -19,21 +19,33 @@ type meteredStore struct {
 	heartbeat atomic.Int64
 }
 
-// newMetered wraps st. It refuses (ok false) when st has methods the
-// wrapper would hide: an optional interface that the engine may look for
-// (as it looks for store.Notifier) must not be lost by measuring.
-func newMetered(st store.Store) (m *meteredStore, hidden []string) {
+// newMetered wraps st, and returns the wrapper as the engine should see
+// it: with store.ConcurrentWriter when st has it. hidden names the methods
+// of st the wrapper would still hide: an optional interface that the
+// engine may look for (as it looks for store.Notifier) must not be lost by
+// measuring.
+func newMetered(st store.Store) (m *meteredStore, s store.Store, hidden []string) {
 	m = &meteredStore{Store: st}
+	s = m
+	if _, ok := st.(store.ConcurrentWriter); ok {
+		s = concurrentMetered{m}
+	}
 	known := []string{"Statements", "Migrate"}
-	rt, wt := reflect.TypeOf(st), reflect.TypeOf(m)
+	rt, wt := reflect.TypeOf(st), reflect.TypeOf(s)
 	for i := range rt.NumMethod() {
 		name := rt.Method(i).Name
 		if _, ok := wt.MethodByName(name); !ok && !slices.Contains(known, name) {
 			hidden = append(hidden, name)
 		}
 	}
-	return m, hidden
+	return m, s, hidden
 }
+
+// concurrentMetered is a meteredStore of a store.ConcurrentWriter.
+type concurrentMetered struct{ *meteredStore }
+
+// ConcurrentWrites passes store.ConcurrentWriter through.
+func (concurrentMetered) ConcurrentWrites() {}
 
 // Statements is the wrapped store's counter.
 func (m *meteredStore) Statements() int64 { return statements(m.Store) }
