@@ -83,6 +83,31 @@ func runPgbench(ctx context.Context, e *env) error {
 			rep.Add(Figure{Section: secPgbench, Name: "pgbench ceiling, " + sc.name, Store: "PostgreSQL", Value: b, Unit: "runs/s"})
 		}
 	}
+	rep.Note(secPgbench, "Shapes: the same pgbench method, batched 64, %d clients, on schedulerd's own schema (made by "+
+		"its migrations, seeded with pending runs): the claim and completion statements shaped as schedulerd's "+
+		"writes per run (the runs update with its indexes, an attempts row made and finished, an event at each "+
+		"transition), the runs updates alone, and a hot path of one small queue table (claimed rows updated, "+
+		"deleted at completion and written as finished history to a table of the runs columns with three "+
+		"indexes: id; job, created; created; no attempts or events rows). What the "+
+		"schema lets the server do, without the engine; the fraction compares schedulerd's 1-node throughput.",
+		2*o.sizes.pgbenchClients)
+	var shaped float64
+	for i, sh := range pgbenchShapes {
+		r, err := pgbenchShapeRun(ctx, e, bin, sh.name, sh.queue, sh.text, 2*o.sizes.pgbenchClients)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("shape %s: %w", sh.name, err))
+			continue
+		}
+		if i == 0 {
+			shaped = r
+		}
+		rep.Add(Figure{Section: secPgbench, Name: "pgbench, schedulerd's schema: " + sh.name, Store: "PostgreSQL", Value: r, Unit: "runs/s"})
+	}
+	if got, ok := e.result(fmt.Sprintf("throughput/%s/1", kindPostgres)); ok && shaped > 0 {
+		rep.Add(Figure{Section: secPgbench, Name: "schedulerd 1-node throughput / its rows' ceiling", Store: "PostgreSQL",
+			Value: 100 * got / shaped, Unit: "%", Text: fmt.Sprintf("%.1f%% (%s of %s runs/s)", 100*got/shaped, num(got), num(shaped))})
+	}
+
 	ceiling := max(best[1], best[64])
 	for _, nodes := range []int{1, 2} {
 		got, ok := e.result(fmt.Sprintf("throughput/%s/%d", kindPostgres, nodes))
