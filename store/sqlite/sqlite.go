@@ -86,8 +86,14 @@ type Store struct {
 // the WAL into the database file and flushes it to disk, which in the
 // commit that crossed the threshold made that fire or claim tens of
 // milliseconds late. checkpointLoop does it in the background instead.
+//
+// When the writer starts the WAL again after a checkpoint copied all of
+// it, journal_size_limit(0) empties the file first: the new frames are
+// appended, not written over the old ones, which took several times as
+// long here (a burst of 10,000 ticks after a quiet minute: p99 953 ms
+// against 593 ms for the first burst of the run; 557 ms with the limit).
 const (
-	writerParams = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_pragma=wal_autocheckpoint(0)&_txlock=immediate"
+	writerParams = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(0)&_txlock=immediate"
 	readerParams = "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=query_only(1)"
 )
 
