@@ -180,24 +180,10 @@ func pgbenchRun(ctx context.Context, e *env, bin, name, script string, batch, cl
 			return 0, err
 		}
 	}
-	path := filepath.Join(e.dir, fmt.Sprintf("pgbench-%d.sql", batch))
-	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+	tps, wall, err := pgbenchExec(ctx, bin, filepath.Join(e.dir, fmt.Sprintf("pgbench-%d.sql", batch)), script, dsn, clients, perClient)
+	if err != nil {
 		return 0, err
 	}
-	threads := min(clients, runtime.NumCPU())
-	cmd := exec.CommandContext(ctx, bin, "-n", "-M", "simple", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(threads),
-		"-t", strconv.Itoa(perClient), "-f", path, dsn)
-	t0 := time.Now()
-	out, err := cmd.CombinedOutput()
-	wall := time.Since(t0)
-	if err != nil {
-		return 0, fmt.Errorf("pgbench: %w: %s", err, tail(out))
-	}
-	m := tpsRE.FindSubmatch(out)
-	if m == nil {
-		return 0, fmt.Errorf("pgbench: no tps in its output: %s", tail(out))
-	}
-	tps, _ := strconv.ParseFloat(string(m[1]), 64)
 	r := tps * float64(batch)
 	rep.Rawf(secPgbench, "%s, %d clients: %s runs in %s (wall, with connections): %.0f tps x %d = %s runs/s",
 		name, clients, thousands(int64(runs)), wall.Round(time.Millisecond), tps, batch, num(r))
@@ -214,6 +200,30 @@ func pgbenchRun(ctx context.Context, e *env, bin, name, script string, batch, cl
 		rep.Failf(secPgbench, "%s, %d clients: %d rows completed (want %d), %d running or at attempt > 1", name, clients, done, runs, bad)
 	}
 	return r, nil
+}
+
+// pgbenchExec writes script to path and runs it with pgbench on dsn:
+// clients clients, perClient transactions each. It returns pgbench's tps
+// without connection time, and the wall time of the whole command.
+func pgbenchExec(ctx context.Context, bin, path, script, dsn string, clients, perClient int) (float64, time.Duration, error) {
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+		return 0, 0, err
+	}
+	threads := min(clients, runtime.NumCPU())
+	cmd := exec.CommandContext(ctx, bin, "-n", "-M", "simple", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(threads),
+		"-t", strconv.Itoa(perClient), "-f", path, dsn)
+	t0 := time.Now()
+	out, err := cmd.CombinedOutput()
+	wall := time.Since(t0)
+	if err != nil {
+		return 0, wall, fmt.Errorf("pgbench: %w: %s", err, tail(out))
+	}
+	m := tpsRE.FindSubmatch(out)
+	if m == nil {
+		return 0, wall, fmt.Errorf("pgbench: no tps in its output: %s", tail(out))
+	}
+	tps, _ := strconv.ParseFloat(string(m[1]), 64)
+	return tps, wall, nil
 }
 
 // tail returns the end of a command's output, for errors.

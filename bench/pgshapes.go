@@ -3,14 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strconv"
 	"time"
-
-	"github.com/schedulerd/schedulerd/store/postgres"
 )
 
 // pgbenchShapes are claim-and-complete pgbench scripts, batched 64 runs
@@ -77,21 +71,11 @@ COMMIT;
 // database with schedulerd's schema and returns the runs per second.
 func pgbenchShapeRun(ctx context.Context, e *env, bin string, name string, queue bool, script string, clients int) (float64, error) {
 	rep, o := e.rep, e.opts
-	dsn, err := e.newDatabase(ctx, "pgshape")
+	b, err := e.newBackend(ctx, kindPostgres, "pgshape") // the migrations make the schema
 	if err != nil {
 		return 0, err
 	}
-	defer e.dropDatabase(context.WithoutCancel(ctx), dsn)
-	st, err := postgres.Open(ctx, postgres.Options{DSN: dsn}) // the migrations make the schema
-	if err != nil {
-		return 0, err
-	}
-	_ = st.Close()
-	b := &backend{kind: kindPostgres, dsn: dsn}
-	if b.db, err = openInspector(ctx, b); err != nil {
-		return 0, err
-	}
-	defer b.db.close()
+	defer b.close(context.WithoutCancel(ctx))
 	const batch = 64
 	perClient := max(4*o.sizes.pgbenchRuns/(clients*batch), 1)
 	runs := perClient * clients * batch
@@ -121,24 +105,11 @@ func pgbenchShapeRun(ctx context.Context, e *env, bin string, name string, queue
 			return 0, err
 		}
 	}
-	path := filepath.Join(e.dir, fmt.Sprintf("pgshape-%d.sql", time.Now().UnixNano()))
-	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+	tps, wall, err := pgbenchExec(ctx, bin, filepath.Join(e.dir, fmt.Sprintf("pgshape-%d.sql", time.Now().UnixNano())),
+		script, b.dsn, clients, perClient)
+	if err != nil {
 		return 0, err
 	}
-	threads := min(clients, runtime.NumCPU())
-	cmd := exec.CommandContext(ctx, bin, "-n", "-M", "simple", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(threads),
-		"-t", strconv.Itoa(perClient), "-f", path, dsn)
-	t0 := time.Now()
-	out, err := cmd.CombinedOutput()
-	wall := time.Since(t0)
-	if err != nil {
-		return 0, fmt.Errorf("pgbench: %w: %s", err, tail(out))
-	}
-	m := tpsRE.FindSubmatch(out)
-	if m == nil {
-		return 0, fmt.Errorf("pgbench: no tps in its output: %s", tail(out))
-	}
-	tps, _ := strconv.ParseFloat(string(m[1]), 64)
 	r := tps * batch
 	rep.Rawf(secPgbench, "shape %s, %d clients: %s runs in %s (wall, with connections): %.0f tps x %d = %s runs/s",
 		name, clients, thousands(int64(runs)), wall.Round(time.Millisecond), tps, batch, num(r))

@@ -77,6 +77,19 @@ type concurrentWriter struct{ *heldBurst }
 
 func (concurrentWriter) ConcurrentWrites() {}
 
+// burstJobs declares n cron jobs that all fire every minute.
+func burstJobs(t *testing.T, n int) func(h *harness) []*jobs.Definition {
+	return func(h *harness) []*jobs.Definition {
+		defs := make([]*jobs.Definition, n)
+		for i := range defs {
+			defs[i] = job(fmt.Sprintf("cron-%04d", i), h.succeed, func(d *jobs.Definition) {
+				d.Schedule = mustSchedule(t, "* * * * *")
+			})
+		}
+		return defs
+	}
+}
+
 // burstHarness starts n cron jobs that all fire every minute, on a store
 // that holds the burst's second fire transaction.
 func burstHarness(t *testing.T, n, concurrency int, concurrent bool) (*harness, *heldBurst) {
@@ -90,15 +103,7 @@ func burstHarness(t *testing.T, n, concurrency int, concurrent bool) (*harness, 
 			}
 			return st
 		}
-	}, func(h *harness) []*jobs.Definition {
-		defs := make([]*jobs.Definition, n)
-		for i := range defs {
-			defs[i] = job(fmt.Sprintf("cron-%04d", i), h.succeed, func(d *jobs.Definition) {
-				d.Schedule = mustSchedule(t, "* * * * *")
-			})
-		}
-		return defs
-	})
+	}, burstJobs(t, n))
 	st.armed.Store(true)
 	t.Cleanup(st.releaseFires) // before the harness stops, should the test fail
 	return h, st
@@ -248,15 +253,7 @@ func TestBurstClaimsWhileFiringOnConcurrentStore(t *testing.T) {
 			st = &claimHeldStore{Store: s, secondFire: make(chan struct{}), overlapped: make(chan bool, 1)}
 			return st
 		}
-	}, func(h *harness) []*jobs.Definition {
-		defs := make([]*jobs.Definition, n)
-		for i := range defs {
-			defs[i] = job(fmt.Sprintf("cron-%04d", i), h.succeed, func(d *jobs.Definition) {
-				d.Schedule = mustSchedule(t, "* * * * *")
-			})
-		}
-		return defs
-	})
+	}, burstJobs(t, n))
 	st.armed.Store(true)
 	h.clock.Set(t0.Add(time.Minute))
 	h.s.Wake()

@@ -92,6 +92,7 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 	}
 	// On a store that writes transactions side by side, the claim after a
 	// fire runs while the next fire is written. One claim runs at a time.
+	_, concurrent := s.st.(store.ConcurrentWriter)
 	var (
 		claiming chan struct{}
 		claimErr error
@@ -106,7 +107,6 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 			noteErr("claim runs", claimErr)
 		}
 	}
-	defer awaitClaim()
 	for start := 0; start < len(due); start += size {
 		batch := due[start:min(start+size, len(due))]
 		s.fireMu.Lock()
@@ -128,7 +128,7 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 		// attempts run while the next batches are written.
 		if start+size < len(due) {
 			awaitClaim()
-			if _, ok := s.st.(store.ConcurrentWriter); !ok {
+			if !concurrent {
 				if _, err := s.claim(ctx, now); err != nil {
 					noteErr("claim runs", err)
 				}
@@ -193,7 +193,7 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 // fireBatch bounds the jobs whose ticks one transaction fires.
 const fireBatch = 500
 
-// splitRound is the most due jobs one fire transaction takes at once.
+// splitRound is the largest round of due jobs fired in one transaction.
 const splitRound = 32
 
 // fireSize is how many of n due jobs each fire transaction takes: a round

@@ -311,6 +311,22 @@ func checkpointOf(t *testing.T, s *Store, results <-chan checkpointResult) check
 	}
 }
 
+// insertPayloadRuns inserts batches of 400 runs of job j, each with a
+// payload of 1,000 bytes, one transaction a batch.
+func insertPayloadRuns(t *testing.T, s *Store, batches int) {
+	t.Helper()
+	for range batches {
+		ps := make([]store.RunInsertParams, 400)
+		for i := range ps {
+			ps[i] = store.RunInsertParams{Job: "j", Trigger: jobs.TriggerManual, Payload: strings.Repeat("x", 1000),
+				Retry: jobs.RetryPolicy{MaxAttempts: 1}}
+		}
+		if _, err := s.RunsInsert(t.Context(), ps); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestCheckpointsOutsideCommits: the writer never checkpoints; the
 // background loop folds every committed frame of the WAL into the database
 // file after commits, and does nothing while nothing is committed. After
@@ -324,16 +340,7 @@ func TestCheckpointsOutsideCommits(t *testing.T) {
 	}
 
 	// More than the 1,000 pages at which a writer would checkpoint.
-	for range 10 {
-		ps := make([]store.RunInsertParams, 400)
-		for i := range ps {
-			ps[i] = store.RunInsertParams{Job: "j", Trigger: jobs.TriggerManual, Payload: strings.Repeat("x", 1000),
-				Retry: jobs.RetryPolicy{MaxAttempts: 1}}
-		}
-		if _, err := s.RunsInsert(t.Context(), ps); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insertPayloadRuns(t, s, 10)
 	if res := checkpointOf(t, s, results); res.mode != "PASSIVE" || res.copied != res.log {
 		t.Fatalf("checkpoint %+v; want a passive one that copied every frame", res)
 	}
@@ -386,16 +393,7 @@ func TestCheckpointTruncatesALargeWAL(t *testing.T) {
 func TestWALStartsAfreshAfterCheckpoint(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "schedulerd.db")
 	s, results := openCheckpointing(t, path, 0)
-	for range 5 {
-		ps := make([]store.RunInsertParams, 400)
-		for i := range ps {
-			ps[i] = store.RunInsertParams{Job: "j", Trigger: jobs.TriggerManual, Payload: strings.Repeat("x", 1000),
-				Retry: jobs.RetryPolicy{MaxAttempts: 1}}
-		}
-		if _, err := s.RunsInsert(t.Context(), ps); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insertPayloadRuns(t, s, 5)
 	if res := checkpointOf(t, s, results); res.copied != res.log {
 		t.Fatalf("checkpoint %+v; want every frame copied", res)
 	}
