@@ -49,32 +49,10 @@ func TestKilledDuringBurstEveryTickOnce(t *testing.T) {
 }
 
 func testKilledDuringBurst(t *testing.T, e *env, daemon string, openStore func() store.Store) {
-	const (
-		nJobs  = 600 // more than one fire transaction (500)
-		period = 5 * time.Second
-	)
+	const nJobs = 600 // more than one fire transaction (500)
 	witness := filepath.Join(e.dir, "witness")
-	var cfg strings.Builder
-	for i := range nJobs {
-		fmt.Fprintf(&cfg, `[[job]]
-name = "b%03d"
-schedule = "*/5 * * * * *"
-timezone = "UTC"
-shell = 'echo "$SCHEDULERD_JOB $SCHEDULERD_SCHEDULED_AT $SCHEDULERD_RUN_ID" >> %s'
-catchup = "all"
-misfire_grace = "5m"
-retry = { max_attempts = 5, backoff = "fixed", initial_delay = "1s" }
-`, i, witness)
-	}
-	e.writeConfigWith(64, daemon, cfg.String())
-
-	lineCount := func() int {
-		b, err := os.ReadFile(witness)
-		if err != nil && !os.IsNotExist(err) {
-			t.Fatal(err)
-		}
-		return bytes.Count(b, []byte("\n"))
-	}
+	e.writeConfigWith(64, daemon, burstWitnessJobs(nJobs, witness))
+	lineCount := func() int { return witnessLines(t, witness) }
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
 	var start time.Time // the first READY=1: every cursor exists by then
 	midway, atStart := 0, 0
@@ -91,56 +69,147 @@ retry = { max_attempts = 5, backoff = "fixed", initial_delay = "1s" }
 			// Part way through the attempts of a burst: some have
 			// written their line, others run or wait to start.
 			before, k := lineCount(), 1+rng.IntN(nJobs-1)
-			waitFor(t, fmt.Sprintf("%d more witness lines", k), 3*period,
+			waitFor(t, fmt.Sprintf("%d more witness lines", k), 3*burstPeriod,
 				func() bool { return lineCount() >= before+k })
 			midway++
 		}
 		d.kill()
 	}
 	d := e.start(true)
-	end := time.Now().Truncate(period)
+	end := time.Now().Truncate(burstPeriod)
 
-	// Wait until every tick of every job from start to end has a run that
-	// ended, then stop.
 	st := openStore()
-	type key struct {
-		job  string
-		tick int64
+	waitBurstTicks(t, st, nJobs, start, end)
+	d.stop()
+	runs, retried := checkBurstRuns(t, st, witness)
+	t.Logf("%d kills part way through a burst, %d while catching up; %d runs over %s, %d retried",
+		midway, atStart, runs, end.Sub(start).Round(time.Second), retried)
+}
+
+// TestClusterKilledDuringBurstEveryTickOnce is the same on three nodes of
+// one PostgreSQL database: every node fires each burst of 200 jobs due at
+// the same second (in parts, claimed while the next part is fired), so the
+// nodes race for the same ticks and runs. A node is SIGKILLed part way
+// through a burst's attempts and restarted at once (it takes over its own
+// attempts) or after up to 8 s, past inactive_threshold (the others recover
+// them). Every tick of every job must have exactly one run, completed, and
+// no tick may run as two runs.
+func TestClusterKilledDuringBurstEveryTickOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test of about a minute; run without -short")
 	}
-	var runs []*jobs.Run
-	missing := 0
+	const nJobs = 200 // more than one part of a round (32) on each node
+	witness := filepath.Join(t.TempDir(), "witness")
+	c := newCluster(t, 3, burstWitnessJobs(nJobs, witness))
+	start := time.Now() // every node is ready: every cursor exists
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
+	late := 0
+	const kills = 6
+	for range kills {
+		before, k := witnessLines(t, witness), 1+rng.IntN(nJobs-1)
+		waitFor(t, fmt.Sprintf("%d more witness lines", k), 3*burstPeriod,
+			func() bool { return witnessLines(t, witness) >= before+k })
+		ids := c.ids()
+		id := ids[rng.IntN(len(ids))]
+		c.node(id).d.kill()
+		if rng.IntN(2) == 0 {
+			time.Sleep(time.Duration(rng.Int64N(int64(8 * time.Second))))
+			late++
+		}
+		c.start(id)
+	}
+	end := time.Now().Truncate(burstPeriod)
+	waitBurstTicks(t, c.st, nJobs, start, end)
+	for _, id := range c.ids() {
+		c.node(id).d.stop()
+	}
+	runs, retried := checkBurstRuns(t, c.st, witness)
+	byNode := map[string]int{}
+	for _, r := range c.runs("") {
+		byNode[r.Node]++
+	}
+	if len(byNode) < 2 {
+		t.Errorf("runs ended on nodes %v: the nodes did not share the bursts", byNode)
+	}
+	t.Logf("%d kills part way through a burst (%d restarted after a pause); %d runs over %s, %d retried; last attempt by node: %v",
+		kills, late, runs, end.Sub(start).Round(time.Second), retried, byNode)
+}
+
+// burstPeriod is how often the burst jobs fire, all at the same second.
+const burstPeriod = 5 * time.Second
+
+// burstWitnessJobs declares n jobs due every burstPeriod at the same
+// second, each appending "JOB TICK RUN" to witness, with every missed tick
+// caught up.
+func burstWitnessJobs(n int, witness string) string {
+	var cfg strings.Builder
+	for i := range n {
+		fmt.Fprintf(&cfg, `[[job]]
+name = "b%03d"
+schedule = "*/5 * * * * *"
+timezone = "UTC"
+shell = 'echo "$SCHEDULERD_JOB $SCHEDULERD_SCHEDULED_AT $SCHEDULERD_RUN_ID" >> %s'
+catchup = "all"
+misfire_grace = "5m"
+retry = { max_attempts = 5, backoff = "fixed", initial_delay = "1s" }
+`, i, witness)
+	}
+	return cfg.String()
+}
+
+// witnessLines counts the lines the witness jobs wrote so far.
+func witnessLines(t *testing.T, witness string) int {
+	b, err := os.ReadFile(witness)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return bytes.Count(b, []byte("\n"))
+}
+
+type burstTick struct {
+	job  string
+	tick int64
+}
+
+// waitBurstTicks waits until every tick of the n burst jobs after start,
+// up to end, has a run that ended.
+func waitBurstTicks(t *testing.T, st store.Store, n int, start, end time.Time) {
+	t.Helper()
 	waitFor(t, "every tick run to its end", 90*time.Second, func() bool {
-		var err error
-		runs, err = st.RunsList(context.Background(), store.RunFilter{Limit: 10000})
+		runs, err := st.RunsList(context.Background(), store.RunFilter{Limit: 10000})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ended := map[key]bool{}
+		ended := map[burstTick]bool{}
 		for _, r := range runs {
 			if r.Status.Terminal() {
-				ended[key{r.Job, r.ScheduledAt.Unix()}] = true
+				ended[burstTick{r.Job, r.ScheduledAt.Unix()}] = true
 			}
 		}
-		missing = 0
-		for i := range nJobs {
-			for tk := start.Truncate(period).Add(period); !tk.After(end); tk = tk.Add(period) {
-				if !ended[key{fmt.Sprintf("b%03d", i), tk.Unix()}] {
-					missing++
+		for i := range n {
+			for tk := start.Truncate(burstPeriod).Add(burstPeriod); !tk.After(end); tk = tk.Add(burstPeriod) {
+				if !ended[burstTick{fmt.Sprintf("b%03d", i), tk.Unix()}] {
+					return false
 				}
 			}
 		}
-		return missing == 0
+		return true
 	})
-	d.stop()
+}
 
+// checkBurstRuns checks, once the daemons stopped, that every tick has one
+// run, completed, and that the attempts agree: each witness line names the
+// store's run of its tick, and every run has a line. It returns the number
+// of runs and of runs that needed more than one attempt.
+func checkBurstRuns(t *testing.T, st store.Store, witness string) (n, retried int) {
+	t.Helper()
 	runs, err := st.RunsList(context.Background(), store.RunFilter{Limit: 10000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runOf := map[key]string{}
-	retried := 0
+	runOf := map[burstTick]string{}
 	for _, r := range runs {
-		k := key{r.Job, r.ScheduledAt.Unix()}
+		k := burstTick{r.Job, r.ScheduledAt.Unix()}
 		if other, ok := runOf[k]; ok {
 			t.Errorf("%s tick %s has two runs: %s and %s", r.Job, r.ScheduledAt.UTC().Format(time.RFC3339), other, r.ID)
 		}
@@ -152,12 +221,10 @@ retry = { max_attempts = 5, backoff = "fixed", initial_delay = "1s" }
 			retried++
 		}
 	}
-	// What the attempts themselves saw: each line names the run of its
-	// tick, and every run of the store has at least one line.
 	seen := map[string]bool{}
 	for job, ticks := range witnessTicks(t, witness) {
 		for tick, ids := range ticks {
-			k := key{job, tick}
+			k := burstTick{job, tick}
 			for id := range ids {
 				if runOf[k] != id {
 					t.Errorf("%s tick %s ran as run %s; the store's run of that tick is %q",
@@ -172,6 +239,5 @@ retry = { max_attempts = 5, backoff = "fixed", initial_delay = "1s" }
 			t.Errorf("run %s (%s tick %s) completed with no witness line", r.ID, r.Job, r.ScheduledAt.UTC().Format(time.RFC3339))
 		}
 	}
-	t.Logf("%d kills part way through a burst, %d while catching up; %d runs over %s, %d retried",
-		midway, atStart, len(runs), end.Sub(start).Round(time.Second), retried)
+	return len(runs), retried
 }
