@@ -114,7 +114,7 @@ func (p *parser) daemon(m map[string]any) Daemon {
 		if !hasInactive && hasHeartbeat {
 			key = "heartbeat_interval"
 		}
-		p.errAt(p.pos.line(joinPath(sc.path, key)), sc.label+"inactive_threshold",
+		p.errAt(p.line(joinPath(sc.path, key)), sc.label+"inactive_threshold",
 			"must be more than twice heartbeat_interval (%s), got %s", hb, in)
 	}
 

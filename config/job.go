@@ -479,9 +479,9 @@ func (p *parser) build(j, defaults *rawJob, before int) *jobs.Definition {
 			key, rest = "", msg
 		}
 		if key == "" {
-			p.errAt(p.pos.line(sc.path), strings.TrimRight(sc.label, ": ."), "%s", rest)
+			p.errAt(p.line(sc.path), strings.TrimRight(sc.label, ": ."), "%s", rest)
 		} else {
-			p.errAt(p.pos.line(joinPath(sc.path, key)), sc.label+key, "%s", rest)
+			p.errAt(p.line(joinPath(sc.path, key)), sc.label+key, "%s", rest)
 		}
 		return nil
 	}

@@ -72,6 +72,14 @@ func scanPositions(src string) (pos positions, deepLine int) {
 	return s.pos, s.deepLine
 }
 
+// scanDepth is scanPositions without recording the positions: the line
+// where the nesting went past maxDepth, or 0.
+func scanDepth(src string) (deepLine int) {
+	s := &scanner{src: strings.TrimPrefix(src, "\ufeff"), line: 1, arrays: map[string]int{}}
+	s.top()
+	return s.deepLine
+}
+
 func (s *scanner) eof() bool { return s.i >= len(s.src) || s.deepLine > 0 }
 
 func (s *scanner) peek(off int) byte {
@@ -82,6 +90,9 @@ func (s *scanner) peek(off int) byte {
 }
 
 func (s *scanner) record(path string, line int) {
+	if s.pos == nil {
+		return // scanDepth
+	}
 	if _, ok := s.pos[path]; !ok {
 		s.pos[path] = line
 	}
