@@ -67,6 +67,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	leanGC()
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
 		return err
@@ -112,6 +113,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		reloadMu.Lock()
 		defer reloadMu.Unlock()
 		notify(daemon.SdNotifyReloading, "MONOTONIC_USEC="+strconv.FormatInt(monotonicUsec(), 10))
+		leanGC()
 		err := reload(ctx, logger, *cfgPath, cfg, sched)
 		settleMemory()
 		notify(daemon.SdNotifyReady, fmt.Sprintf("STATUS=running %d jobs", len(sched.Jobs())))
