@@ -67,17 +67,21 @@ type scanner struct {
 // line where the nesting went past maxDepth (0 if it never did); the scan
 // stops there.
 func scanPositions(src string) (pos positions, deepLine int) {
-	s := &scanner{src: strings.TrimPrefix(src, "\ufeff"), line: 1, pos: positions{}, arrays: map[string]int{}}
-	s.top()
+	s := scan(src, positions{})
 	return s.pos, s.deepLine
 }
 
 // scanDepth is scanPositions without recording the positions: the line
 // where the nesting went past maxDepth, or 0.
 func scanDepth(src string) (deepLine int) {
-	s := &scanner{src: strings.TrimPrefix(src, "\ufeff"), line: 1, arrays: map[string]int{}}
+	return scan(src, nil).deepLine
+}
+
+// scan reads src, recording positions in pos unless it is nil.
+func scan(src string, pos positions) *scanner {
+	s := &scanner{src: strings.TrimPrefix(src, "\ufeff"), line: 1, pos: pos, arrays: map[string]int{}}
 	s.top()
-	return s.deepLine
+	return s
 }
 
 func (s *scanner) eof() bool { return s.i >= len(s.src) || s.deepLine > 0 }
