@@ -63,3 +63,20 @@ func SortByCreation(runs []*jobs.Run) {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
 	})
 }
+
+// Deferred reports whether a fire that won its compare-and-set waits for
+// its tick (see FireParams.Overlap): it is ahead of time (every fresh run's
+// tick is later than now), its job's policy looks at active runs, it has
+// some, and it does not make the cursor.
+func Deferred(p FireParams, fresh []RunInsertParams, active int, now time.Time) bool {
+	if active == 0 || len(fresh) == 0 || p.Expect.IsZero() ||
+		(p.Overlap != jobs.OverlapSkip && p.Overlap != jobs.OverlapReplace) {
+		return false
+	}
+	for _, r := range fresh {
+		if !r.ScheduledAt.After(now) {
+			return false
+		}
+	}
+	return true
+}

@@ -58,7 +58,18 @@ type Store interface {
 	ScheduleFires(ctx context.Context, ps []FireParams) ([]*FireResult, error)
 	// SchedulePause pauses or resumes a job's schedule. Resuming moves the
 	// cursor to now: ticks that fell while paused are not caught up.
+	// Pausing withdraws the runs fired ahead of their tick, as
+	// ScheduleWithdraw does, in the same transaction.
 	SchedulePause(ctx context.Context, job string, paused bool, now time.Time) (*Cursor, error)
+	// ScheduleWithdraw takes back the ticks of the named jobs that were
+	// fired ahead of their time, in one transaction: each run made by a
+	// schedule that is still pending and never attempted, whose tick and
+	// not_before are later than now, is deleted with its occurrence and its
+	// events (no attempt of it ever started, so the tick may fire again,
+	// once: the cursor's compare-and-set still rules), and a cursor later
+	// than now moves back to now. It returns the cursors of the jobs that
+	// have one and how many runs it deleted.
+	ScheduleWithdraw(ctx context.Context, jobNames []string, now time.Time) (map[string]*Cursor, int, error)
 
 	// RunInsert makes a run (one-off, manual or rerun). ErrDuplicate when
 	// its occurrence exists or a non-terminal run of the job has its dedup id.
@@ -178,6 +189,11 @@ type FireParams struct {
 	// skip: the runs are not made and count as skipped; replace: the active
 	// runs are cancelled (reason replaced; a running one gets CancelRequested)
 	// and the new run is made; allow and queue: the runs are made.
+	// A fire ahead of time (every run's tick later than Now) of a skip or
+	// replace job that has an active run is deferred: nothing is written
+	// and FireResult.Deferred is set, so that the policy is applied at the
+	// tick, to the runs active then. A fire that makes the cursor (Expect
+	// zero) is never deferred.
 	Overlap jobs.Overlap
 	Node    string
 	Now     time.Time
@@ -185,7 +201,10 @@ type FireParams struct {
 
 // FireResult says what ScheduleFire did.
 type FireResult struct {
-	Advanced       bool
+	Advanced bool
+	// Deferred: the fire was ahead of time and met an active run of a skip
+	// or replace job (see FireParams.Overlap); nothing was written.
+	Deferred       bool
 	Created        []*jobs.Run
 	Duplicates     int
 	SkippedOverlap int

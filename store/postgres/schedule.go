@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/schedulerd/schedulerd/jobs"
@@ -381,16 +382,20 @@ func applyOverlap(ctx context.Context, c *conn, items []*fireItem, jobNames []st
 		if !it.won || len(it.fresh) == 0 || len(act) == 0 {
 			continue
 		}
+		at := now
+		if !p.Now.IsZero() {
+			at = p.Now.UTC().Truncate(time.Microsecond)
+		}
+		if store.Deferred(p, it.fresh, len(act), at) {
+			it.won, res.Deferred = false, true
+			continue
+		}
 		switch p.Overlap {
 		case jobs.OverlapSkip:
 			it.lastSkipped = store.SkipOverlap(res, it.fresh, it.lastSkipped)
 			it.fresh = nil
 		case jobs.OverlapReplace:
 			store.SortByCreation(act)
-			at := now
-			if !p.Now.IsZero() {
-				at = p.Now.UTC().Truncate(time.Microsecond)
-			}
 			for _, r := range act {
 				if r.Status == jobs.StatusRunning {
 					res.Replaced = append(res.Replaced, ch.requestCancel(r, at))
@@ -407,20 +412,27 @@ func applyOverlap(ctx context.Context, c *conn, items []*fireItem, jobNames []st
 	return nil
 }
 
-// SchedulePause pauses or resumes a job's schedule in one statement.
-// Resuming a paused cursor moves Last to now (or keeps a Last that is later
-// still), so ticks that fell while paused never fire; a job without a cursor
-// gets one at now. A cursor already in the asked state is left as it is.
+// SchedulePause pauses or resumes a job's schedule. Resuming a paused
+// cursor moves Last to now (or keeps a Last that is later still), so ticks
+// that fell while paused never fire; a job without a cursor gets one at
+// now. A cursor already in the asked state is left as it is. Pausing first
+// withdraws the ticks fired ahead of now (the cursor is locked before the
+// runs, as fires lock them).
 func (s *Store) SchedulePause(ctx context.Context, job string, paused bool, now time.Time) (*store.Cursor, error) {
 	if job == "" {
 		return nil, errors.New("pause schedule: job name is empty")
 	}
 	var cur *store.Cursor
 	err := s.write(ctx, "pause schedule "+job, func(c *conn) (err error) {
+		if paused {
+			if _, err := withdraw(ctx, c, []string{job}, now); err != nil {
+				return err
+			}
+		}
 		cur, err = scanCursor(c.queryRow(ctx, `INSERT INTO cursors (job, last, paused, updated_at)
 				VALUES ($1, COALESCE($3::timestamptz, now()), $2, COALESCE($3::timestamptz, now()))
 			ON CONFLICT (job) DO UPDATE SET
-				last = CASE WHEN excluded.paused THEN cursors.last ELSE GREATEST(cursors.last, excluded.last) END,
+				last = CASE WHEN excluded.paused THEN LEAST(cursors.last, excluded.last) ELSE GREATEST(cursors.last, excluded.last) END,
 				paused = excluded.paused, updated_at = excluded.updated_at
 			WHERE cursors.paused <> excluded.paused
 			RETURNING `+cursorColumns, job, paused, ts(now)))
@@ -433,4 +445,59 @@ func (s *Store) SchedulePause(ctx context.Context, job string, paused bool, now 
 		return nil, err
 	}
 	return cur, nil
+}
+
+// ScheduleWithdraw takes back the ticks of jobNames fired ahead of now; see
+// store.Store.
+func (s *Store) ScheduleWithdraw(ctx context.Context, jobNames []string, now time.Time) (map[string]*store.Cursor, int, error) {
+	out := map[string]*store.Cursor{}
+	if len(jobNames) == 0 {
+		return out, 0, nil
+	}
+	var n int
+	err := s.write(ctx, "withdraw ticks", func(c *conn) (err error) {
+		clear(out)
+		if n, err = withdraw(ctx, c, jobNames, now); err != nil {
+			return err
+		}
+		rows, err := c.query(ctx, sqlGetCursors, jobNames)
+		if err != nil {
+			return err
+		}
+		return collectCursors(out)(rows)
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, n, nil
+}
+
+// sqlWithdraw deletes the runs of the jobs $1 fired ahead of $2 (pending,
+// never attempted, made by a schedule, tick and not_before later) with
+// their occurrences and events, and moves cursors later than $2 back to
+// it. A run that a claim has locked is deleted only if the claim did not
+// start it: the delete waits for the claim and checks the row again.
+const sqlWithdraw = `WITH at AS (SELECT COALESCE($2::timestamptz, now()) AS t),
+	w AS (
+		DELETE FROM runs USING at WHERE job = ANY($1::text[]) AND status = 'pending' AND attempt = 0
+			AND trigger_kind = 'schedule' AND scheduled_at > at.t AND not_before > at.t
+		RETURNING id, job, scheduled_at),
+	o AS (DELETE FROM occurrences o USING w WHERE o.job = w.job AND o.scheduled_at = w.scheduled_at AND o.run_id = w.id),
+	e AS (DELETE FROM events e USING w WHERE e.run_id = w.id),
+	c AS (UPDATE cursors SET last = at.t, updated_at = at.t FROM at WHERE job = ANY($1::text[]) AND last > at.t)
+SELECT count(*) FROM w`
+
+// withdraw runs sqlWithdraw inside a write transaction, after it locked the
+// jobs' cursors (in job order, as fires lock them: a fire holds the cursor
+// while it locks the job's active runs), and returns how many runs it
+// deleted.
+func withdraw(ctx context.Context, c *conn, jobNames []string, now time.Time) (int, error) {
+	var n int
+	var b pgx.Batch
+	b.Queue(`SELECT job FROM cursors WHERE job = ANY($1::text[]) ORDER BY job FOR UPDATE`, jobNames).Exec(func(pgconn.CommandTag) error { return nil })
+	b.Queue(sqlWithdraw, jobNames, ts(now)).QueryRow(func(row pgx.Row) error { return row.Scan(&n) })
+	if err := c.send(ctx, &b); err != nil {
+		return 0, err
+	}
+	return n, nil
 }

@@ -210,9 +210,15 @@ func fireAll(ctx context.Context, c conn, ps []store.FireParams, runs [][]store.
 		retry  []string
 		nodeOf []string
 	)
+	kept := won[:0]
 	for _, it := range won {
 		p, res := ps[it.i], results[it.i]
 		at := now(p.Now)
+		if store.Deferred(p, it.fresh, len(active[p.Job]), at) {
+			res.Deferred = true
+			continue
+		}
+		kept = append(kept, it)
 		if runs := active[p.Job]; len(runs) > 0 && len(it.fresh) > 0 {
 			switch p.Overlap {
 			case jobs.OverlapSkip:
@@ -244,6 +250,8 @@ func fireAll(ctx context.Context, c conn, ps []store.FireParams, runs [][]store.
 			res.Created = append(res.Created, run)
 		}
 	}
+
+	won = kept
 
 	// The writes: occurrences, runs, events, cursors.
 	var occ []*jobs.Run
@@ -340,7 +348,16 @@ func (s *Store) SchedulePause(ctx context.Context, job string, paused bool, at t
 		case cur == nil:
 		case cur.Paused == paused:
 			return nil
-		case paused || cur.Last.After(at):
+		case paused:
+			// The ticks fired ahead are taken back: the job was paused
+			// before their time.
+			if _, err := withdraw(ctx, c, []string{job}, at); err != nil {
+				return err
+			}
+			if !cur.Last.After(at) {
+				last = cur.Last
+			}
+		case cur.Last.After(at):
 			last = cur.Last
 		}
 		cur, err = scanCursor(c.queryRow(ctx, `INSERT INTO cursors (job, last, paused, skipped, updated_at)
@@ -353,4 +370,69 @@ func (s *Store) SchedulePause(ctx context.Context, job string, paused bool, at t
 		return nil, err
 	}
 	return cur, nil
+}
+
+// ScheduleWithdraw takes back the ticks of jobNames fired ahead of now; see
+// store.Store.
+func (s *Store) ScheduleWithdraw(ctx context.Context, jobNames []string, at time.Time) (map[string]*store.Cursor, int, error) {
+	out := map[string]*store.Cursor{}
+	if len(jobNames) == 0 {
+		return out, 0, nil
+	}
+	at = now(at)
+	var n int
+	err := s.write(ctx, "withdraw ticks", func(c conn) (err error) {
+		if n, err = withdraw(ctx, c, jobNames, at); err != nil {
+			return err
+		}
+		rows, err := c.query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE job IN (SELECT value FROM json_each(?))`,
+			jsonStrings(jobNames))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			cur, err := scanCursor(rows)
+			if err != nil {
+				return err
+			}
+			out[cur.Job] = cur
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, n, nil
+}
+
+// withdraw deletes the runs of jobNames fired ahead of at (pending, never
+// attempted, made by a schedule, tick and not_before later than at) with
+// their occurrences and events, and moves cursors later than at back to
+// at, inside a write transaction. It returns how many runs it deleted.
+func withdraw(ctx context.Context, c conn, jobNames []string, at time.Time) (int, error) {
+	names, us := jsonStrings(jobNames), at.UnixMicro()
+	ids, err := queryStrings(ctx, c, `SELECT id FROM runs INDEXED BY runs_job_active
+		WHERE job IN (SELECT value FROM json_each(?)) AND status IN `+sqlActive+` AND status = 'pending' AND attempt = 0
+			AND trigger_kind = 'schedule' AND scheduled_at > ? AND not_before > ?`, names, us, us)
+	if err != nil {
+		return 0, err
+	}
+	if len(ids) > 0 {
+		list := jsonStrings(ids)
+		for _, q := range []string{
+			`DELETE FROM occurrences WHERE rowid IN (SELECT o.rowid FROM runs r
+				JOIN occurrences o ON o.job = r.job AND o.scheduled_at = r.scheduled_at AND o.run_id = r.id
+				WHERE r.id IN (SELECT value FROM json_each(?)))`,
+			`DELETE FROM events WHERE run_id IN (SELECT value FROM json_each(?))`,
+			`DELETE FROM runs WHERE id IN (SELECT value FROM json_each(?))`,
+		} {
+			if _, err := c.exec(ctx, q, list); err != nil {
+				return 0, err
+			}
+		}
+	}
+	_, err = c.exec(ctx, `UPDATE cursors SET last = ?, updated_at = ?
+		WHERE job IN (SELECT value FROM json_each(?)) AND last > ?`, us, us, names, us)
+	return len(ids), err
 }
