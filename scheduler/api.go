@@ -152,7 +152,11 @@ func (s *Scheduler) NextFire(job string) time.Time {
 	case !active:
 		return time.Time{}
 	}
-	if now := s.clock.Now(); last.Before(now.Add(-d.MisfireGrace)) {
+	now := s.clock.Now()
+	if last.After(now) {
+		return last // fired ahead of its time: still to come
+	}
+	if last.Before(now.Add(-d.MisfireGrace)) {
 		last = now.Add(-d.MisfireGrace)
 	}
 	return d.Schedule.Next(last)

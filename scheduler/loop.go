@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/schedulerd/schedulerd/jobs"
@@ -74,9 +75,17 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 		}
 	}
 
-	// Fire due ticks, the ticks of many jobs per transaction.
+	// Fire due ticks, the ticks of many jobs per transaction: first those
+	// whose time has come, then those due within FireLead, ahead of time.
 	s.mu.Lock()
-	due := s.dueLocked(now)
+	var due, early []*jobState
+	for _, j := range s.dueLocked(now) {
+		if j.nextTick() <= now.UnixMicro() {
+			due = append(due, j)
+		} else {
+			early = append(early, j)
+		}
+	}
 	s.mu.Unlock()
 	size := fireSize(len(due))
 	if size < len(due) {
@@ -129,7 +138,7 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 		if start+size < len(due) {
 			awaitClaim()
 			if !concurrent {
-				if _, err := s.claim(ctx, now); err != nil {
+				if _, _, err := s.claim(ctx, s.clock.Now(), 0, false); err != nil {
 					noteErr("claim runs", err)
 				}
 				continue
@@ -138,21 +147,79 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 			claiming = done
 			go func() {
 				defer close(done)
-				_, claimErr = s.claim(ctx, now)
+				_, _, claimErr = s.claim(ctx, s.clock.Now(), 0, false)
 			}()
 		}
 	}
 	awaitClaim()
-	s.mu.Lock()
-	if nt := s.nextQueuedLocked(); !nt.IsZero() && nt.Before(next) {
-		next = nt
+	// The ticks due within FireLead: their runs wait for their time, so
+	// nothing is claimed between these fires unless that time has come (a
+	// burst larger than FireLead lets it write).
+	for start := 0; start < len(early); start += fireBatch {
+		batch := early[start:min(start+fireBatch, len(early))]
+		s.fireMu.Lock()
+		err := s.fire(ctx, batch, now)
+		s.fireMu.Unlock()
+		s.mu.Lock()
+		for _, j := range batch {
+			s.queueLocked(j)
+		}
+		reached := s.aheadAt != noTick && s.aheadAt <= s.clock.Now().UnixMicro()
+		s.mu.Unlock()
+		if err != nil {
+			noteErr("fire ticks", err)
+			continue
+		}
+		if reached && start+fireBatch < len(early) {
+			if _, _, err := s.claim(ctx, s.clock.Now(), 0, false); err != nil {
+				noteErr("claim runs", err)
+			}
+		}
 	}
-	s.mu.Unlock()
 
-	// Expire runs that can no longer start, at most once a second: a claim
-	// never takes a run past its not_after, so this only records what
-	// already holds, and under load the loop turns hundreds of times a
-	// second.
+	// The ticks fired ahead whose time has come. When many jobs share the
+	// tick, their runs are claimed in four parts (of splitRound at least),
+	// so that the first start after a part of the writing, not all of it;
+	// the results of attempts that end meanwhile wait, as in a burst. The
+	// store need not look whether anything is due first: it is.
+	claimAt := s.clock.Now()
+	s.mu.Lock()
+	reached := s.aheadDueLocked(claimAt)
+	s.mu.Unlock()
+	if len(reached) > splitRound {
+		if s.burst.Load() == nil {
+			done := make(chan struct{})
+			s.burst.Store(&done)
+			defer func() {
+				s.burst.Store(nil)
+				close(done)
+			}()
+		}
+		part := max(splitRound, (len(reached)+3)/4)
+		for claimed := 0; claimed < len(reached); {
+			n, _, err := s.claim(ctx, claimAt, part, true)
+			if err != nil {
+				noteErr("claim runs", err)
+				break
+			}
+			if claimed += n; n < part {
+				break
+			}
+		}
+	}
+
+	// Claim and start due runs. Only when the claim found fewer due runs
+	// than it had slots is the next due run asked for: otherwise the
+	// attempts that end wake the loop.
+	_, askNext, err := s.claim(ctx, claimAt, 0, len(reached) > 0 && len(reached) <= splitRound)
+	if err != nil {
+		noteErr("claim runs", err)
+	}
+
+	// Expire runs that can no longer start, at most once a second (under
+	// load the loop turns hundreds of times a second), and after the
+	// claims, which it would delay: a claim never takes a run past its
+	// not_after, so this only records what already holds.
 	if now.Sub(s.expiredAt) >= time.Second || now.Before(s.expiredAt) {
 		s.expiredAt = now
 		expired, err := s.st.RunsExpire(ctx, s.cfg.NodeID, s.storeNow(now))
@@ -164,13 +231,38 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 		}
 	}
 
-	// Claim and start due runs. Only when the claim found fewer due runs
-	// than it had slots is the next due run asked for: otherwise the
-	// attempts that end wake the loop.
-	askNext, err := s.claim(ctx, now)
-	if err != nil {
-		noteErr("claim runs", err)
+	// The cursors of those ticks are read again: if a pause or a reload
+	// took a tick back (its run is gone and the cursor moved back), the
+	// tick is due now, and fires at the next iteration.
+	if len(reached) > 0 {
+		cs, err := s.st.ScheduleCursors(ctx, reached)
+		if err != nil {
+			noteErr("read schedule cursors", err)
+			// Read them again in a second.
+			again := claimAt.Add(time.Second).UnixMicro()
+			s.mu.Lock()
+			for _, name := range reached {
+				s.ahead[name] = again
+			}
+			if s.aheadAt == noTick || again < s.aheadAt {
+				s.aheadAt = again
+			}
+			s.mu.Unlock()
+		}
+		for name, c := range cs {
+			s.setCursor(name, c)
+		}
 	}
+	s.mu.Lock()
+	if nt := s.nextQueuedLocked(); !nt.IsZero() && nt.Before(next) {
+		next = nt
+	}
+	if s.aheadAt != noTick {
+		if at := fromMicros(s.aheadAt); at.Before(next) {
+			next = at
+		}
+	}
+	s.mu.Unlock()
 	if askNext {
 		s.mu.Lock()
 		limits := s.limits // replaced, never changed, by setJobs
@@ -225,6 +317,9 @@ func (s *Scheduler) fire(ctx context.Context, due []*jobState, now time.Time) er
 		d, last := j.def, lasts[i]
 		plan := planTicks(d, last, now)
 		if plan.Cursor.IsZero() {
+			plan = planAhead(d, last, now, now.Add(s.cfg.FireLead))
+		}
+		if plan.Cursor.IsZero() {
 			continue
 		}
 		p := store.FireParams{
@@ -251,6 +346,15 @@ func (s *Scheduler) fire(ctx context.Context, due []*jobState, now time.Time) er
 	var lost []string
 	for i, res := range results {
 		d, plan := fired[i].def, plans[i]
+		if res.Deferred {
+			// An active run of a skip or replace job: the tick is fired at
+			// its time, when the policy can judge the runs active then.
+			s.mu.Lock()
+			j := fired[i]
+			j.deferred = j.nextTick()
+			s.mu.Unlock()
+			continue
+		}
 		if !res.Advanced {
 			// Another writer moved the cursor (or paused the job): read it
 			// and plan again.
@@ -279,6 +383,7 @@ func (s *Scheduler) setCursor(job string, c *store.Cursor) {
 	defer s.mu.Unlock()
 	if j := s.jobLocked(job); j != nil && j.def.Schedule != nil {
 		j.setCursor(c)
+		s.noteAheadLocked(j, s.clock.Now())
 		s.queueLocked(j)
 	}
 }
@@ -308,6 +413,7 @@ func (s *Scheduler) logFire(ctx context.Context, d *jobs.Definition, plan tickPl
 		}
 	}
 	for _, r := range res.Created {
+		// late is negative for a tick fired ahead of its time.
 		s.log.InfoContext(ctx, "tick fired", "job", r.Job, "run", r.ID, "tick", r.ScheduledAt.UTC().Format(time.RFC3339),
 			"late", now.Sub(r.ScheduledAt).Round(time.Millisecond).String())
 	}
@@ -316,10 +422,11 @@ func (s *Scheduler) logFire(ctx context.Context, d *jobs.Definition, plan tickPl
 	}
 }
 
-// claim starts due runs up to the free slots. It reports whether it asked
-// the store and got fewer runs than it had slots (or failed): only then
-// can the next due run be later than the next wake-up.
-func (s *Scheduler) claim(ctx context.Context, now time.Time) (bool, error) {
+// claim starts due runs up to the free slots, and at most most of them
+// unless most is 0. It returns how many it started and reports whether it
+// asked the store and got fewer runs than it had slots (or failed): only
+// then can the next due run be later than the next wake-up.
+func (s *Scheduler) claim(ctx context.Context, now time.Time, most int, due bool) (int, bool, error) {
 	s.mu.Lock()
 	// An attempt that ended holds no slot while its result is written, but
 	// at most Concurrency results may wait for their write: a store that
@@ -329,7 +436,7 @@ func (s *Scheduler) claim(ctx context.Context, now time.Time) (bool, error) {
 	limits := s.limits // replaced, never changed, by setJobs
 	s.mu.Unlock()
 	if free <= 0 || draining || len(limits) == 0 {
-		return false, nil
+		return 0, false, nil
 	}
 	// Claim in batches: while attempts are finishing, wait until half of
 	// the slots are free (every finished attempt wakes the loop, and
@@ -338,19 +445,42 @@ func (s *Scheduler) claim(ctx context.Context, now time.Time) (bool, error) {
 	// running are not waited for: a due run must not wait for long
 	// attempts to end.
 	if free < max(1, s.cfg.Concurrency/2) && s.finishing.Load() > 0 {
-		return false, nil
+		return 0, false, nil
+	}
+	limit := free
+	if most > 0 {
+		limit = min(free, most)
 	}
 	runs, err := s.st.RunsClaim(ctx, store.ClaimParams{
-		Node: s.cfg.NodeID, Incarnation: s.Incarnation(), Jobs: limits, Limit: free, Now: s.storeNow(now),
+		Node: s.cfg.NodeID, Incarnation: s.Incarnation(), Jobs: limits, Limit: limit, Now: s.storeNow(now), Due: due,
 	})
 	if err != nil {
-		return true, err
+		return 0, true, err
 	}
 	for _, r := range runs {
 		s.logRun(ctx, r, "", "attempt started")
 		s.startAttempt(r)
 	}
-	return len(runs) < free, nil
+	return len(runs), len(runs) < free, nil
+}
+
+// withdraw takes back, in the store, the ticks of the named jobs fired
+// ahead of now, and records their cursors.
+func (s *Scheduler) withdraw(ctx context.Context, names []string, now time.Time) error {
+	if len(names) == 0 {
+		return nil
+	}
+	cs, n, err := s.st.ScheduleWithdraw(ctx, names, s.storeNow(now))
+	if err != nil {
+		return fmt.Errorf("withdraw ticks fired ahead: %w", err)
+	}
+	for name, c := range cs {
+		s.setCursor(name, c)
+	}
+	if n > 0 {
+		s.log.InfoContext(ctx, "ticks fired ahead withdrawn", "runs", n)
+	}
+	return nil
 }
 
 // stopLocal stops an attempt running on this node, if there is one.

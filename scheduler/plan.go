@@ -105,3 +105,20 @@ func planTicks(d *jobs.Definition, last, now time.Time) tickPlan {
 	p.Fire = append(missed, onTime...)
 	return p
 }
+
+// planAhead plans the ticks of a cron job after last that fall after now
+// and no later than horizon: fired ahead of their time, none of them late.
+// It is asked only when no tick is due by now (planTicks found none).
+func planAhead(d *jobs.Definition, last, now, horizon time.Time) tickPlan {
+	var p tickPlan
+	for t := d.Schedule.Next(last); !t.IsZero() && !t.After(horizon); t = d.Schedule.Next(t) {
+		if !t.After(now) {
+			return tickPlan{} // due: planTicks' case
+		}
+		if !t.Before(d.NotBefore) && (d.NotAfter.IsZero() || !t.After(d.NotAfter)) {
+			p.Fire = append(p.Fire, t)
+		}
+		p.Cursor = t
+	}
+	return p
+}

@@ -34,7 +34,12 @@ type Config struct {
 	PollInterval time.Duration
 	// PruneInterval is how often finished runs are pruned. Default 1h.
 	PruneInterval time.Duration
-	Version       string
+	// FireLead is how long before its tick a tick is fired: its run is
+	// written then, pending until the tick, so that at the tick only the
+	// claim is left to do. Default 250ms; negative: ticks fire at their
+	// time.
+	FireLead time.Duration
+	Version  string
 	// SocketPath is passed to command jobs as SCHEDULERD_SOCKET.
 	SocketPath string
 	// StoreClock makes the store's clock authoritative: store calls get a
@@ -61,6 +66,7 @@ func (c Config) withDefaults() Config {
 	c.History = cmp.Or(c.History, 720*time.Hour)
 	c.PollInterval = cmp.Or(c.PollInterval, 10*time.Second)
 	c.PruneInterval = cmp.Or(c.PruneInterval, time.Hour)
+	c.FireLead = max(cmp.Or(c.FireLead, defaultFireLead), 0)
 	c.Version = cmp.Or(c.Version, "dev")
 	if c.Clock == nil {
 		c.Clock = RealClock{}
@@ -133,6 +139,14 @@ type Scheduler struct {
 	ticks  tickHeap
 	// limits is each declared job's concurrency limit, as claims take it.
 	limits map[string]int
+	// ahead holds, by job name, the cursors read or written later than the
+	// clock (a tick fired ahead of its time, by this node or another) until
+	// the clock reaches them; aheadAt is the earliest, noTick when empty.
+	// The loop wakes then to claim the runs of those ticks and reads the
+	// cursors again: a withdrawal (a pause, a reload elsewhere) may have
+	// taken the tick back, and then it fires at once.
+	ahead   map[string]int64
+	aheadAt int64
 	// pausedReadAt is when the loop last re-read paused cursors, expiredAt
 	// when it last expired runs (loop only).
 	expiredAt    time.Time
@@ -207,6 +221,8 @@ func New(st store.Store, cfg Config, defs []*jobs.Definition) (*Scheduler, error
 		log:     cfg.Logger.With("component", "scheduler", "node", cfg.NodeID),
 		clock:   cfg.Clock,
 		running: map[string]*attempt{},
+		ahead:   map[string]int64{},
+		aheadAt: noTick,
 		wake:    make(chan struct{}, 1),
 		backlog: make(chan struct{}, 1),
 	}
@@ -459,6 +475,7 @@ func (s *Scheduler) syncJobs(ctx context.Context, now time.Time) error {
 	for _, j := range s.cron {
 		if c := cursors[j.def.Name]; c != nil {
 			j.setCursor(c)
+			s.noteAheadLocked(j, now)
 		} else {
 			j.hasCursor = false
 		}
@@ -491,10 +508,28 @@ func (s *Scheduler) syncJobs(ctx context.Context, now time.Time) error {
 // that are running go on with the definition they started with.
 func (s *Scheduler) Reload(ctx context.Context, defs []*jobs.Definition) error {
 	old := s.Jobs()
+	now := s.clock.Now()
+	s.mu.Lock()
+	var withdraw []string // the jobs with a tick fired ahead, as the cursors say
+	for _, j := range s.cron {
+		if j.hasCursor && j.last > now.UnixMicro() {
+			withdraw = append(withdraw, j.def.Name)
+		}
+	}
+	s.mu.Unlock()
 	if err := s.setJobs(defs); err != nil {
 		return err
 	}
-	if err := s.syncJobs(ctx, s.clock.Now()); err != nil {
+	// The ticks fired ahead under the old definitions are taken back (the
+	// tick may be gone from the new schedule, or the job with it) and fire
+	// again under the new ones. No fire runs meanwhile.
+	s.fireMu.Lock()
+	err := s.withdraw(ctx, withdraw, now)
+	if err == nil {
+		err = s.syncJobs(ctx, now)
+	}
+	s.fireMu.Unlock()
+	if err != nil {
 		// Keep the old job set: nothing of the new one is half in force.
 		_ = s.setJobs(old)
 		return err
@@ -526,6 +561,7 @@ func (s *Scheduler) Stop(ctx context.Context) {
 		s.mu.Unlock()
 		s.stopLoop(ErrStopped)
 		s.loops.Wait()
+		s.withdrawAhead(ctx)
 		if n > 0 {
 			s.log.InfoContext(ctx, "waiting for running attempts", "running", n, "shutdown_grace", s.cfg.ShutdownGrace)
 		}
@@ -547,6 +583,29 @@ func (s *Scheduler) Stop(ctx context.Context) {
 		<-s.completerDone
 		s.log.InfoContext(ctx, "scheduler stopped")
 	})
+}
+
+// withdrawAhead takes back, when the node stops, the ticks fired ahead
+// whose time has not come: they were not reached while the node ran, so
+// when it starts again they follow catchup like any tick missed meanwhile,
+// and another node that runs on fires them at their time (it reads the
+// cursor again then). Should the store not answer, they stay, as they do
+// when the process is killed: each then runs once, late.
+func (s *Scheduler) withdrawAhead(ctx context.Context) {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.ahead))
+	for name := range s.ahead {
+		names = append(names, name)
+	}
+	s.mu.Unlock()
+	if len(names) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := s.withdraw(ctx, names, s.clock.Now()); err != nil {
+		s.log.ErrorContext(ctx, "withdraw the ticks fired ahead at stop", "error", err)
+	}
 }
 
 // Running returns the number of attempts of this node whose result is not

@@ -28,6 +28,9 @@ type jobState struct {
 	next, nextOf int64
 	// queued is the time of the job's live heap entry; noTick: none.
 	queued int64
+	// deferred is a tick whose fire ahead of time the store deferred (an
+	// active run of a skip or replace job): it is fired at its time.
+	deferred int64
 }
 
 // noTick marks an absent time in a jobState: no Unix microsecond count a
@@ -35,7 +38,7 @@ type jobState struct {
 const noTick = math.MinInt64
 
 func newJobState(d *jobs.Definition) jobState {
-	return jobState{def: d, next: noTick, nextOf: noTick, queued: noTick}
+	return jobState{def: d, next: noTick, nextOf: noTick, queued: noTick, deferred: noTick}
 }
 
 func micros(t time.Time) int64 {
@@ -78,8 +81,9 @@ func (j *jobState) nextTick() int64 {
 // iteration costs what is due, not the number of jobs: with 100,000 jobs a
 // pass over all of them took milliseconds every iteration.
 //
-// Each active cron job has one live entry: the time of its next tick after
-// its cursor, recorded in its jobState as queued. An entry whose time is not
+// Each active cron job has one live entry: the time to fire its next tick
+// after its cursor (FireLead before it, or the tick itself when its fire
+// ahead was deferred), recorded in its jobState as queued. An entry whose time is not
 // the job's queued time is stale (the job was queued again, earlier) and is
 // dropped when it comes up. Code that moves a cursor queues the job again
 // (queueLocked); a cursor that only moves forward needs nothing more, since
@@ -112,15 +116,58 @@ func (s *Scheduler) queueLocked(j *jobState) {
 	if j == nil || !j.active() {
 		return
 	}
-	nt := j.nextTick()
-	if nt == noTick {
+	at := s.fireAtLocked(j)
+	if at == noTick {
 		return
 	}
-	if j.queued != noTick && nt >= j.queued {
-		return // the live entry comes up first, and finds nt then
+	if j.queued != noTick && at >= j.queued {
+		return // the live entry comes up first, and finds at then
 	}
-	j.queued = nt
-	heap.Push(&s.ticks, tickEntry{at: nt, job: j})
+	j.queued = at
+	heap.Push(&s.ticks, tickEntry{at: at, job: j})
+}
+
+// fireAtLocked is when to fire the job's next tick: FireLead before it,
+// or at it when its fire ahead was deferred; noTick when there is none.
+// s.mu is held.
+func (s *Scheduler) fireAtLocked(j *jobState) int64 {
+	nt := j.nextTick()
+	if nt == noTick || nt == j.deferred {
+		return nt
+	}
+	return nt - s.cfg.FireLead.Microseconds()
+}
+
+// noteAheadLocked records the job's cursor if it is later than now: a
+// tick fired ahead of its time. s.mu is held.
+func (s *Scheduler) noteAheadLocked(j *jobState, now time.Time) {
+	if !j.hasCursor || j.last <= now.UnixMicro() {
+		return
+	}
+	s.ahead[j.def.Name] = j.last
+	if s.aheadAt == noTick || j.last < s.aheadAt {
+		s.aheadAt = j.last
+	}
+}
+
+// aheadDueLocked takes out the jobs whose cursor was ahead of the clock
+// and no longer is. s.mu is held.
+func (s *Scheduler) aheadDueLocked(now time.Time) []string {
+	until := now.UnixMicro()
+	if s.aheadAt == noTick || s.aheadAt > until {
+		return nil
+	}
+	var due []string
+	s.aheadAt = noTick
+	for name, at := range s.ahead {
+		if at <= until {
+			due = append(due, name)
+			delete(s.ahead, name)
+		} else if s.aheadAt == noTick || at < s.aheadAt {
+			s.aheadAt = at
+		}
+	}
+	return due
 }
 
 // requeueAllLocked rebuilds the heap from the declared jobs and cursors.
@@ -136,8 +183,8 @@ func (s *Scheduler) requeueAllLocked() {
 	}
 }
 
-// dueLocked takes out of the heap the cron jobs whose next tick is at or
-// before now, in tick order. The caller fires them and queues them again
+// dueLocked takes out of the heap the cron jobs whose next tick is to be
+// fired at or before now (see fireAtLocked), in that order. The caller fires them and queues them again
 // (queueLocked) whatever the outcome. s.mu is held.
 func (s *Scheduler) dueLocked(now time.Time) []*jobState {
 	var due []*jobState
@@ -152,9 +199,9 @@ func (s *Scheduler) dueLocked(now time.Time) []*jobState {
 		if !j.active() {
 			continue // queued again when resumed
 		}
-		switch nt := j.nextTick(); {
-		case nt == noTick:
-		case nt > until:
+		switch at := s.fireAtLocked(j); {
+		case at == noTick:
+		case at > until:
 			s.queueLocked(j)
 		default:
 			due = append(due, j)
@@ -171,3 +218,8 @@ func (s *Scheduler) nextQueuedLocked() time.Time {
 	}
 	return fromMicros(s.ticks[0].at)
 }
+
+// defaultFireLead is Config.FireLead's default: long enough to write the
+// runs of a few thousand ticks due at one second before it comes, short
+// enough that little can change in between (see Config.FireLead).
+const defaultFireLead = 250 * time.Millisecond

@@ -238,6 +238,11 @@ type ClaimParams struct {
 	Jobs  map[string]int
 	Limit int
 	Now   time.Time
+	// Due says that the caller knows runs to be due (the runs of ticks it
+	// fired ahead, whose time has come): a store may then skip the read
+	// with which it answers, without its write lock, the polls that find
+	// nothing.
+	Due bool
 }
 
 // TransitionResult is the outcome of one transition of a batch.

@@ -376,12 +376,14 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 
 	// Most polls find nothing due: answer those with one read, without
 	// taking the write lock.
-	heads, err := queryStrings(ctx, s.read(), sqlDueHeads, at, at, scan)
-	if err != nil {
-		return nil, fail("claim runs", err)
-	}
-	if len(heads) < scan && !slices.ContainsFunc(heads, func(job string) bool { _, ok := p.Jobs[job]; return ok }) {
-		return nil, nil
+	if !p.Due {
+		heads, err := queryStrings(ctx, s.read(), sqlDueHeads, at, at, scan)
+		if err != nil {
+			return nil, fail("claim runs", err)
+		}
+		if len(heads) < scan && !slices.ContainsFunc(heads, func(job string) bool { _, ok := p.Jobs[job]; return ok }) {
+			return nil, nil
+		}
 	}
 
 	limited := false
@@ -389,7 +391,7 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 		limited = limited || limit > 0
 	}
 	var claimed []*jobs.Run
-	err = s.write(ctx, "claim runs", func(c conn) error {
+	err := s.write(ctx, "claim runs", func(c conn) error {
 		claimed = nil
 		// The running runs of a SQLite store are this node's: a few.
 		running := map[string]int{}

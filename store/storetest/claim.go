@@ -20,14 +20,17 @@ func testClaimWindow(t *testing.T, s store.Store) {
 	bounded := mustInsert(t, s, p)
 	jobsOf := map[string]int{"late": 0, "bounded": 0}
 
-	claim := func(at time.Time) []*jobs.Run {
-		return mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: jobsOf, Limit: 10, Now: at})
+	// Due (the caller expects due runs) changes nothing a claim takes.
+	claim := func(at time.Time, due bool) []*jobs.Run {
+		return mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: jobsOf, Limit: 10, Now: at, Due: due})
 	}
-	if runs := claim(t0.Add(10*time.Minute - time.Second)); len(runs) != 0 {
-		// bounded is past its not_after (t0+5m) and late is not yet due.
-		t.Fatalf("claimed %d runs before not_before and after not_after", len(runs))
+	for _, due := range []bool{false, true} {
+		if runs := claim(t0.Add(10*time.Minute-time.Second), due); len(runs) != 0 {
+			// bounded is past its not_after (t0+5m) and late is not yet due.
+			t.Fatalf("claimed %d runs before not_before and after not_after (due %v)", len(runs), due)
+		}
 	}
-	runs := claim(t0.Add(10 * time.Minute))
+	runs := claim(t0.Add(10*time.Minute), true)
 	if len(runs) != 1 || runs[0].ID != late.ID {
 		t.Fatalf("claim at not_before: %v", ids(runs))
 	}

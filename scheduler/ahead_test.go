@@ -1,0 +1,259 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/jobs"
+)
+
+// lead is the default FireLead, which these tests run with.
+const lead = defaultFireLead
+
+// minutely is a job firing at second 0 of every minute.
+func minutely(t *testing.T, name string, h jobs.Handler, mod ...func(*jobs.Definition)) *jobs.Definition {
+	return job(name, h, append([]func(*jobs.Definition){func(d *jobs.Definition) {
+		d.Schedule = mustSchedule(t, "* * * * *")
+	}}, mod...)...)
+}
+
+// TestFireAhead: a tick is fired FireLead before its time (its run waits,
+// pending, with not_before at the tick), and the loop wakes at the tick and
+// starts it then, not before.
+func TestFireAhead(t *testing.T) {
+	h := newHarness(t, func(h *harness) []*jobs.Definition {
+		return []*jobs.Definition{minutely(t, "report", h.succeed)}
+	})
+	tick := t0.Add(time.Minute)
+	h.advanceTo(tick.Add(-lead - time.Millisecond))
+	if runs := h.runs("report"); len(runs) != 0 {
+		t.Fatalf("fired before the lead: %v", ticksOf(runs))
+	}
+	h.advanceTo(tick.Add(-lead))
+	runs := h.runs("report")
+	if len(runs) != 1 || !runs[0].ScheduledAt.Equal(tick) || !runs[0].NotBefore.Equal(tick) || runs[0].Status != jobs.StatusPending {
+		t.Fatalf("runs after the fire ahead: %v %v", ticksOf(runs), statusOf(runs))
+	}
+	if c := h.cursor("report"); !c.Last.Equal(tick) {
+		t.Fatalf("cursor after the fire ahead: %s", c.Last)
+	}
+	if got := h.s.NextFire("report"); !got.Equal(tick) {
+		t.Fatalf("NextFire while the tick is fired ahead = %s, want %s", got, tick)
+	}
+	h.advanceTo(tick.Add(-time.Millisecond))
+	if r := h.run(runs[0].ID); r.Status != jobs.StatusPending {
+		t.Fatalf("run fired ahead is %s before its tick", r.Status)
+	}
+	// The loop sleeps until the tick by itself.
+	h.clock.Set(tick)
+	info := h.handled(1)[0]
+	if info.RunID != runs[0].ID {
+		t.Fatalf("handler ran %s, want %s", info.RunID, runs[0].ID)
+	}
+	_, at := h.calls.snapshot()
+	if !at[0].Equal(tick) {
+		t.Fatalf("handler started at %s, want the tick %s", at[0], tick)
+	}
+	h.attemptsDone(1)
+	if r := h.run(runs[0].ID); r.Status != jobs.StatusCompleted {
+		t.Fatalf("run is %s", r.Status)
+	}
+}
+
+// TestFireAheadDeferredUntilTheTick: a skip job whose previous run is still
+// active when its tick could be fired ahead is fired at the tick instead:
+// a run that ends in between does not cost the tick, one still running at
+// the tick does.
+func TestFireAheadDeferredUntilTheTick(t *testing.T) {
+	release := make(chan struct{})
+	h := newHarness(t, func(h *harness) []*jobs.Definition {
+		return []*jobs.Definition{minutely(t, "sync", h.blockUntil(release), func(d *jobs.Definition) { d.Overlap = jobs.OverlapSkip })}
+	})
+	t1, t2, t3 := t0.Add(time.Minute), t0.Add(2*time.Minute), t0.Add(3*time.Minute)
+	h.advanceTo(t1.Add(-lead))
+	h.clock.Set(t1)
+	first := h.handled(1)[0]
+
+	// Ahead of t2 the first run still runs: nothing is fired, the cursor stays.
+	h.advanceTo(t2.Add(-lead))
+	if runs := h.runs("sync"); len(runs) != 1 {
+		t.Fatalf("fired ahead over an active run: %v", ticksOf(runs))
+	}
+	if c := h.cursor("sync"); !c.Last.Equal(t1) || c.Skipped != 0 {
+		t.Fatalf("cursor after the deferred fire: %+v", c)
+	}
+	// The loop does not try again before the tick.
+	seq := h.s.iterSeq.Load()
+	h.advanceTo(t2.Add(-lead / 2))
+	if n := h.s.iterSeq.Load() - seq; n > 1 {
+		t.Fatalf("%d iterations in the lead of a deferred tick", n)
+	}
+	// It ends before the tick: the tick fires at its time.
+	release <- struct{}{}
+	h.attemptsDone(1)
+	h.clock.Set(t2)
+	second := h.handled(1)[0]
+	if second.RunID == first.RunID || !second.ScheduledAt.Equal(t2) {
+		t.Fatalf("second call: %+v", second)
+	}
+
+	// Still running at t3: skipped at t3, as without firing ahead.
+	h.advanceTo(t3.Add(-lead))
+	h.advanceTo(t3)
+	runs := h.runs("sync")
+	if len(runs) != 2 {
+		t.Fatalf("runs: %v", ticksOf(runs))
+	}
+	if c := h.cursor("sync"); !c.Last.Equal(t3) || c.Skipped != 1 || !c.LastSkippedAt.Equal(t3) {
+		t.Fatalf("cursor after the skip at the tick: %+v", c)
+	}
+	close(release)
+	h.attemptsDone(1)
+}
+
+// TestFireAheadWithdrawnByPause: a pause between the fire ahead and the tick
+// takes the tick back; a pause and a resume made through the store (another
+// node) inside the lead are found at the tick, which then fires.
+func TestFireAheadWithdrawnByPause(t *testing.T) {
+	h := newHarness(t, func(h *harness) []*jobs.Definition {
+		return []*jobs.Definition{minutely(t, "report", h.succeed)}
+	})
+	ctx := context.Background()
+	t1, t2 := t0.Add(time.Minute), t0.Add(2*time.Minute)
+
+	h.advanceTo(t1.Add(-lead))
+	if runs := h.runs("report"); len(runs) != 1 {
+		t.Fatalf("runs after the fire ahead: %v", ticksOf(runs))
+	}
+	h.clock.Set(t1.Add(-lead / 2))
+	if _, err := h.s.Pause(ctx, "report"); err != nil {
+		t.Fatal(err)
+	}
+	if runs := h.runs("report"); len(runs) != 0 {
+		t.Fatalf("the tick fired ahead of the pause still has a run: %v", ticksOf(runs))
+	}
+	h.advanceTo(t1)
+	h.advanceTo(t1.Add(time.Second))
+	if runs := h.runs("report"); len(runs) != 0 {
+		t.Fatalf("a paused job fired: %v", ticksOf(runs))
+	}
+	if _, err := h.s.Resume(ctx, "report"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Elsewhere: paused and resumed through the store, in the lead of t2.
+	h.advanceTo(t2.Add(-lead))
+	runs := h.runs("report")
+	if len(runs) != 1 || !runs[0].ScheduledAt.Equal(t2) {
+		t.Fatalf("runs after the fire ahead of t2: %v", ticksOf(runs))
+	}
+	pauseAt := t2.Add(-lead / 2)
+	if _, err := h.st.SchedulePause(ctx, "report", true, pauseAt); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.st.SchedulePause(ctx, "report", false, pauseAt.Add(time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Set(t2)
+	info := h.handled(1)[0]
+	if !info.ScheduledAt.Equal(t2) || info.RunID == runs[0].ID {
+		t.Fatalf("handler call at t2: %+v (the withdrawn run was %s)", info, runs[0].ID)
+	}
+	h.attemptsDone(1)
+	if runs := h.runs("report"); len(runs) != 1 {
+		t.Fatalf("runs of t2: %v", ticksOf(runs))
+	}
+}
+
+// TestFireAheadWithdrawnByReload: a reload inside the lead takes back the
+// tick fired ahead under the old definition; the new schedule decides.
+func TestFireAheadWithdrawnByReload(t *testing.T) {
+	h := newHarness(t, func(h *harness) []*jobs.Definition {
+		return []*jobs.Definition{minutely(t, "report", h.succeed)}
+	})
+	t1 := t0.Add(time.Minute)
+	h.advanceTo(t1.Add(-lead))
+	if runs := h.runs("report"); len(runs) != 1 {
+		t.Fatalf("runs after the fire ahead: %v", ticksOf(runs))
+	}
+	h.clock.Set(t1.Add(-lead / 2))
+	moved := job("report", h.succeed, func(d *jobs.Definition) { d.Schedule = mustSchedule(t, "30 * * * * *") })
+	if err := h.s.Reload(context.Background(), []*jobs.Definition{moved}); err != nil {
+		t.Fatal(err)
+	}
+	if runs := h.runs("report"); len(runs) != 0 {
+		t.Fatalf("the tick of the old schedule kept its run: %v", ticksOf(runs))
+	}
+	h.advanceTo(t1)
+	h.advanceTo(t1.Add(time.Second))
+	if runs := h.runs("report"); len(runs) != 0 {
+		t.Fatalf("the old schedule fired: %v", ticksOf(runs))
+	}
+	next := t1.Add(30 * time.Second)
+	h.advanceTo(next.Add(-lead))
+	h.clock.Set(next)
+	if info := h.handled(1)[0]; !info.ScheduledAt.Equal(next) {
+		t.Fatalf("handler call: %+v, want the tick %s", info, next)
+	}
+	h.attemptsDone(1)
+}
+
+// TestFireAheadManyJobsOneTick: the runs of many jobs fired ahead of one
+// tick are claimed at the tick, in parts, each once.
+func TestFireAheadManyJobsOneTick(t *testing.T) {
+	const n = 3*splitRound + 5
+	h := newHarnessWith(t, func(h *harness) { h.cfg.Concurrency = 2 * n }, func(h *harness) []*jobs.Definition {
+		var defs []*jobs.Definition
+		for i := range n {
+			defs = append(defs, minutely(t, fmt.Sprintf("job-%03d", i), h.succeed))
+		}
+		return defs
+	})
+	tick := t0.Add(time.Minute)
+	h.advanceTo(tick.Add(-lead))
+	h.clock.Set(tick)
+	seen := map[string]bool{}
+	for _, info := range h.handled(n) {
+		if seen[info.Job] || !info.ScheduledAt.Equal(tick) {
+			t.Fatalf("call %+v (seen before: %v)", info, seen[info.Job])
+		}
+		seen[info.Job] = true
+	}
+	h.attemptsDone(n)
+	for i := range n {
+		if runs := h.runs(fmt.Sprintf("job-%03d", i)); len(runs) != 1 || runs[0].Status != jobs.StatusCompleted {
+			t.Fatalf("job-%03d: %v %v", i, ticksOf(runs), statusOf(runs))
+		}
+	}
+}
+
+// TestFireAheadWithdrawnAtStop: a node that stops inside the lead takes its
+// tick back; started again after the tick, it fires it once, late.
+func TestFireAheadWithdrawnAtStop(t *testing.T) {
+	var defs []*jobs.Definition
+	h := newHarness(t, func(h *harness) []*jobs.Definition {
+		defs = []*jobs.Definition{minutely(t, "report", h.succeed)}
+		return defs
+	})
+	tick := t0.Add(time.Minute)
+	h.advanceTo(tick.Add(-lead))
+	if runs := h.runs("report"); len(runs) != 1 {
+		t.Fatalf("runs after the fire ahead: %v", ticksOf(runs))
+	}
+	h.clock.Set(tick.Add(-lead / 2))
+	h.stop()
+
+	h.clock.Set(tick.Add(10 * time.Second))
+	h.start(defs)
+	info := h.handled(1)[0]
+	if !info.ScheduledAt.Equal(tick) {
+		t.Fatalf("handler call: %+v, want the tick %s", info, tick)
+	}
+	h.attemptsDone(1)
+	runs := h.runs("report")
+	if len(runs) != 1 || runs[0].ID != info.RunID || !runs[0].CreatedAt.After(tick) {
+		t.Fatalf("runs: %v (created %v), want one made after the restart", ticksOf(runs), runs[0].CreatedAt)
+	}
+}
