@@ -88,7 +88,7 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 	}
 	s.mu.Unlock()
 	size := fireSize(len(due))
-	if size < len(due) {
+	if size < len(due) || len(early) > fireBatch {
 		// More than one fire transaction: the results of attempts wait
 		// until the round's runs are fired and claimed, at the end of
 		// this iteration.
@@ -116,6 +116,21 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 			noteErr("claim runs", claimErr)
 		}
 	}
+	claimBetween := func() {
+		awaitClaim()
+		if !concurrent {
+			if _, _, err := s.claim(ctx, s.clock.Now(), 0, false); err != nil {
+				noteErr("claim runs", err)
+			}
+			return
+		}
+		done := make(chan struct{})
+		claiming = done
+		go func() {
+			defer close(done)
+			_, _, claimErr = s.claim(ctx, s.clock.Now(), 0, false)
+		}()
+	}
 	for start := 0; start < len(due); start += size {
 		batch := due[start:min(start+size, len(due))]
 		s.fireMu.Lock()
@@ -136,22 +151,9 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 		// With more ticks to fire, start the runs made so far: their
 		// attempts run while the next batches are written.
 		if start+size < len(due) {
-			awaitClaim()
-			if !concurrent {
-				if _, _, err := s.claim(ctx, s.clock.Now(), 0, false); err != nil {
-					noteErr("claim runs", err)
-				}
-				continue
-			}
-			done := make(chan struct{})
-			claiming = done
-			go func() {
-				defer close(done)
-				_, _, claimErr = s.claim(ctx, s.clock.Now(), 0, false)
-			}()
+			claimBetween()
 		}
 	}
-	awaitClaim()
 	// The ticks due within FireLead: their runs wait for their time, so
 	// nothing is claimed between these fires unless that time has come (a
 	// burst larger than FireLead lets it write).
@@ -171,22 +173,23 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 			continue
 		}
 		if reached && start+fireBatch < len(early) {
-			if _, _, err := s.claim(ctx, s.clock.Now(), 0, false); err != nil {
-				noteErr("claim runs", err)
-			}
+			claimBetween()
 		}
 	}
+	awaitClaim()
 
 	// The ticks fired ahead whose time has come. When many jobs share the
 	// tick, their runs are claimed in four parts (of splitRound at least),
 	// so that the first start after a part of the writing, not all of it;
 	// the results of attempts that end meanwhile wait, as in a burst. The
-	// store need not look whether anything is due first: it is.
+	// store need not look whether anything is due first: it is. (A round
+	// of more than fireBatch ticks is claimed between its fires already,
+	// once the tick has come.)
 	claimAt := s.clock.Now()
 	s.mu.Lock()
 	reached := s.aheadDueLocked(claimAt)
 	s.mu.Unlock()
-	if len(reached) > splitRound {
+	if len(reached) > splitRound && len(reached) <= fireBatch {
 		if s.burst.Load() == nil {
 			done := make(chan struct{})
 			s.burst.Store(&done)
