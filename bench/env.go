@@ -140,7 +140,7 @@ func (e *env) subdir(prefix string) (string, error) {
 
 // postgres starts the PostgreSQL server on first use, as the tests do
 // (pgtest.Start: a throwaway server from `pg_config --bindir`, or
-// $SCHEDULERD_TEST_POSTGRES).
+// $SCHEDULERD_TEST_POSTGRES), with autovacuum on as on a real server.
 func (e *env) postgres() (*pgtest.Server, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -148,6 +148,11 @@ func (e *env) postgres() (*pgtest.Server, error) {
 		e.pg, e.pgErr = pgtest.Start()
 		if e.pgErr != nil {
 			e.pgErr = fmt.Errorf("start postgresql: %w", e.pgErr)
+		} else if err := e.pg.EnableAutovacuum(); err != nil {
+			// The sections write for minutes: without autovacuum their
+			// claims would walk the dead index entries of every run.
+			e.pg.Stop()
+			e.pg, e.pgErr = nil, fmt.Errorf("start postgresql: enable autovacuum: %w", err)
 		}
 	}
 	return e.pg, e.pgErr

@@ -25,7 +25,7 @@ func runScale(ctx context.Context, e *env) error {
 		"day ahead, half completed history (each with its attempt and its created/claimed/completed events). "+
 		"The seeding uses plain SQL (INSERT ... SELECT over generate_series or a recursive CTE) copying a template "+
 		"run made by the store, and is checked by reading seeded runs back through the store (RunGet, "+
-		"RunAttempts, RunEvents). PostgreSQL: ANALYZE after seeding (autovacuum is off on the throwaway server). "+
+		"RunAttempts, RunEvents). PostgreSQL: ANALYZE after seeding (autovacuum would, later). "+
 		"Then %s due runs are inserted with RunsInsert. Claim latency: %s calls of RunsClaim with Limit 1 from one "+
 		"goroutine (or as many as fit in the cap below), each claimed run completed with RunTransition before "+
 		"the next claim (only RunsClaim is timed). Throughput: a node in this process (concurrency %d) burns "+

@@ -34,7 +34,7 @@ func runThroughput(ctx context.Context, e *env) error {
 		"completed divided by that time. A run is capped at %s: the rate is then what the store shows "+
 		"completed after the nodes stopped, over the time until they stopped. Command jobs run `/bin/true` "+
 		"(%s runs, capped at %s). PostgreSQL: the planner statistics are refreshed with ANALYZE after the "+
-		"insert, which autovacuum would do on a real server (the throwaway server runs without autovacuum).",
+		"insert, as autovacuum would do on a real server, but at once.",
 		thousands(int64(o.sizes.throughputRuns)), thousands(insertChunk), o.throughputConcurrency,
 		o.throughputConcurrency, o.concurrency, o.sizes.throughputCap,
 		thousands(int64(o.sizes.commandRuns)), o.sizes.commandCap)

@@ -339,6 +339,20 @@ func (s *Server) NewDatabase(t testing.TB) string {
 	return DatabaseDSN(s.dsn, name)
 }
 
+// EnableAutovacuum turns autovacuum on in a throwaway server, which starts
+// without it (tests want no background work); the benchmark, whose
+// sections write for minutes, runs with it on as a real server does. A
+// server named by SCHEDULERD_TEST_POSTGRES keeps its own settings.
+func (s *Server) EnableAutovacuum() error {
+	if s.external {
+		return nil
+	}
+	if err := s.admin(`ALTER SYSTEM SET autovacuum = on`); err != nil {
+		return err
+	}
+	return s.admin(`SELECT pg_reload_conf()`)
+}
+
 // admin runs one statement on the administrative connection.
 func (s *Server) admin(sql string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

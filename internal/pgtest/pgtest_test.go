@@ -134,3 +134,32 @@ func TestDatabaseDSN(t *testing.T) {
 		}
 	}
 }
+
+// TestEnableAutovacuum: a throwaway server starts without autovacuum, and
+// EnableAutovacuum turns it on, also across a restart.
+func TestEnableAutovacuum(t *testing.T) {
+	srv.Require(t)
+	if srv.external {
+		t.Skip("an external server has its own settings")
+	}
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	if got := query(t, s.DSN(), `SHOW autovacuum`); got != "off" {
+		t.Fatalf("autovacuum at start = %s, want off", got)
+	}
+	if err := s.EnableAutovacuum(); err != nil {
+		t.Fatal(err)
+	}
+	if got := query(t, s.DSN(), `SHOW autovacuum`); got != "on" {
+		t.Fatalf("autovacuum after EnableAutovacuum = %s, want on", got)
+	}
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if got := query(t, s.DSN(), `SHOW autovacuum`); got != "on" {
+		t.Fatalf("autovacuum after a restart = %s, want on", got)
+	}
+}
