@@ -19,6 +19,18 @@ func minutely(t *testing.T, name string, h jobs.Handler, mod ...func(*jobs.Defin
 	}}, mod...)...)
 }
 
+// firedAhead moves the clock to FireLead before tick, and checks that job
+// then has one run: its tick's, pending, with not_before at the tick.
+func firedAhead(h *harness, job string, tick time.Time) *jobs.Run {
+	h.t.Helper()
+	h.advanceTo(tick.Add(-lead))
+	runs := h.runs(job)
+	if len(runs) != 1 || !runs[0].ScheduledAt.Equal(tick) || !runs[0].NotBefore.Equal(tick) || runs[0].Status != jobs.StatusPending {
+		h.t.Fatalf("runs of %s after the fire ahead of %s: %v %v", job, tick.Format(time.TimeOnly), ticksOf(runs), statusOf(runs))
+	}
+	return runs[0]
+}
+
 // TestFireAhead: a tick is fired FireLead before its time (its run waits,
 // pending, with not_before at the tick), and the loop wakes at the tick and
 // starts it then, not before.
@@ -31,11 +43,7 @@ func TestFireAhead(t *testing.T) {
 	if runs := h.runs("report"); len(runs) != 0 {
 		t.Fatalf("fired before the lead: %v", ticksOf(runs))
 	}
-	h.advanceTo(tick.Add(-lead))
-	runs := h.runs("report")
-	if len(runs) != 1 || !runs[0].ScheduledAt.Equal(tick) || !runs[0].NotBefore.Equal(tick) || runs[0].Status != jobs.StatusPending {
-		t.Fatalf("runs after the fire ahead: %v %v", ticksOf(runs), statusOf(runs))
-	}
+	run := firedAhead(h, "report", tick)
 	if c := h.cursor("report"); !c.Last.Equal(tick) {
 		t.Fatalf("cursor after the fire ahead: %s", c.Last)
 	}
@@ -43,21 +51,21 @@ func TestFireAhead(t *testing.T) {
 		t.Fatalf("NextFire while the tick is fired ahead = %s, want %s", got, tick)
 	}
 	h.advanceTo(tick.Add(-time.Millisecond))
-	if r := h.run(runs[0].ID); r.Status != jobs.StatusPending {
+	if r := h.run(run.ID); r.Status != jobs.StatusPending {
 		t.Fatalf("run fired ahead is %s before its tick", r.Status)
 	}
 	// The loop sleeps until the tick by itself.
 	h.clock.Set(tick)
 	info := h.handled(1)[0]
-	if info.RunID != runs[0].ID {
-		t.Fatalf("handler ran %s, want %s", info.RunID, runs[0].ID)
+	if info.RunID != run.ID {
+		t.Fatalf("handler ran %s, want %s", info.RunID, run.ID)
 	}
 	_, at := h.calls.snapshot()
 	if !at[0].Equal(tick) {
 		t.Fatalf("handler started at %s, want the tick %s", at[0], tick)
 	}
 	h.attemptsDone(1)
-	if r := h.run(runs[0].ID); r.Status != jobs.StatusCompleted {
+	if r := h.run(run.ID); r.Status != jobs.StatusCompleted {
 		t.Fatalf("run is %s", r.Status)
 	}
 }
@@ -123,10 +131,7 @@ func TestFireAheadWithdrawnByPause(t *testing.T) {
 	ctx := context.Background()
 	t1, t2 := t0.Add(time.Minute), t0.Add(2*time.Minute)
 
-	h.advanceTo(t1.Add(-lead))
-	if runs := h.runs("report"); len(runs) != 1 {
-		t.Fatalf("runs after the fire ahead: %v", ticksOf(runs))
-	}
+	firedAhead(h, "report", t1)
 	h.clock.Set(t1.Add(-lead / 2))
 	if _, err := h.s.Pause(ctx, "report"); err != nil {
 		t.Fatal(err)
@@ -144,11 +149,7 @@ func TestFireAheadWithdrawnByPause(t *testing.T) {
 	}
 
 	// Elsewhere: paused and resumed through the store, in the lead of t2.
-	h.advanceTo(t2.Add(-lead))
-	runs := h.runs("report")
-	if len(runs) != 1 || !runs[0].ScheduledAt.Equal(t2) {
-		t.Fatalf("runs after the fire ahead of t2: %v", ticksOf(runs))
-	}
+	ahead := firedAhead(h, "report", t2)
 	pauseAt := t2.Add(-lead / 2)
 	if _, err := h.st.SchedulePause(ctx, "report", true, pauseAt); err != nil {
 		t.Fatal(err)
@@ -158,8 +159,8 @@ func TestFireAheadWithdrawnByPause(t *testing.T) {
 	}
 	h.clock.Set(t2)
 	info := h.handled(1)[0]
-	if !info.ScheduledAt.Equal(t2) || info.RunID == runs[0].ID {
-		t.Fatalf("handler call at t2: %+v (the withdrawn run was %s)", info, runs[0].ID)
+	if !info.ScheduledAt.Equal(t2) || info.RunID == ahead.ID {
+		t.Fatalf("handler call at t2: %+v (the withdrawn run was %s)", info, ahead.ID)
 	}
 	h.attemptsDone(1)
 	if runs := h.runs("report"); len(runs) != 1 {
@@ -174,10 +175,7 @@ func TestFireAheadWithdrawnByReload(t *testing.T) {
 		return []*jobs.Definition{minutely(t, "report", h.succeed)}
 	})
 	t1 := t0.Add(time.Minute)
-	h.advanceTo(t1.Add(-lead))
-	if runs := h.runs("report"); len(runs) != 1 {
-		t.Fatalf("runs after the fire ahead: %v", ticksOf(runs))
-	}
+	firedAhead(h, "report", t1)
 	h.clock.Set(t1.Add(-lead / 2))
 	moved := job("report", h.succeed, func(d *jobs.Definition) { d.Schedule = mustSchedule(t, "30 * * * * *") })
 	if err := h.s.Reload(context.Background(), []*jobs.Definition{moved}); err != nil {
@@ -238,10 +236,7 @@ func TestFireAheadWithdrawnAtStop(t *testing.T) {
 		return defs
 	})
 	tick := t0.Add(time.Minute)
-	h.advanceTo(tick.Add(-lead))
-	if runs := h.runs("report"); len(runs) != 1 {
-		t.Fatalf("runs after the fire ahead: %v", ticksOf(runs))
-	}
+	firedAhead(h, "report", tick)
 	h.clock.Set(tick.Add(-lead / 2))
 	h.stop()
 

@@ -131,14 +131,13 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 			_, _, claimErr = s.claim(ctx, s.clock.Now(), 0, false)
 		}()
 	}
-	for start := 0; start < len(due); start += size {
-		batch := due[start:min(start+size, len(due))]
+	// fireQueued fires a batch and queues each of its jobs again, whatever
+	// happened (fired, lost to another writer, failed), at the next tick
+	// after its cursor: a tick that did not fire is due again at once.
+	fireQueued := func(batch []*jobState, ahead bool) error {
 		s.fireMu.Lock()
-		err := s.fire(ctx, batch, now)
+		err := s.fire(ctx, batch, now, ahead)
 		s.fireMu.Unlock()
-		// Whatever happened (fired, lost to another writer, failed), each
-		// job is queued at the next tick after its cursor: a tick that did
-		// not fire is due again at once.
 		s.mu.Lock()
 		for _, j := range batch {
 			s.queueLocked(j)
@@ -146,11 +145,14 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 		s.mu.Unlock()
 		if err != nil {
 			noteErr("fire ticks", err)
-			continue
 		}
+		return err
+	}
+	for start := 0; start < len(due); start += size {
+		err := fireQueued(due[start:min(start+size, len(due))], false)
 		// With more ticks to fire, start the runs made so far: their
 		// attempts run while the next batches are written.
-		if start+size < len(due) {
+		if err == nil && start+size < len(due) {
 			claimBetween()
 		}
 	}
@@ -158,21 +160,8 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 	// nothing is claimed between these fires unless that time has come (a
 	// burst larger than FireLead lets it write).
 	for start := 0; start < len(early); start += fireBatch {
-		batch := early[start:min(start+fireBatch, len(early))]
-		s.fireMu.Lock()
-		err := s.fire(ctx, batch, now)
-		s.fireMu.Unlock()
-		s.mu.Lock()
-		for _, j := range batch {
-			s.queueLocked(j)
-		}
-		reached := s.aheadAt != noTick && s.aheadAt <= s.clock.Now().UnixMicro()
-		s.mu.Unlock()
-		if err != nil {
-			noteErr("fire ticks", err)
-			continue
-		}
-		if reached && start+fireBatch < len(early) {
+		err := fireQueued(early[start:min(start+fireBatch, len(early))], true)
+		if err == nil && start+fireBatch < len(early) && s.aheadReached(s.clock.Now()) {
 			claimBetween()
 		}
 	}
@@ -302,9 +291,10 @@ func fireSize(n int) int {
 	return min(fireBatch, (n+1)/2)
 }
 
-// fire handles the due ticks of several cron jobs in one transaction. A job
-// whose cursor another writer moved has its cursor read again.
-func (s *Scheduler) fire(ctx context.Context, due []*jobState, now time.Time) error {
+// fire handles the due ticks of several cron jobs in one transaction, or,
+// ahead, their ticks due within FireLead (see planAhead). A job whose
+// cursor another writer moved has its cursor read again.
+func (s *Scheduler) fire(ctx context.Context, due []*jobState, now time.Time, ahead bool) error {
 	var (
 		params []store.FireParams
 		plans  []tickPlan
@@ -318,9 +308,11 @@ func (s *Scheduler) fire(ctx context.Context, due []*jobState, now time.Time) er
 	s.mu.Unlock()
 	for i, j := range due {
 		d, last := j.def, lasts[i]
-		plan := planTicks(d, last, now)
-		if plan.Cursor.IsZero() {
+		var plan tickPlan
+		if ahead {
 			plan = planAhead(d, last, now, now.Add(s.cfg.FireLead))
+		} else {
+			plan = planTicks(d, last, now)
 		}
 		if plan.Cursor.IsZero() {
 			continue

@@ -108,7 +108,8 @@ func planTicks(d *jobs.Definition, last, now time.Time) tickPlan {
 
 // planAhead plans the ticks of a cron job after last that fall after now
 // and no later than horizon: fired ahead of their time, none of them late.
-// It is asked only when no tick is due by now (planTicks found none).
+// It is asked only for jobs whose next tick is after now; should one be
+// due after all, it plans nothing (planTicks' case).
 func planAhead(d *jobs.Definition, last, now, horizon time.Time) tickPlan {
 	var p tickPlan
 	for t := d.Schedule.Next(last); !t.IsZero() && !t.After(horizon); t = d.Schedule.Next(t) {

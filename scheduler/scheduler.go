@@ -509,14 +509,7 @@ func (s *Scheduler) syncJobs(ctx context.Context, now time.Time) error {
 func (s *Scheduler) Reload(ctx context.Context, defs []*jobs.Definition) error {
 	old := s.Jobs()
 	now := s.clock.Now()
-	s.mu.Lock()
-	var withdraw []string // the jobs with a tick fired ahead, as the cursors say
-	for _, j := range s.cron {
-		if j.hasCursor && j.last > now.UnixMicro() {
-			withdraw = append(withdraw, j.def.Name)
-		}
-	}
-	s.mu.Unlock()
+	withdraw := s.aheadJobs()
 	if err := s.setJobs(defs); err != nil {
 		return err
 	}
@@ -592,12 +585,7 @@ func (s *Scheduler) Stop(ctx context.Context) {
 // cursor again then). Should the store not answer, they stay, as they do
 // when the process is killed: each then runs once, late.
 func (s *Scheduler) withdrawAhead(ctx context.Context) {
-	s.mu.Lock()
-	names := make([]string, 0, len(s.ahead))
-	for name := range s.ahead {
-		names = append(names, name)
-	}
-	s.mu.Unlock()
+	names := s.aheadJobs()
 	if len(names) == 0 {
 		return
 	}
@@ -606,6 +594,19 @@ func (s *Scheduler) withdrawAhead(ctx context.Context) {
 	if err := s.withdraw(ctx, names, s.clock.Now()); err != nil {
 		s.log.ErrorContext(ctx, "withdraw the ticks fired ahead at stop", "error", err)
 	}
+}
+
+// aheadJobs returns the jobs whose cursor was later than the clock when it
+// was read or written (a tick fired ahead) and whose tick the loop has not
+// reached yet.
+func (s *Scheduler) aheadJobs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := make([]string, 0, len(s.ahead))
+	for name := range s.ahead {
+		names = append(names, name)
+	}
+	return names
 }
 
 // Running returns the number of attempts of this node whose result is not

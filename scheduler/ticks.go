@@ -150,6 +150,14 @@ func (s *Scheduler) noteAheadLocked(j *jobState, now time.Time) {
 	}
 }
 
+// aheadReached reports whether the clock has reached the earliest tick
+// fired ahead.
+func (s *Scheduler) aheadReached(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.aheadAt != noTick && s.aheadAt <= now.UnixMicro()
+}
+
 // aheadDueLocked takes out the jobs whose cursor was ahead of the clock
 // and no longer is. s.mu is held.
 func (s *Scheduler) aheadDueLocked(now time.Time) []string {
