@@ -1,0 +1,147 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// untilBeforeSecond sleeps until d before the next whole second (one more
+// second if that moment is too close) and returns that second.
+func untilBeforeSecond(d time.Duration) time.Time {
+	next := time.Now().Truncate(time.Second).Add(time.Second)
+	if time.Until(next.Add(-d)) < 50*time.Millisecond {
+		next = next.Add(time.Second)
+	}
+	time.Sleep(time.Until(next.Add(-d)))
+	return next
+}
+
+// TestPauseAndStopInsideTheLead: a real daemon writes each tick of a job
+// firing every second up to 250 ms ahead. A `schedulerd pause` made after
+// that, before the tick, takes the tick back: no tick that falls while the
+// job is paused has a run. A SIGTERM in the same place takes it back too:
+// after a restart the tick fires once, made by the new process. Every tick
+// has at most one run, and the ticks outside the pauses and the stop all
+// have one.
+func TestPauseAndStopInsideTheLead(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig(`
+[[job]]
+name = "tick"
+schedule = "* * * * * *"
+command = ["/bin/true"]
+`)
+	d := e.start(true)
+	time.Sleep(1500 * time.Millisecond) // a few ticks fire as usual
+
+	type pause struct {
+		tick                time.Time // the tick whose lead the pause fell in
+		before, after       time.Time // around the pause command
+		resumeAt, resumedAt time.Time // around the resume command
+	}
+	var pauses []pause
+	for i := range 6 {
+		var p pause
+		p.tick = untilBeforeSecond(time.Duration(60+20*i) * time.Millisecond)
+		p.before = time.Now()
+		if out := e.ok("pause", "tick"); !strings.Contains(out, "paused") {
+			t.Fatalf("pause: %s", out)
+		}
+		p.after = time.Now()
+		time.Sleep(1300 * time.Millisecond)
+		p.resumeAt = time.Now()
+		e.ok("resume", "tick")
+		p.resumedAt = time.Now()
+		time.Sleep(1200 * time.Millisecond)
+		pauses = append(pauses, p)
+	}
+
+	// A stop in the lead of a tick, then a restart two seconds later.
+	stopTick := untilBeforeSecond(100 * time.Millisecond)
+	stopAt := time.Now()
+	d.stop()
+	stopped := time.Now()
+	firstLog := d.logText()
+	time.Sleep(time.Until(stopTick.Add(2 * time.Second)))
+	restartAt := time.Now()
+	d = e.start(true)
+	time.Sleep(1500 * time.Millisecond)
+	d.stop()
+
+	st := e.openStore()
+	runs, err := st.RunsList(t.Context(), store.RunFilter{Job: "tick", Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perTick := map[time.Time]int{}
+	created := map[time.Time]time.Time{}
+	for _, r := range runs {
+		perTick[r.ScheduledAt.UTC()]++
+		created[r.ScheduledAt.UTC()] = r.CreatedAt
+	}
+	for tk, n := range perTick {
+		if n > 1 {
+			t.Errorf("tick %s has %d runs", tk.Format(time.TimeOnly), n)
+		}
+	}
+	inLead := 0
+	for i, p := range pauses {
+		if !p.after.Before(p.tick) {
+			continue // the pause ended after the tick: that tick may run
+		}
+		inLead++
+		// Every tick from the one in whose lead the pause fell to the resume.
+		for tk := p.tick; !tk.After(p.resumeAt); tk = tk.Add(time.Second) {
+			if n := perTick[tk.UTC()]; n != 0 {
+				t.Errorf("pause %d (%s to %s): tick %s, while paused, has a run made at %s", i,
+					p.after.Format("15:04:05.000"), p.resumeAt.Format("15:04:05.000"), tk.Format(time.TimeOnly),
+					created[tk.UTC()].Format("15:04:05.000"))
+			}
+		}
+	}
+	if inLead < 3 {
+		t.Fatalf("only %d of %d pauses ended before their tick: the test did not exercise the lead", inLead, len(pauses))
+	}
+	// The pauses met ticks already fired ahead, which they took back.
+	withdrawn := 0
+	for _, p := range pauses {
+		if !p.after.Before(p.tick) || perTick[p.tick.UTC()] != 0 {
+			continue
+		}
+		for _, line := range strings.Split(firstLog, "\n") {
+			if strings.Contains(line, `"msg":"tick fired"`) && strings.Contains(line, `"tick":"`+p.tick.UTC().Format(time.RFC3339)+`"`) {
+				withdrawn++
+				break
+			}
+		}
+	}
+	if withdrawn == 0 {
+		t.Fatal("no pause met a tick fired ahead of it: the test did not exercise the withdrawal")
+	}
+	// The ticks between a resume and the next pause each ran once.
+	for i, p := range pauses {
+		end := stopAt
+		if i+1 < len(pauses) {
+			end = pauses[i+1].before
+		}
+		for tk := p.resumedAt.Truncate(time.Second).Add(time.Second); tk.Add(time.Second).Before(end); tk = tk.Add(time.Second) {
+			if perTick[tk.UTC()] != 1 {
+				t.Errorf("tick %s, after resume %d, has %d runs, want 1", tk.Format(time.TimeOnly), i, perTick[tk.UTC()])
+			}
+		}
+	}
+	if stopped.Before(stopTick) {
+		// Taken back at the stop: made again by the restarted process.
+		if perTick[stopTick.UTC()] != 1 || created[stopTick.UTC()].Before(restartAt) {
+			t.Errorf("tick %s, in whose lead the daemon stopped (at %s): %d runs, made at %s; want one made after the restart at %s",
+				stopTick.Format(time.TimeOnly), stopped.Format("15:04:05.000"), perTick[stopTick.UTC()],
+				created[stopTick.UTC()].Format("15:04:05.000"), restartAt.Format("15:04:05.000"))
+		}
+	}
+	if stopped.Before(stopTick) && !strings.Contains(firstLog, "ticks fired ahead withdrawn") {
+		t.Error("the log of the daemon stopped in the lead does not show the withdrawal")
+	}
+}
