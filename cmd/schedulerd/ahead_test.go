@@ -22,7 +22,8 @@ func untilBeforeSecond(d time.Duration) time.Time {
 // TestPauseAndStopInsideTheLead: a real daemon writes each tick of a job
 // firing every second up to 250 ms ahead. A `schedulerd pause` made after
 // that, before the tick, takes the tick back: no tick that falls while the
-// job is paused has a run. A SIGTERM in the same place takes it back too:
+// job is paused has a run. A `schedulerd reload` there takes it back and
+// fires it again, once. A SIGTERM in the same place takes it back too:
 // after a restart the tick fires once, made by the new process. Every tick
 // has at most one run, and the ticks outside the pauses and the stop all
 // have one.
@@ -57,6 +58,18 @@ command = ["/bin/true"]
 		p.resumedAt = time.Now()
 		time.Sleep(1200 * time.Millisecond)
 		pauses = append(pauses, p)
+	}
+
+	// Reloads in the lead of a tick: the tick is taken back and fired
+	// again, once (checked with the ticks after the last resume).
+	var reloadTicks []time.Time
+	for range 3 {
+		tk := untilBeforeSecond(100 * time.Millisecond)
+		if out := e.ok("reload"); !strings.Contains(out, "reload applied") {
+			t.Fatalf("reload: %s", out)
+		}
+		reloadTicks = append(reloadTicks, tk)
+		time.Sleep(500 * time.Millisecond)
 	}
 
 	// A stop in the lead of a tick, then a restart two seconds later.
@@ -141,7 +154,17 @@ command = ["/bin/true"]
 				created[stopTick.UTC()].Format("15:04:05.000"), restartAt.Format("15:04:05.000"))
 		}
 	}
-	if stopped.Before(stopTick) && !strings.Contains(firstLog, "ticks fired ahead withdrawn") {
-		t.Error("the log of the daemon stopped in the lead does not show the withdrawal")
+	for _, tk := range reloadTicks {
+		if perTick[tk.UTC()] != 1 {
+			t.Errorf("tick %s, in whose lead the config was reloaded, has %d runs, want 1", tk.Format(time.TimeOnly), perTick[tk.UTC()])
+		}
+	}
+	// One withdrawal per reload and one at the stop.
+	want := len(reloadTicks)
+	if stopped.Before(stopTick) {
+		want++
+	}
+	if n := strings.Count(firstLog, "ticks fired ahead withdrawn"); n < want {
+		t.Errorf("the log of the daemon reloaded and stopped in the lead shows %d withdrawals, want %d", n, want)
 	}
 }
