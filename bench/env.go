@@ -49,7 +49,10 @@ type env struct {
 	pgErr  error
 	bin    string
 	binErr error
-	seq    int
+	// riverBin is the River CLI (riverref.go), built on first use.
+	riverBin string
+	riverErr error
+	seq      int
 	// results are figures that a later section uses (pgbench compares
 	// with the throughput).
 	results map[string]float64

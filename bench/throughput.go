@@ -64,6 +64,11 @@ func runThroughput(ctx context.Context, e *env) error {
 				errs = append(errs, fmt.Errorf("%s, 1 node at concurrency %d: %w", storeName(kind), o.concurrency, err))
 			}
 		}
+		if kind == kindPostgres {
+			if err := runRiverReference(ctx, e); err != nil {
+				errs = append(errs, fmt.Errorf("the River reference: %w", err))
+			}
+		}
 		if err := burnDown(ctx, e, burnSpec{kind: kind, nodes: 1, runs: o.sizes.commandRuns,
 			limit: o.sizes.commandCap, concurrency: o.throughputConcurrency, command: true}); err != nil {
 			errs = append(errs, fmt.Errorf("%s, command jobs: %w", storeName(kind), err))
