@@ -802,10 +802,13 @@ func (s *Store) RunProgress(ctx context.Context, f jobs.Fence, percent int, mess
 		store.ErrFenced, f, cur.Status, cur.Attempt, cur.Incarnation)
 }
 
+// sqlRunsRunning reads the running runs of node $1 from runs_running.
+const sqlRunsRunning = `SELECT ` + runColumns + ` FROM runs
+	WHERE node = $1 AND status = 'running' ORDER BY started_at, id`
+
 // RunsRunning returns the running runs whose attempt belongs to node.
 func (s *Store) RunsRunning(ctx context.Context, node string) ([]*jobs.Run, error) {
-	runs, err := scanRuns(s.read().query(ctx, `SELECT `+runColumns+` FROM runs
-		WHERE node = $1 AND status = 'running' ORDER BY started_at, id`, node))
+	runs, err := scanRuns(s.read().query(ctx, sqlRunsRunning, node))
 	if err != nil {
 		return nil, fail("running runs", err)
 	}
@@ -926,6 +929,23 @@ func (s *Store) RunGet(ctx context.Context, id string) (*jobs.Run, error) {
 
 // RunsList returns runs, newest first.
 func (s *Store) RunsList(ctx context.Context, f store.RunFilter) ([]*jobs.Run, error) {
+	if f.Status != "" && !f.Status.Valid() {
+		return nil, nil // no run has it
+	}
+	q, args := runsListQuery(f)
+	runs, err := scanRuns(s.read().query(ctx, q, args...))
+	if err != nil {
+		return nil, fail("list runs", err)
+	}
+	return runs, nil
+}
+
+// runsListQuery is the statement of RunsList (f.Status valid or empty).
+// The status is a constant, not a parameter: the plan is made for it, so
+// that a rare status is read from the partial runs_status_created index,
+// running runs from runs_running, and completed ones, most of the
+// history, from runs_created (or runs_job_created) newest first.
+func runsListQuery(f store.RunFilter) (string, []any) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100
@@ -938,16 +958,11 @@ func (s *Store) RunsList(ctx context.Context, f store.RunFilter) ([]*jobs.Run, e
 		q += fmt.Sprintf(` AND job = $%d`, len(args))
 	}
 	if f.Status != "" {
-		args = append(args, string(f.Status))
-		q += fmt.Sprintf(` AND status = $%d`, len(args))
+		q += ` AND status = '` + string(f.Status) + `'`
 	}
 	args = append(args, limit)
 	q += fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT $%d`, len(args))
-	runs, err := scanRuns(s.read().query(ctx, q, args...))
-	if err != nil {
-		return nil, fail("list runs", err)
-	}
-	return runs, nil
+	return q, args
 }
 
 // RunEvents returns a run's history, oldest first.

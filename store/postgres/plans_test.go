@@ -1,0 +1,87 @@
+package postgres
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// TestPlansWithoutHotPathIndexes checks that the statements whose indexes
+// migration 004 took off the claim and completion path (runs_active,
+// runs_node_running, and runs_status_created for running and completed
+// runs) read indexes, not the whole table, on a history of 30,000 runs.
+func TestPlansWithoutHotPathIndexes(t *testing.T) {
+	_, dsn := openTest(t)
+	admin(t, dsn,
+		// 30,000 runs of 30 jobs: most completed, then every status.
+		`INSERT INTO runs (id, job, status, attempt, max_attempts, trigger_kind, scheduled_at, not_before,
+			created_at, updated_at, finished_at, node, retry)
+		SELECT lpad(g::text, 12, '0'), 'job-' || (g % 30),
+			CASE WHEN g % 1000 = 1 THEN 'pending' WHEN g % 1000 = 2 THEN 'running'
+				WHEN g % 1000 = 3 THEN 'retrying' WHEN g % 1000 = 4 THEN 'dead_letter'
+				WHEN g % 1000 = 5 THEN 'cancelled' ELSE 'completed' END,
+			1, 3, 'manual', now(), now(), now() - g * interval '1 second', now(),
+			CASE WHEN g % 1000 IN (1, 2, 3) THEN NULL ELSE now() END,
+			CASE WHEN g % 1000 = 2 THEN 'node-' || (g % 3) ELSE '' END, '{}'
+		FROM generate_series(1, 30000) g`,
+		`ANALYZE runs`)
+
+	plans := map[string]struct {
+		sql   string
+		args  []any
+		index []string // the plan reads one of them
+	}{
+		"lock active runs":  {sqlLockActiveRuns, []any{[]string{"job-1", "job-2"}}, []string{"runs_running"}},
+		"running of a node": {sqlRunsRunning, []any{"node-1"}, []string{"runs_running"}},
+	}
+	for _, st := range []jobs.Status{jobs.StatusPending, jobs.StatusRetrying, jobs.StatusDeadLetter,
+		jobs.StatusCancelled, jobs.StatusRunning, jobs.StatusCompleted} {
+		for _, job := range []string{"", "job-7"} {
+			q, args := runsListQuery(store.RunFilter{Job: job, Status: st})
+			index := []string{"runs_status_created"}
+			switch {
+			case st == jobs.StatusCompleted:
+				index = []string{"runs_created"}
+			case st == jobs.StatusRunning:
+				index = []string{"runs_running"}
+			}
+			if job != "" { // the job's own runs may come first
+				index = append(index, "runs_job_created", "runs_claim")
+			}
+			plans["list "+string(st)+" of "+job] = struct {
+				sql   string
+				args  []any
+				index []string
+			}{q, args, index}
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for name, p := range plans {
+		rows, err := conn.Query(ctx, "EXPLAIN "+p.sql, p.args...)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		plan := strings.Join(lines, "\n")
+		if strings.Contains(plan, "Seq Scan on runs") || !slices.ContainsFunc(p.index, func(ix string) bool { return strings.Contains(plan, ix) }) {
+			t.Errorf("%s: want a plan that reads %s and no sequential scan of runs, got\n%s", name, p.index, plan)
+		}
+	}
+}
