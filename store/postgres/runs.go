@@ -178,7 +178,7 @@ func newRunOf(p store.RunInsertParams, now time.Time) (newRun, error) {
 	if err != nil {
 		return newRun{}, err
 	}
-	retry, err := encodeRetry(p.Retry, p.NoRetryExitCodes)
+	retry, err := store.EncodeRetry(p.Retry, p.NoRetryExitCodes)
 	if err != nil {
 		return newRun{}, err
 	}

@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -15,25 +14,6 @@ import (
 const runColumns = `id, job, status, attempt, max_attempts, trigger_kind, scheduled_at, not_before,
 	not_after, created_at, started_at, finished_at, node, incarnation, exit_code, error, reason,
 	dedup_id, rerun_of, payload, retry, cancel_requested, progress, progress_message`
-
-// retryJSON is the stored form of a run's retry policy.
-type retryJSON struct {
-	MaxAttempts      int    `json:"max_attempts"`
-	Backoff          string `json:"backoff,omitempty"`
-	InitialDelayNS   int64  `json:"initial_delay_ns,omitempty"`
-	MaxDelayNS       int64  `json:"max_delay_ns,omitempty"`
-	Jitter           bool   `json:"jitter,omitempty"`
-	NoRetryExitCodes []int  `json:"no_retry_exit_codes,omitempty"`
-}
-
-func encodeRetry(p jobs.RetryPolicy, noRetry []int) (string, error) {
-	b, err := json.Marshal(retryJSON{
-		MaxAttempts: p.MaxAttempts, Backoff: string(p.Backoff),
-		InitialDelayNS: int64(p.InitialDelay), MaxDelayNS: int64(p.MaxDelay),
-		Jitter: p.Jitter, NoRetryExitCodes: noRetry,
-	})
-	return string(b), err
-}
 
 // utc converts a nullable time to a time in UTC, zero for NULL.
 func utc(t *time.Time) time.Time {
@@ -73,15 +53,9 @@ func scanRun(row pgx.Row) (*jobs.Run, error) {
 		r.RerunOf = *rerunOf
 	}
 	r.Payload = string(payload)
-	var rj retryJSON
-	if err := json.Unmarshal(retry, &rj); err != nil {
-		return nil, fmt.Errorf("run %s: retry policy: %w", r.ID, err)
+	if r.Retry, r.NoRetryExitCodes, err = store.DecodeRetry(retry); err != nil {
+		return nil, fmt.Errorf("run %s: %w", r.ID, err)
 	}
-	r.Retry = jobs.RetryPolicy{
-		MaxAttempts: rj.MaxAttempts, Backoff: jobs.Backoff(rj.Backoff),
-		InitialDelay: time.Duration(rj.InitialDelayNS), MaxDelay: time.Duration(rj.MaxDelayNS), Jitter: rj.Jitter,
-	}
-	r.NoRetryExitCodes = rj.NoRetryExitCodes
 	return &r, nil
 }
 

@@ -18,25 +18,6 @@ const runColumns = `id, job, status, attempt, max_attempts, trigger_kind, schedu
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface{ Scan(dest ...any) error }
 
-// retryJSON is the stored form of a run's retry policy.
-type retryJSON struct {
-	MaxAttempts      int    `json:"max_attempts"`
-	Backoff          string `json:"backoff,omitempty"`
-	InitialDelayNS   int64  `json:"initial_delay_ns,omitempty"`
-	MaxDelayNS       int64  `json:"max_delay_ns,omitempty"`
-	Jitter           bool   `json:"jitter,omitempty"`
-	NoRetryExitCodes []int  `json:"no_retry_exit_codes,omitempty"`
-}
-
-func encodeRetry(p jobs.RetryPolicy, noRetry []int) (string, error) {
-	b, err := json.Marshal(retryJSON{
-		MaxAttempts: p.MaxAttempts, Backoff: string(p.Backoff),
-		InitialDelayNS: int64(p.InitialDelay), MaxDelayNS: int64(p.MaxDelay),
-		Jitter: p.Jitter, NoRetryExitCodes: noRetry,
-	})
-	return string(b), err
-}
-
 func scanRun(row scanner) (*jobs.Run, error) {
 	var (
 		r                                        jobs.Run
@@ -60,22 +41,10 @@ func scanRun(row scanner) (*jobs.Run, error) {
 		r.ExitCode = &c
 	}
 	r.DedupID, r.RerunOf = dedupID.String, rerunOf.String
-	if r.Retry, r.NoRetryExitCodes, err = decodeRetry(retry); err != nil {
+	if r.Retry, r.NoRetryExitCodes, err = store.DecodeRetry([]byte(retry)); err != nil {
 		return nil, fmt.Errorf("run %s: %w", r.ID, err)
 	}
 	return &r, nil
-}
-
-// decodeRetry is the inverse of encodeRetry.
-func decodeRetry(s string) (jobs.RetryPolicy, []int, error) {
-	var rj retryJSON
-	if err := json.Unmarshal([]byte(s), &rj); err != nil {
-		return jobs.RetryPolicy{}, nil, fmt.Errorf("retry policy: %w", err)
-	}
-	return jobs.RetryPolicy{
-		MaxAttempts: rj.MaxAttempts, Backoff: jobs.Backoff(rj.Backoff),
-		InitialDelay: time.Duration(rj.InitialDelayNS), MaxDelay: time.Duration(rj.MaxDelayNS), Jitter: rj.Jitter,
-	}, rj.NoRetryExitCodes, nil
 }
 
 // scanRuns reads every row of rows and closes them.
