@@ -3,10 +3,12 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
 )
 
 // lead is the default FireLead, which these tests run with.
@@ -250,5 +252,95 @@ func TestFireAheadWithdrawnAtStop(t *testing.T) {
 	runs := h.runs("report")
 	if len(runs) != 1 || runs[0].ID != info.RunID || !runs[0].CreatedAt.After(tick) {
 		t.Fatalf("runs: %v (created %v), want one made after the restart", ticksOf(runs), runs[0].CreatedAt)
+	}
+}
+
+// partClaims is a ConcurrentWriter store that records the claims of a
+// round's parts (claims marked Due over fewer than all jobs): the jobs each
+// names, and whether two ran at once. Each part waits, at most 5 s, for
+// another to be under way.
+type partClaims struct {
+	store.Store
+	all      int
+	mu       sync.Mutex
+	inflight int
+	overlap  bool
+	parts    int
+	named    map[string]int
+	two      chan struct{}
+}
+
+func (*partClaims) ConcurrentWrites() {}
+
+func (s *partClaims) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run, error) {
+	if !p.Due || len(p.Jobs) >= s.all {
+		return s.Store.RunsClaim(ctx, p)
+	}
+	s.mu.Lock()
+	s.parts++
+	for name := range p.Jobs {
+		s.named[name]++
+	}
+	if s.inflight++; s.inflight == 2 {
+		s.overlap = true
+		close(s.two)
+	}
+	s.mu.Unlock()
+	select {
+	case <-s.two:
+	case <-time.After(5 * time.Second):
+	}
+	defer func() {
+		s.mu.Lock()
+		s.inflight--
+		s.mu.Unlock()
+	}()
+	return s.Store.RunsClaim(ctx, p)
+}
+
+// TestFireAheadClaimsPartsSideBySide: on a store whose writes run side by
+// side, the parts of a round fired ahead are claimed at once, each over
+// its own jobs, and every tick runs once.
+func TestFireAheadClaimsPartsSideBySide(t *testing.T) {
+	const n = 3*splitRound + 5
+	var st *partClaims
+	h := newHarnessWith(t, func(h *harness) {
+		h.cfg.Concurrency = 2 * n
+		h.wrap = func(s store.Store) store.Store {
+			st = &partClaims{Store: s, all: n, named: map[string]int{}, two: make(chan struct{})}
+			return st
+		}
+	}, func(h *harness) []*jobs.Definition {
+		var defs []*jobs.Definition
+		for i := range n {
+			defs = append(defs, minutely(t, fmt.Sprintf("job-%03d", i), h.succeed))
+		}
+		return defs
+	})
+	tick := t0.Add(time.Minute)
+	h.advanceTo(tick.Add(-lead))
+	h.clock.Set(tick)
+	seen := map[string]bool{}
+	for _, info := range h.handled(n) {
+		if seen[info.Job] || !info.ScheduledAt.Equal(tick) {
+			t.Fatalf("call %+v (seen before: %v)", info, seen[info.Job])
+		}
+		seen[info.Job] = true
+	}
+	h.attemptsDone(n)
+	for i := range n {
+		if runs := h.runs(fmt.Sprintf("job-%03d", i)); len(runs) != 1 || runs[0].Status != jobs.StatusCompleted {
+			t.Fatalf("job-%03d: %v %v", i, ticksOf(runs), statusOf(runs))
+		}
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.parts != 4 || !st.overlap {
+		t.Fatalf("%d parts claimed, side by side: %v; want 4 at once", st.parts, st.overlap)
+	}
+	for i := range n {
+		if name := fmt.Sprintf("job-%03d", i); st.named[name] != 1 {
+			t.Fatalf("%s named by %d parts, want 1", name, st.named[name])
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/schedulerd/schedulerd/jobs"
@@ -170,7 +171,8 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 
 	// The ticks fired ahead whose time has come. When many jobs share the
 	// tick, their runs are claimed in four parts (of splitRound at least),
-	// so that the first start after a part of the writing, not all of it;
+	// one after another or, on a ConcurrentWriter, side by side, so that
+	// the first start after a part of the writing, not all of it;
 	// the results of attempts that end meanwhile wait, as in a burst. The
 	// store need not look whether anything is due first: it is. (A round
 	// of more than fireBatch ticks is claimed between its fires already,
@@ -189,7 +191,16 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 			}()
 		}
 		part := max(splitRound, (len(reached)+3)/4)
-		for claimed := 0; claimed < len(reached); {
+		sideBySide := concurrent && s.freeSlots() >= len(reached)
+		if sideBySide {
+			// Side by side, each part claiming the runs of its own jobs:
+			// no part waits for another's write, and none skips the runs
+			// another has locked.
+			for _, err := range s.claimParts(ctx, claimAt, reached, part) {
+				noteErr("claim runs", err)
+			}
+		}
+		for claimed := 0; claimed < len(reached) && !sideBySide; {
 			n, _, err := s.claim(ctx, claimAt, part, true)
 			if err != nil {
 				noteErr("claim runs", err)
@@ -422,11 +433,47 @@ func (s *Scheduler) logFire(ctx context.Context, d *jobs.Definition, plan tickPl
 	}
 }
 
+// claimParts claims the due runs of the jobs reached, part jobs at a
+// time, all parts at once (on a ConcurrentWriter, with a slot free for
+// each job), and returns the errors of the parts that failed.
+func (s *Scheduler) claimParts(ctx context.Context, now time.Time, reached []string, part int) []error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for start := 0; start < len(reached); start += part {
+		names := reached[start:min(start+part, len(reached))]
+		wg.Go(func() {
+			if _, _, err := s.claimJobs(ctx, now, len(names), true, names); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// freeSlots is how many attempts may start now.
+func (s *Scheduler) freeSlots() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg.Concurrency - len(s.running)
+}
+
 // claim starts due runs up to the free slots, and at most most of them
 // unless most is 0. It returns how many it started and reports whether it
 // asked the store and got fewer runs than it had slots (or failed): only
 // then can the next due run be later than the next wake-up.
 func (s *Scheduler) claim(ctx context.Context, now time.Time, most int, due bool) (int, bool, error) {
+	return s.claimJobs(ctx, now, most, due, nil)
+}
+
+// claimJobs is claim over the declared jobs named in only, or over all of
+// them when only is nil.
+func (s *Scheduler) claimJobs(ctx context.Context, now time.Time, most int, due bool, only []string) (int, bool, error) {
 	s.mu.Lock()
 	// An attempt that ended holds no slot while its result is written, but
 	// at most Concurrency results may wait for their write: a store that
@@ -435,6 +482,15 @@ func (s *Scheduler) claim(ctx context.Context, now time.Time, most int, due bool
 	draining := s.draining || s.fenced.Load()
 	limits := s.limits // replaced, never changed, by setJobs
 	s.mu.Unlock()
+	if only != nil {
+		sub := make(map[string]int, len(only))
+		for _, name := range only {
+			if limit, ok := limits[name]; ok {
+				sub[name] = limit
+			}
+		}
+		limits = sub
+	}
 	if free <= 0 || draining || len(limits) == 0 {
 		return 0, false, nil
 	}

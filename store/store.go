@@ -241,7 +241,8 @@ type ClaimParams struct {
 	// Due says that the caller knows runs to be due (the runs of ticks it
 	// fired ahead, whose time has come): a store may then skip the read
 	// with which it answers, without its write lock, the polls that find
-	// nothing.
+	// nothing, and, when Jobs are few, claim straight from their own due
+	// runs.
 	Due bool
 }
 

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -45,6 +46,13 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ClaimConcurrent", testClaimConcurrent},
 		{"ClaimReturnsStored", testClaimReturnsStored},
 		{"ClaimConcurrencyLimitConcurrent", testClaimConcurrencyLimitConcurrent},
+		// Due is a hint: with it on every claim, claims take the same runs.
+		{"ClaimDeclaredJobsAndLimitDue", asDue(testClaimDeclaredJobsAndLimit)},
+		{"ClaimConcurrencyLimitDue", asDue(testClaimConcurrencyLimit)},
+		{"ClaimBacklogDue", asDue(testClaimBacklog)},
+		{"ClaimFirstJobAtLimitDue", asDue(testClaimFirstJobAtLimit)},
+		{"ClaimConcurrentDue", asDue(testClaimConcurrent)},
+		{"ClaimConcurrencyLimitConcurrentDue", asDue(testClaimConcurrencyLimitConcurrent)},
 		{"TransitionComplete", testTransitionComplete},
 		{"TransitionFenced", testTransitionFenced},
 		{"TransitionInvalid", testTransitionInvalid},
@@ -239,3 +247,16 @@ func sameRun(t *testing.T, what string, got, want *jobs.Run) {
 }
 
 func isErr(err, target error) bool { return errors.Is(err, target) }
+
+// asDue runs test on s with Due set on every claim.
+func asDue(test func(*testing.T, store.Store)) func(*testing.T, store.Store) {
+	return func(t *testing.T, s store.Store) { test(t, dueClaims{s}) }
+}
+
+// dueClaims is a store whose claims all say that runs are due.
+type dueClaims struct{ store.Store }
+
+func (d dueClaims) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run, error) {
+	p.Due = true
+	return d.Store.RunsClaim(ctx, p)
+}
