@@ -14,9 +14,10 @@ import (
 )
 
 // TestPlansWithoutHotPathIndexes checks that the statements whose indexes
-// migration 004 took off the claim and completion path (runs_active,
-// runs_node_running, and runs_status_created for running and completed
-// runs) read indexes, not the whole table, on a history of 30,000 runs.
+// migration 004 took off the claim and completion path (runs_node_running,
+// and runs_status_created for running and completed runs) read indexes,
+// not the whole table, on a history of 30,000 runs; and that a job's
+// active runs are read from runs_active.
 func TestPlansWithoutHotPathIndexes(t *testing.T) {
 	_, dsn := openTest(t)
 	admin(t, dsn,
@@ -38,7 +39,7 @@ func TestPlansWithoutHotPathIndexes(t *testing.T) {
 		args  []any
 		index []string // the plan reads one of them
 	}{
-		"lock active runs":  {sqlLockActiveRuns, []any{[]string{"job-1", "job-2"}}, []string{"runs_running"}},
+		"lock active runs":  {sqlLockActiveRuns, []any{[]string{"job-1", "job-2"}}, []string{"runs_active"}},
 		"running of a node": {sqlRunsRunning, []any{"node-1"}, []string{"runs_running"}},
 	}
 	for _, st := range []jobs.Status{jobs.StatusPending, jobs.StatusRetrying, jobs.StatusDeadLetter,

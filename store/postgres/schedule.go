@@ -142,15 +142,8 @@ const (
 	sqlOccurrences = `SELECT o.job, o.scheduled_at FROM occurrences o
 		JOIN unnest($1::text[], $2::timestamptz[]) AS k(job, scheduled_at)
 			ON o.job = k.job AND o.scheduled_at = k.scheduled_at`
-	// sqlLockActiveRuns reads the ids from the waiting runs (runs_claim)
-	// and the running ones (runs_running) of the jobs, then locks each run
-	// that is still active.
 	sqlLockActiveRuns = `SELECT ` + runColumns + `, now() FROM runs
-		WHERE id = ANY(ARRAY(
-			SELECT id FROM runs WHERE job = ANY($1::text[]) AND status IN ` + sqlWaiting + `
-			UNION ALL
-			SELECT id FROM runs WHERE job = ANY($1::text[]) AND status = 'running'))
-		AND status IN ` + sqlActive + ` ORDER BY id FOR UPDATE`
+		WHERE job = ANY($1::text[]) AND status IN ` + sqlActive + ` ORDER BY id FOR UPDATE`
 )
 
 var sqlAdvanceCursors = `UPDATE cursors SET last = u.last, skipped = cursors.skipped + u.skipped,
