@@ -203,8 +203,18 @@ func TestFireAheadWithdrawnByReload(t *testing.T) {
 // TestFireAheadManyJobsOneTick: the runs of many jobs fired ahead of one
 // tick are claimed at the tick, in parts, each once.
 func TestFireAheadManyJobsOneTick(t *testing.T) {
-	const n = 3*splitRound + 5
-	h := newHarnessWith(t, func(h *harness) { h.cfg.Concurrency = 2 * n }, func(h *harness) []*jobs.Definition {
+	oneTickOfManyJobs(t, 3*splitRound+5, nil)
+}
+
+// oneTickOfManyJobs declares n jobs firing every minute (on the store
+// that wrap makes, when it is set), lets them fire ahead of the next
+// tick, sets the clock to it and checks that each job's tick ran once.
+func oneTickOfManyJobs(t *testing.T, n int, wrap func(store.Store) store.Store) {
+	t.Helper()
+	h := newHarnessWith(t, func(h *harness) {
+		h.cfg.Concurrency = 2 * n
+		h.wrap = wrap
+	}, func(h *harness) []*jobs.Definition {
 		var defs []*jobs.Definition
 		for i := range n {
 			defs = append(defs, minutely(t, fmt.Sprintf("job-%03d", i), h.succeed))
@@ -304,35 +314,10 @@ func (s *partClaims) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*job
 func TestFireAheadClaimsPartsSideBySide(t *testing.T) {
 	const n = 3*splitRound + 5
 	var st *partClaims
-	h := newHarnessWith(t, func(h *harness) {
-		h.cfg.Concurrency = 2 * n
-		h.wrap = func(s store.Store) store.Store {
-			st = &partClaims{Store: s, all: n, named: map[string]int{}, two: make(chan struct{})}
-			return st
-		}
-	}, func(h *harness) []*jobs.Definition {
-		var defs []*jobs.Definition
-		for i := range n {
-			defs = append(defs, minutely(t, fmt.Sprintf("job-%03d", i), h.succeed))
-		}
-		return defs
+	oneTickOfManyJobs(t, n, func(s store.Store) store.Store {
+		st = &partClaims{Store: s, all: n, named: map[string]int{}, two: make(chan struct{})}
+		return st
 	})
-	tick := t0.Add(time.Minute)
-	h.advanceTo(tick.Add(-lead))
-	h.clock.Set(tick)
-	seen := map[string]bool{}
-	for _, info := range h.handled(n) {
-		if seen[info.Job] || !info.ScheduledAt.Equal(tick) {
-			t.Fatalf("call %+v (seen before: %v)", info, seen[info.Job])
-		}
-		seen[info.Job] = true
-	}
-	h.attemptsDone(n)
-	for i := range n {
-		if runs := h.runs(fmt.Sprintf("job-%03d", i)); len(runs) != 1 || runs[0].Status != jobs.StatusCompleted {
-			t.Fatalf("job-%03d: %v %v", i, ticksOf(runs), statusOf(runs))
-		}
-	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.parts != 4 || !st.overlap {

@@ -191,28 +191,29 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 			}()
 		}
 		part := max(splitRound, (len(reached)+3)/4)
-		sideBySide := concurrent && s.freeSlots() >= len(reached)
-		if sideBySide {
+		if concurrent && s.freeSlots() >= len(reached) {
 			// Side by side, each part claiming the runs of its own jobs:
 			// no part waits for another's write, and none skips the runs
 			// another has locked.
 			for _, err := range s.claimParts(ctx, claimAt, reached, part) {
 				noteErr("claim runs", err)
 			}
-		}
-		for claimed := 0; claimed < len(reached) && !sideBySide; {
-			n, _, err := s.claim(ctx, claimAt, part, true)
-			if err != nil {
-				noteErr("claim runs", err)
-				break
+		} else {
+			for claimed := 0; claimed < len(reached); {
+				n, _, err := s.claim(ctx, claimAt, part, true)
+				if err != nil {
+					noteErr("claim runs", err)
+					break
+				}
+				if claimed += n; n < part {
+					break
+				}
+				// Let the part's attempts start on this processor before
+				// the next part is written. Handed to the other one, they
+				// waited for its thread to wake: 1-3 ms on the benchmark's
+				// VM.
+				runtime.Gosched()
 			}
-			if claimed += n; n < part {
-				break
-			}
-			// Let the part's attempts start on this processor before the
-			// next part is written. Handed to the other one, they waited
-			// for its thread to wake: 1-3 ms on the benchmark's VM.
-			runtime.Gosched()
 		}
 	}
 
@@ -456,11 +457,19 @@ func (s *Scheduler) claimParts(ctx context.Context, now time.Time, reached []str
 	return errs
 }
 
-// freeSlots is how many attempts may start now.
+// freeSlots is how many attempts may start now (see freeLocked).
 func (s *Scheduler) freeSlots() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.cfg.Concurrency - len(s.running)
+	return s.freeLocked()
+}
+
+// freeLocked is how many attempts may start now. An attempt that ended
+// holds no slot while its result is written, but at most Concurrency
+// results may wait for their write: a store that writes them slower than
+// attempts end holds claims back. s.mu is held.
+func (s *Scheduler) freeLocked() int {
+	return min(s.cfg.Concurrency-len(s.running), 2*s.cfg.Concurrency-len(s.running)-int(s.finishing.Load()))
 }
 
 // claim starts due runs up to the free slots, and at most most of them
@@ -475,10 +484,7 @@ func (s *Scheduler) claim(ctx context.Context, now time.Time, most int, due bool
 // them when only is nil.
 func (s *Scheduler) claimJobs(ctx context.Context, now time.Time, most int, due bool, only []string) (int, bool, error) {
 	s.mu.Lock()
-	// An attempt that ended holds no slot while its result is written, but
-	// at most Concurrency results may wait for their write: a store that
-	// writes them slower than attempts end holds claims back.
-	free := min(s.cfg.Concurrency-len(s.running), 2*s.cfg.Concurrency-len(s.running)-int(s.finishing.Load()))
+	free := s.freeLocked()
 	draining := s.draining || s.fenced.Load()
 	limits := s.limits // replaced, never changed, by setJobs
 	s.mu.Unlock()
