@@ -17,7 +17,7 @@ func TestRetryRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 2 { // decoded, then from the cache
-		got, noRetry, err := DecodeRetry([]byte(text))
+		got, noRetry, err := DecodeRetry(text)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -26,7 +26,7 @@ func TestRetryRoundTrip(t *testing.T) {
 		}
 		noRetry[0] = 99 // each caller has its own copy
 	}
-	if _, _, err := DecodeRetry([]byte(`{"max_attempts": "x"}`)); err == nil {
+	if _, _, err := DecodeRetry(`{"max_attempts": "x"}`); err == nil {
 		t.Fatal("a bad policy decoded without error")
 	}
 }
@@ -36,12 +36,15 @@ func TestRetryRoundTrip(t *testing.T) {
 func TestRetryCacheBounded(t *testing.T) {
 	for i := range retryCacheMax + 100 {
 		text := fmt.Sprintf(`{"max_attempts": %d}`, i+1)
-		p, _, err := DecodeRetry([]byte(text))
+		p, _, err := DecodeRetry(text)
 		if err != nil || p.MaxAttempts != i+1 {
 			t.Fatalf("%s: got %+v, %v", text, p, err)
 		}
 	}
-	if n := retryCacheSize.Load(); n > retryCacheMax {
+	retryCache.RLock()
+	n := len(retryCache.m)
+	retryCache.RUnlock()
+	if n > retryCacheMax {
 		t.Fatalf("cache holds %d policies, more than %d", n, retryCacheMax)
 	}
 }

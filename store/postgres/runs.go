@@ -518,12 +518,7 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 		// The caller knows these jobs to have due runs (ticks it fired
 		// ahead): one index probe per job costs less than reading which
 		// jobs the first due runs belong to.
-		names := make([]string, 0, len(p.Jobs))
-		for name := range p.Jobs {
-			names = append(names, name)
-		}
-		slices.Sort(names)
-		return s.claim(ctx, names, nil, p)
+		return s.claim(ctx, slices.Sorted(maps.Keys(p.Jobs)), nil, p)
 	}
 	heads, seen, err := dueHeads(ctx, s.read(), scan, p.Now)
 	if err != nil {
@@ -564,12 +559,7 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 
 	// The first due runs were not this claim's to take: look at each
 	// declared job.
-	all := make([]string, 0, len(p.Jobs))
-	for name := range p.Jobs {
-		all = append(all, name)
-	}
-	slices.Sort(all)
-	rows, err := s.read().query(ctx, sqlDueJobs, all, ts(p.Now))
+	rows, err := s.read().query(ctx, sqlDueJobs, slices.Sorted(maps.Keys(p.Jobs)), ts(p.Now))
 	dueJobs, err := collectStrings(rows, err)
 	if err != nil {
 		return claimed, fail("claim runs", err)

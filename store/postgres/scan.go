@@ -26,12 +26,12 @@ func utc(t *time.Time) time.Time {
 func scanRun(row pgx.Row) (*jobs.Run, error) {
 	var (
 		r                                 jobs.Run
-		status, trigger, reason           string
+		status, trigger, reason, retry    string
 		scheduledAt, notBefore, createdAt time.Time
 		notAfter, startedAt, finishedAt   *time.Time
 		exitCode                          *int32
 		dedupID, rerunOf                  *string
-		payload, retry                    []byte
+		payload                           []byte
 	)
 	err := row.Scan(&r.ID, &r.Job, &status, &r.Attempt, &r.MaxAttempts, &trigger, &scheduledAt, &notBefore,
 		&notAfter, &createdAt, &startedAt, &finishedAt, &r.Node, &r.Incarnation, &exitCode, &r.Error, &reason,

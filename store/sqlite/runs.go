@@ -181,7 +181,7 @@ func newRun(p store.RunInsertParams, now time.Time) (*jobs.Run, string, error) {
 		Trigger: p.Trigger, ScheduledAt: micro(scheduledAt), NotBefore: micro(notBefore), NotAfter: micro(p.NotAfter),
 		CreatedAt: now, DedupID: p.DedupID, RerunOf: p.RerunOf, Payload: p.Payload,
 	}
-	if run.Retry, run.NoRetryExitCodes, err = store.DecodeRetry([]byte(retry)); err != nil {
+	if run.Retry, run.NoRetryExitCodes, err = store.DecodeRetry(retry); err != nil {
 		return nil, "", err
 	}
 	return run, retry, nil

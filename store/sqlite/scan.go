@@ -41,7 +41,7 @@ func scanRun(row scanner) (*jobs.Run, error) {
 		r.ExitCode = &c
 	}
 	r.DedupID, r.RerunOf = dedupID.String, rerunOf.String
-	if r.Retry, r.NoRetryExitCodes, err = store.DecodeRetry([]byte(retry)); err != nil {
+	if r.Retry, r.NoRetryExitCodes, err = store.DecodeRetry(retry); err != nil {
 		return nil, fmt.Errorf("run %s: %w", r.ID, err)
 	}
 	return &r, nil
