@@ -203,17 +203,26 @@ func (e *env) daemon() (string, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.bin == "" && e.binErr == nil {
-		bin := filepath.Join(e.dir, "schedulerd")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/schedulerd")
-		cmd.Dir = e.root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			e.binErr = fmt.Errorf("build schedulerd: %w: %s", err, out)
-		} else {
-			e.bin = bin
+		e.bin, e.binErr = e.goBuild(e.root, "schedulerd", "-trimpath", "./cmd/schedulerd")
+		if e.binErr != nil {
+			e.binErr = fmt.Errorf("build schedulerd: %w", e.binErr)
 		}
 	}
 	return e.bin, e.binErr
+}
+
+// goBuild builds a Go program in dir, as `go build args` with
+// CGO_ENABLED=0, into the bench directory under name, and returns its
+// path.
+func (e *env) goBuild(dir, name string, args ...string) (string, error) {
+	bin := filepath.Join(e.dir, name)
+	cmd := exec.Command("go", append([]string{"build", "-o", bin}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%w: %s", err, tail(out))
+	}
+	return bin, nil
 }
 
 // backend is one database of one store kind: it opens store handles on it

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -86,14 +85,9 @@ func (e *env) river() (string, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.riverBin == "" && e.riverErr == nil {
-		bin := filepath.Join(e.dir, "river")
-		cmd := exec.Command("go", "build", "-o", bin, "github.com/riverqueue/river/cmd/river")
-		cmd.Dir = filepath.Join(e.root, "bench", "river")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			e.riverErr = fmt.Errorf("build the River CLI in bench/river: %w: %s", err, tail(out))
-		} else {
-			e.riverBin = bin
+		e.riverBin, e.riverErr = e.goBuild(filepath.Join(e.root, "bench", "river"), "river", "github.com/riverqueue/river/cmd/river")
+		if e.riverErr != nil {
+			e.riverErr = fmt.Errorf("build the River CLI in bench/river: %w", e.riverErr)
 		}
 	}
 	return e.riverBin, e.riverErr
