@@ -15,7 +15,9 @@ import (
 // changes collects what a batch of transitions (and of cancel requests)
 // writes, decided in Go under the row locks of the runs, so that it is sent
 // at once with a statement per table: the last state of each run that
-// changed, the attempts that ended, and the events in order.
+// changed, the attempts that ended, and the events in order (with the
+// claim's event before the end of each attempt whose claim wrote only the
+// run).
 type changes struct {
 	runs     []runChange
 	index    map[string]int // position in runs by run id
@@ -32,12 +34,12 @@ type runChange struct {
 	updatedAt time.Time
 }
 
-// attemptEnd is how an attempt ended.
+// attemptEnd is how an attempt of run (the run as it was while running)
+// ended.
 type attemptEnd struct {
-	runID  string
-	number int
-	at     time.Time
-	t      jobs.Transition
+	run *jobs.Run
+	at  time.Time
+	t   jobs.Transition
 }
 
 // transition checks t against the run as runs holds it (the run as read
@@ -61,8 +63,11 @@ func (ch *changes) transition(runs map[string]*jobs.Run, t jobs.Transition, now 
 	}
 	ch.setRun(next, at)
 	if cur.Status == jobs.StatusRunning {
-		ch.attempts = append(ch.attempts, attemptEnd{runID: cur.ID, number: cur.Attempt, at: at, t: t})
+		ch.attempts = append(ch.attempts, attemptEnd{run: cur, at: at, t: t})
 		ch.leaving = true
+		if cur.ClaimedFrom != "" {
+			ch.events = append(ch.events, store.ClaimEvent(cur))
+		}
 	}
 	ch.events = append(ch.events, jobs.Event{RunID: cur.ID, Time: at, Node: t.Node, Attempt: cur.Attempt,
 		From: cur.Status, To: t.To, Reason: t.Reason, Message: cleanText(t.Error)})
@@ -92,20 +97,26 @@ func (ch *changes) setRun(run *jobs.Run, at time.Time) {
 }
 
 // The statements of changes. Each takes its rows as arrays, one per column.
+//
+// sqlEndAttempts writes each attempt that ended whole; an attempt whose
+// claim made its row (a node of an earlier version) has that row finished.
 const (
 	sqlUpdateRuns = `UPDATE runs SET status = u.status, reason = u.reason, error = u.error,
 			exit_code = u.exit_code, not_before = u.not_before, finished_at = u.finished_at,
-			updated_at = u.updated_at, cancel_requested = u.cancel_requested
+			updated_at = u.updated_at, cancel_requested = u.cancel_requested, claimed_from = u.claimed_from
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::timestamptz[],
-			$7::timestamptz[], $8::timestamptz[], $9::bool[])
-			AS u(id, status, reason, error, exit_code, not_before, finished_at, updated_at, cancel_requested)
+			$7::timestamptz[], $8::timestamptz[], $9::bool[], $10::text[])
+			AS u(id, status, reason, error, exit_code, not_before, finished_at, updated_at, cancel_requested, claimed_from)
 		WHERE runs.id = u.id`
-	sqlEndAttempts = `UPDATE attempts SET finished_at = a.finished_at, status = a.status, exit_code = a.exit_code,
-			error = a.error, reason = a.reason, output = a.output, output_bytes = a.output_bytes, truncated = a.truncated
-		FROM unnest($1::text[], $2::int4[], $3::timestamptz[], $4::text[], $5::int4[], $6::text[], $7::text[],
-			$8::bytea[], $9::int8[], $10::bool[])
-			AS a(run_id, number, finished_at, status, exit_code, error, reason, output, output_bytes, truncated)
-		WHERE attempts.run_id = a.run_id AND attempts.number = a.number`
+	sqlEndAttempts = `INSERT INTO attempts (run_id, number, node, incarnation, started_at, finished_at, status,
+			exit_code, error, reason, output, output_bytes, truncated)
+		SELECT * FROM unnest($1::text[], $2::int4[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[],
+			$7::text[], $8::int4[], $9::text[], $10::text[], $11::bytea[], $12::int8[], $13::bool[])
+		` + sqlAttemptMade
+	// sqlAttemptMade finishes an attempt row that its claim made.
+	sqlAttemptMade = `ON CONFLICT (run_id, number) DO UPDATE SET finished_at = EXCLUDED.finished_at,
+			status = EXCLUDED.status, exit_code = EXCLUDED.exit_code, error = EXCLUDED.error, reason = EXCLUDED.reason,
+			output = EXCLUDED.output, output_bytes = EXCLUDED.output_bytes, truncated = EXCLUDED.truncated`
 	sqlInsertEvents = `INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
 		SELECT run_id, time, node, attempt, from_status, to_status, reason, message
 		FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::int4[], $5::text[], $6::text[], $7::text[], $8::text[])
@@ -114,20 +125,30 @@ const (
 )
 
 // sqlChangeRun writes one transition of one run: the same writes as
-// sqlUpdateRuns, sqlEndAttempts (when $10) and sqlInsertEvents, in one
-// statement with scalar parameters: one plan of primary-key lookups, where
-// the three statements over arrays are planned each.
+// sqlUpdateRuns, sqlEndAttempts (when $10) and sqlInsertEvents (the claim's
+// event first when $23 is its from status), in one statement with scalar
+// parameters: one plan of primary-key lookups, where the three statements
+// over arrays are planned each. No transition leads to running, so the run
+// owes no claim's event after it.
 const sqlChangeRun = `WITH r AS (
 		UPDATE runs SET status = $2, reason = $3, error = $4, exit_code = $5, not_before = $6,
-			finished_at = $7, updated_at = $8, cancel_requested = $9
+			finished_at = $7, updated_at = $8, cancel_requested = $9, claimed_from = NULL
 		WHERE id = $1 RETURNING id
 	), a AS (
-		UPDATE attempts SET finished_at = $12, status = $13, exit_code = $14, error = $15, reason = $16,
-			output = $17, output_bytes = $18, truncated = $19
-		WHERE $10::boolean AND run_id = $1 AND number = $11
+		INSERT INTO attempts (run_id, number, node, incarnation, started_at, finished_at, status,
+			exit_code, error, reason, output, output_bytes, truncated)
+		SELECT $1, $11::int4, $12::text, $13::text, $14::timestamptz, $15::timestamptz, $16::text,
+			$17::int4, $18::text, $19::text, $20::bytea, $21::int8, $22::boolean
+		WHERE $10::boolean
+		` + sqlAttemptMade + `
 	), e AS (
 		INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
-		VALUES ($1, $20, $21, $22, $23, $24, $25, $26)
+		SELECT $1, time, node, attempt, from_status, to_status, reason, message FROM (VALUES
+			(1, $14::timestamptz, $12::text, $11::int4, $23::text, 'running', 'claimed', ''),
+			(2, $24::timestamptz, $25::text, $26::int4, $27::text, $28::text, $29::text, $30::text))
+			AS v(ord, time, node, attempt, from_status, to_status, reason, message)
+		WHERE ord = 2 OR $23::text IS NOT NULL
+		ORDER BY ord
 	)
 	SELECT count(*) FROM r`
 
@@ -137,7 +158,7 @@ func (ch *changes) queue(c *conn, b *pgx.Batch) {
 	if ch.leaving {
 		c.wake()
 	}
-	if len(ch.runs) == 1 && len(ch.events) == 1 && len(ch.attempts) <= 1 {
+	if len(ch.runs) == 1 && len(ch.attempts) <= 1 && len(ch.events) == 1+ch.claimEvents() {
 		ch.queueOne(b)
 		return
 	}
@@ -147,6 +168,7 @@ func (ch *changes) queue(c *conn, b *pgx.Batch) {
 			exitCodes                        []pgtype.Int4
 			notBefore, finishedAt, updatedAt []pgtype.Timestamptz
 			cancelRequested                  []bool
+			claimedFrom                      []pgtype.Text
 		)
 		for _, u := range ch.runs {
 			r := u.run
@@ -154,9 +176,10 @@ func (ch *changes) queue(c *conn, b *pgx.Batch) {
 			errs, exitCodes = append(errs, r.Error), append(exitCodes, int4Arg(r.ExitCode))
 			notBefore, finishedAt = append(notBefore, tsArg(r.NotBefore)), append(finishedAt, tsArg(r.FinishedAt))
 			updatedAt, cancelRequested = append(updatedAt, tsArg(u.updatedAt)), append(cancelRequested, r.CancelRequested)
+			claimedFrom = append(claimedFrom, textArg(string(r.ClaimedFrom)))
 		}
 		b.Queue(sqlUpdateRuns, ids, statuses, reasons, errs, exitCodes, notBefore, finishedAt, updatedAt,
-			cancelRequested).Exec(func(tag pgconn.CommandTag) error {
+			cancelRequested, claimedFrom).Exec(func(tag pgconn.CommandTag) error {
 			// The runs are locked: each of them is there.
 			if tag.RowsAffected() != int64(n) {
 				return fmt.Errorf("update runs: %d of %d rows found", tag.RowsAffected(), n)
@@ -166,22 +189,25 @@ func (ch *changes) queue(c *conn, b *pgx.Batch) {
 	}
 	if len(ch.attempts) > 0 {
 		var (
-			runIDs, statuses, errs, reasons []string
-			numbers                         []int32
-			finishedAt                      []pgtype.Timestamptz
-			exitCodes                       []pgtype.Int4
-			outputs                         [][]byte
-			outputBytes                     []int64
-			truncated                       []bool
+			runIDs, nodes, incarnations, statuses, errs, reasons []string
+			numbers                                              []int32
+			startedAt, finishedAt                                []pgtype.Timestamptz
+			exitCodes                                            []pgtype.Int4
+			outputs                                              [][]byte
+			outputBytes                                          []int64
+			truncated                                            []bool
 		)
 		for _, a := range ch.attempts {
-			runIDs, numbers, finishedAt = append(runIDs, a.runID), append(numbers, int32(a.number)), append(finishedAt, tsArg(a.at))
-			statuses, exitCodes = append(statuses, string(a.t.To)), append(exitCodes, int4Arg(a.t.ExitCode))
-			errs, reasons = append(errs, cleanText(a.t.Error)), append(reasons, string(a.t.Reason))
-			outputs, outputBytes = append(outputs, bytesOf(a.t.Output)), append(outputBytes, a.t.OutputBytes)
-			truncated = append(truncated, a.t.Truncated)
+			r := a.run
+			runIDs, numbers, nodes = append(runIDs, r.ID), append(numbers, int32(r.Attempt)), append(nodes, r.Node)
+			incarnations, startedAt = append(incarnations, r.Incarnation), append(startedAt, tsArg(r.StartedAt))
+			finishedAt, statuses = append(finishedAt, tsArg(a.at)), append(statuses, string(a.t.To))
+			exitCodes, errs = append(exitCodes, int4Arg(a.t.ExitCode)), append(errs, cleanText(a.t.Error))
+			reasons, outputs = append(reasons, string(a.t.Reason)), append(outputs, bytesOf(a.t.Output))
+			outputBytes, truncated = append(outputBytes, a.t.OutputBytes), append(truncated, a.t.Truncated)
 		}
-		b.Queue(sqlEndAttempts, runIDs, numbers, finishedAt, statuses, exitCodes, errs, reasons, outputs, outputBytes, truncated)
+		b.Queue(sqlEndAttempts, runIDs, numbers, nodes, incarnations, startedAt, finishedAt, statuses, exitCodes, errs,
+			reasons, outputs, outputBytes, truncated)
 	}
 	if len(ch.events) > 0 {
 		var (
@@ -198,18 +224,30 @@ func (ch *changes) queue(c *conn, b *pgx.Batch) {
 	}
 }
 
+// claimEvents is how many of the events are claims' events.
+func (ch *changes) claimEvents() int {
+	n := 0
+	for _, a := range ch.attempts {
+		if a.run.ClaimedFrom != "" {
+			n++
+		}
+	}
+	return n
+}
+
 // queueOne queues sqlChangeRun for changes of one transition.
 func (ch *changes) queueOne(b *pgx.Batch) {
-	u, e := ch.runs[0], ch.events[0]
+	u, e := ch.runs[0], ch.events[len(ch.events)-1]
 	r := u.run
-	var a attemptEnd
+	a := attemptEnd{run: &jobs.Run{}}
 	if len(ch.attempts) == 1 {
 		a = ch.attempts[0]
 	}
 	b.Queue(sqlChangeRun, r.ID, string(r.Status), string(r.Reason), r.Error, int4Arg(r.ExitCode), tsArg(r.NotBefore),
 		tsArg(r.FinishedAt), tsArg(u.updatedAt), r.CancelRequested,
-		len(ch.attempts) == 1, int32(a.number), tsArg(a.at), string(a.t.To), int4Arg(a.t.ExitCode),
-		cleanText(a.t.Error), string(a.t.Reason), bytesOf(a.t.Output), a.t.OutputBytes, a.t.Truncated,
+		len(ch.attempts) == 1, int32(a.run.Attempt), a.run.Node, a.run.Incarnation, tsArg(a.run.StartedAt),
+		tsArg(a.at), string(a.t.To), int4Arg(a.t.ExitCode), cleanText(a.t.Error), string(a.t.Reason),
+		bytesOf(a.t.Output), a.t.OutputBytes, a.t.Truncated, textArg(string(a.run.ClaimedFrom)),
 		tsArg(e.Time), e.Node, int32(e.Attempt), string(e.From), string(e.To), string(e.Reason), e.Message,
 	).QueryRow(func(row pgx.Row) error {
 		var n int
@@ -233,6 +271,9 @@ func nextRun(cur *jobs.Run, t jobs.Transition, at time.Time) *jobs.Run {
 	}
 	return next
 }
+
+// textArg is a text argument, NULL for "".
+func textArg(s string) pgtype.Text { return pgtype.Text{String: s, Valid: s != ""} }
 
 // int4Arg is an exit code as an element of an int4[] argument, NULL for nil.
 func int4Arg(p *int) pgtype.Int4 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/storetest"
 )
 
 // TestPlansWithoutHotPathIndexes checks that the statements whose indexes
@@ -85,4 +86,19 @@ func TestPlansWithoutHotPathIndexes(t *testing.T) {
 			t.Errorf("%s: want a plan that reads %s and no sequential scan of runs, got\n%s", name, p.index, plan)
 		}
 	}
+}
+
+// TestEarlierClaims: attempts whose claim wrote their row and event (nodes
+// of a version before migration 006) end with one of each.
+func TestEarlierClaims(t *testing.T) {
+	s, dsn := openTest(t)
+	storetest.EarlierClaims(t, s, func(ids []string) {
+		list := `ARRAY['` + strings.Join(ids, `','`) + `']`
+		admin(t, dsn,
+			`INSERT INTO attempts (run_id, number, node, incarnation, started_at, status)
+				SELECT id, attempt, node, incarnation, started_at, 'running' FROM runs WHERE id = ANY(`+list+`)`,
+			`INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason)
+				SELECT id, started_at, node, attempt, claimed_from, 'running', 'claimed' FROM runs WHERE id = ANY(`+list+`)`,
+			`UPDATE runs SET claimed_from = NULL WHERE id = ANY(`+list+`)`)
+	})
 }

@@ -421,9 +421,11 @@ const sqlDueJobs = `SELECT j FROM unnest($1::text[]) AS j CROSS JOIN LATERAL (
 // without locks; picked: the first $3 of them in start order that no one
 // else holds, looked up by primary key, locked and checked again (as an
 // array: with "id IN (SELECT ...)" the planner, which cannot know how
-// many candidates there are, hashed them and scanned the whole table); then the claim, its attempts and
-// its events, set-based. A limited job's running runs are counted in this
-// statement: the caller holds the job's advisory lock.
+// many candidates there are, hashed them and scanned the whole table); then
+// the claim, set-based, which writes only the runs (claimed_from: the
+// attempt's row and the claim's event are written when the attempt ends).
+// A limited job's running runs are counted in this statement: the caller
+// holds the job's advisory lock.
 var sqlClaim = `WITH room AS (
 		SELECT w.job, LEAST(CASE WHEN w.lim > 0
 			THEN w.lim - (SELECT count(*) FROM runs WHERE job = w.job AND status = 'running')
@@ -442,15 +444,10 @@ var sqlClaim = `WITH room AS (
 	), r AS (
 		UPDATE runs SET status = 'running', attempt = runs.attempt + 1, node = $5, incarnation = $6,
 			started_at = ` + sqlClaimAt + `, updated_at = ` + sqlClaimAt + `, reason = 'claimed', error = '',
-			exit_code = NULL, cancel_requested = false, progress = 0, progress_message = ''
+			exit_code = NULL, cancel_requested = false, progress = 0, progress_message = '',
+			claimed_from = picked.from_status
 		FROM picked WHERE runs.id = picked.id
 		RETURNING ` + runColumnsOfRuns + `, picked.from_status
-	), a AS (
-		INSERT INTO attempts (run_id, number, node, incarnation, started_at, status)
-		SELECT id, attempt, node, incarnation, started_at, 'running' FROM r
-	), e AS (
-		INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason)
-		SELECT id, started_at, node, attempt, from_status, 'running', 'claimed' FROM r
 	)
 	SELECT * FROM r ORDER BY not_before, created_at, id`
 
@@ -969,10 +966,28 @@ func runsListQuery(f store.RunFilter) (string, []any) {
 	return q, args
 }
 
+// sqlRunEvents and sqlRunAttempts read a run's events and attempts, and
+// while it runs, the claim's event and the attempt that its run's row
+// stands for until the attempt ends (claimed_from), in one snapshot.
+const (
+	sqlRunEvents = `SELECT ` + eventColumns + ` FROM (
+			SELECT 0 AS k, id AS seq, ` + eventColumns + ` FROM events WHERE run_id = $1
+			UNION ALL
+			SELECT 1, 0, id, started_at, node, attempt, claimed_from, 'running', 'claimed', '' FROM runs
+			WHERE id = $1 AND status = 'running' AND claimed_from IS NOT NULL) e
+		ORDER BY k, seq`
+	sqlRunAttempts = `SELECT ` + attemptColumns + ` FROM (
+			SELECT ` + attemptColumns + ` FROM attempts WHERE run_id = $1
+			UNION ALL
+			SELECT id, attempt, node, incarnation, started_at, NULL, 'running', NULL, '', '', ''::bytea, 0, false
+			FROM runs WHERE id = $1 AND status = 'running' AND claimed_from IS NOT NULL) a
+		ORDER BY number`
+)
+
 // RunEvents returns a run's history, oldest first.
 func (s *Store) RunEvents(ctx context.Context, id string) ([]*jobs.Event, error) {
 	c := s.read()
-	rows, err := c.query(ctx, `SELECT `+eventColumns+` FROM events WHERE run_id = $1 ORDER BY id`, id)
+	rows, err := c.query(ctx, sqlRunEvents, id)
 	if err != nil {
 		return nil, fail("run events", err)
 	}
@@ -991,7 +1006,7 @@ func (s *Store) RunEvents(ctx context.Context, id string) ([]*jobs.Event, error)
 // RunAttempts returns a run's attempts, oldest first, with their output.
 func (s *Store) RunAttempts(ctx context.Context, id string) ([]*jobs.Attempt, error) {
 	c := s.read()
-	rows, err := c.query(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE run_id = $1 ORDER BY number`, id)
+	rows, err := c.query(ctx, sqlRunAttempts, id)
 	if err != nil {
 		return nil, fail("run attempts", err)
 	}

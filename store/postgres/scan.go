@@ -13,7 +13,7 @@ import (
 // runColumns is the one column list of a run; scanRun reads it.
 const runColumns = `id, job, status, attempt, max_attempts, trigger_kind, scheduled_at, not_before,
 	not_after, created_at, started_at, finished_at, node, incarnation, exit_code, error, reason,
-	dedup_id, rerun_of, payload, retry, cancel_requested, progress, progress_message`
+	dedup_id, rerun_of, payload, retry, cancel_requested, progress, progress_message, claimed_from`
 
 // utc converts a nullable time to a time in UTC, zero for NULL.
 func utc(t *time.Time) time.Time {
@@ -30,12 +30,12 @@ func scanRun(row pgx.Row) (*jobs.Run, error) {
 		scheduledAt, notBefore, createdAt time.Time
 		notAfter, startedAt, finishedAt   *time.Time
 		exitCode                          *int32
-		dedupID, rerunOf                  *string
+		dedupID, rerunOf, claimedFrom     *string
 		payload                           []byte
 	)
 	err := row.Scan(&r.ID, &r.Job, &status, &r.Attempt, &r.MaxAttempts, &trigger, &scheduledAt, &notBefore,
 		&notAfter, &createdAt, &startedAt, &finishedAt, &r.Node, &r.Incarnation, &exitCode, &r.Error, &reason,
-		&dedupID, &rerunOf, &payload, &retry, &r.CancelRequested, &r.Progress, &r.ProgressMessage)
+		&dedupID, &rerunOf, &payload, &retry, &r.CancelRequested, &r.Progress, &r.ProgressMessage, &claimedFrom)
 	if err != nil {
 		return nil, err
 	}
@@ -51,6 +51,9 @@ func scanRun(row pgx.Row) (*jobs.Run, error) {
 	}
 	if rerunOf != nil {
 		r.RerunOf = *rerunOf
+	}
+	if claimedFrom != nil {
+		r.ClaimedFrom = jobs.Status(*claimedFrom)
 	}
 	r.Payload = string(payload)
 	if r.Retry, r.NoRetryExitCodes, err = store.DecodeRetry(retry); err != nil {

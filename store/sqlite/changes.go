@@ -23,11 +23,12 @@ type changes struct {
 	events   []jobs.Event
 }
 
-// attemptEnd is how an attempt ended.
+// attemptEnd is how an attempt of run (the run as it was while running)
+// ended.
 type attemptEnd struct {
-	number int
-	at     time.Time
-	t      jobs.Transition
+	run *jobs.Run
+	at  time.Time
+	t   jobs.Transition
 }
 
 // add records the transition t of cur (which store.CheckTransition let
@@ -45,7 +46,10 @@ func (ch *changes) add(cur *jobs.Run, t jobs.Transition) *jobs.Run {
 		ch.runs, ch.updated = append(ch.runs, run), append(ch.updated, at)
 	}
 	if cur.Status == jobs.StatusRunning {
-		ch.attempts = append(ch.attempts, attemptEnd{number: cur.Attempt, at: at, t: t})
+		ch.attempts = append(ch.attempts, attemptEnd{run: cur, at: at, t: t})
+		if cur.ClaimedFrom != "" {
+			ch.events = append(ch.events, store.ClaimEvent(cur))
+		}
 	}
 	ch.events = append(ch.events, jobs.Event{RunID: t.RunID, Time: at, Node: t.Node, Attempt: cur.Attempt,
 		From: cur.Status, To: t.To, Reason: t.Reason, Message: t.Error})
@@ -62,16 +66,23 @@ var changeChunks = []int{1, 4, 16, 64}
 type changeStatements struct{ runs, attempts, events map[int]string }
 
 var changeSQL = changeStatements{
-	runs: chunkStatements(9, func(values string) string {
+	runs: chunkStatements(10, func(values string) string {
 		return `UPDATE runs SET status = v.column2, reason = v.column3, error = v.column4,
 		exit_code = v.column5, not_before = v.column6, finished_at = v.column7, updated_at = v.column8,
-		cancel_requested = v.column9
+		cancel_requested = v.column9, claimed_from = v.column10
 		FROM (VALUES ` + values + `) AS v WHERE runs.id = v.column1`
 	}),
-	attempts: chunkStatements(10, func(values string) string {
-		return `UPDATE attempts SET finished_at = v.column3, status = v.column4, exit_code = v.column5,
-		error = v.column6, reason = v.column7, output = v.column8, output_bytes = v.column9, truncated = v.column10
-		FROM (VALUES ` + values + `) AS v WHERE attempts.run_id = v.column1 AND attempts.number = v.column2`
+	// Each attempt that ended, whole; an attempt whose claim made its row
+	// (before migration 004) has that row finished.
+	attempts: chunkStatements(13, func(values string) string {
+		return `INSERT INTO attempts (run_id, number, node, incarnation, started_at, finished_at, status,
+			exit_code, error, reason, output, output_bytes, truncated)
+		SELECT column1, column2, column3, column4, column5, column6, column7, column8, column9, column10,
+			column11, column12, column13
+		FROM (VALUES ` + values + `) WHERE column1 IS NOT NULL
+		ON CONFLICT (run_id, number) DO UPDATE SET finished_at = excluded.finished_at, status = excluded.status,
+			exit_code = excluded.exit_code, error = excluded.error, reason = excluded.reason,
+			output = excluded.output, output_bytes = excluded.output_bytes, truncated = excluded.truncated`
 	}),
 	events: chunkStatements(8, func(values string) string {
 		return `INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
@@ -123,10 +134,10 @@ func (ch *changes) write(ctx context.Context, c conn) error {
 		return err
 	}
 	updated := 0
-	err = chunked(ctx, c, changeSQL.runs, 9, len(ch.runs), func(i int) []any {
+	err = chunked(ctx, c, changeSQL.runs, 10, len(ch.runs), func(i int) []any {
 		r := ch.runs[i]
 		return []any{r.ID, string(r.Status), string(r.Reason), r.Error, intOrNull(r.ExitCode), r.NotBefore.UnixMicro(),
-			dbTime(r.FinishedAt), ch.updated[i].UnixMicro(), r.CancelRequested}
+			dbTime(r.FinishedAt), ch.updated[i].UnixMicro(), r.CancelRequested, nullString(string(r.ClaimedFrom))}
 	}, func(n int64) { updated += int(n) })
 	if err != nil {
 		return err
@@ -134,10 +145,11 @@ func (ch *changes) write(ctx context.Context, c conn) error {
 	if updated != len(ch.runs) { // the runs were read in this transaction
 		return fmt.Errorf("update runs: %d of %d rows found", updated, len(ch.runs))
 	}
-	return chunked(ctx, c, changeSQL.attempts, 10, len(ch.attempts), func(i int) []any {
+	return chunked(ctx, c, changeSQL.attempts, 13, len(ch.attempts), func(i int) []any {
 		a := ch.attempts[i]
-		return []any{a.t.RunID, a.number, a.at.UnixMicro(), string(a.t.To), intOrNull(a.t.ExitCode), a.t.Error,
-			string(a.t.Reason), []byte(a.t.Output), a.t.OutputBytes, a.t.Truncated}
+		r := a.run
+		return []any{r.ID, r.Attempt, r.Node, r.Incarnation, r.StartedAt.UnixMicro(), a.at.UnixMicro(), string(a.t.To),
+			intOrNull(a.t.ExitCode), a.t.Error, string(a.t.Reason), []byte(a.t.Output), a.t.OutputBytes, a.t.Truncated}
 	}, nil)
 }
 

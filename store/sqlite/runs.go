@@ -41,11 +41,6 @@ const (
 	sqlInsertEvent = `INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 
-	sqlTransitionRun = `UPDATE runs SET status = ?, reason = ?, error = ?, exit_code = ?,
-		not_before = ?, finished_at = ?, updated_at = ?, cancel_requested = ?
-		WHERE id = ?`
-	sqlEndAttempt = `UPDATE attempts SET finished_at = ?, status = ?, exit_code = ?, error = ?, reason = ?,
-		output = ?, output_bytes = ?, truncated = ? WHERE run_id = ? AND number = ?`
 	sqlRequestCancel = `UPDATE runs SET cancel_requested = 1, updated_at = ? WHERE id = ? RETURNING ` + runColumns
 
 	sqlDue = `status IN ` + sqlWaiting + ` AND not_before <= ? AND (not_after IS NULL OR not_after > ?)`
@@ -53,27 +48,20 @@ const (
 	// range of the runs_claim index.
 	sqlClaimCandidates = `SELECT ` + runColumns + ` FROM runs INDEXED BY runs_claim
 		WHERE job = ? AND ` + sqlDue + ` ORDER BY not_before, created_at, id LIMIT ?`
-	// A claim of the runs whose ids are in a JSON array, in three
-	// statements whatever their number: the events (written first, from
-	// the status and attempt the runs have before the claim), the runs,
-	// then the attempts (from the attempt the runs have after it).
-	sqlClaimEvents = `INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
-		SELECT runs.id, ?, ?, runs.attempt + 1, runs.status, 'running', 'claimed', ''
-		FROM json_each(?) AS j JOIN runs ON runs.id = j.value ORDER BY j.key`
+	// sqlClaimRuns claims the runs whose ids are in a JSON array, in one
+	// statement whatever their number. It writes only the runs: the
+	// attempt's row and the claim's event (claimed_from: the status the
+	// claim took the run from) are written when the attempt ends.
 	sqlClaimRuns = `UPDATE runs SET status = 'running', attempt = attempt + 1, node = ?,
 		incarnation = ?, started_at = ?, updated_at = ?, reason = 'claimed', error = '', exit_code = NULL,
-		cancel_requested = 0, progress = 0, progress_message = ''
+		cancel_requested = 0, progress = 0, progress_message = '', claimed_from = status
 		WHERE id IN (SELECT value FROM json_each(?))`
-	sqlClaimAttempts = `INSERT INTO attempts (run_id, number, node, incarnation, started_at, status)
-		SELECT runs.id, runs.attempt, runs.node, runs.incarnation, runs.started_at, 'running'
-		FROM json_each(?) AS j JOIN runs ON runs.id = j.value ORDER BY j.key`
 )
 
 // preparedQueries are the statements the writer keeps prepared.
 var preparedQueries = []string{
 	sqlGetRun, sqlRunsByID, sqlOccurrenceRun, sqlInsertOccurrence, sqlDedupRun, sqlInsertRun, sqlInsertEvent,
-	sqlTransitionRun, sqlEndAttempt, sqlRequestCancel, sqlClaimCandidates, sqlClaimEvents, sqlClaimRuns, sqlClaimAttempts,
-	sqlGetCursor,
+	sqlRequestCancel, sqlClaimCandidates, sqlClaimRuns, sqlGetCursor,
 }
 
 // batchSize bounds the rows one transaction of expiry or pruning handles, so
@@ -317,34 +305,9 @@ func transition(ctx context.Context, c conn, t jobs.Transition) (*jobs.Run, erro
 	if err := store.CheckTransition(cur, t); err != nil {
 		return nil, err
 	}
-	return applyTransition(ctx, c, cur, t)
-}
-
-// applyTransition writes a transition that store.CheckTransition let through:
-// the run, its attempt when it leaves running, and its event.
-func applyTransition(ctx context.Context, c conn, cur *jobs.Run, t jobs.Transition) (*jobs.Run, error) {
-	at := now(t.Time)
-	run := store.NextRun(cur, t, at)
-	res, err := c.exec(ctx, sqlTransitionRun,
-		string(run.Status), string(run.Reason), run.Error, intOrNull(run.ExitCode), run.NotBefore.UnixMicro(),
-		dbTime(run.FinishedAt), at.UnixMicro(), run.CancelRequested, run.ID)
-	if err != nil {
-		return nil, err
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return nil, cmp.Or(err, fmt.Errorf("run %s: %w", run.ID, store.ErrNotFound))
-	}
-	if cur.Status == jobs.StatusRunning {
-		_, err := c.exec(ctx, sqlEndAttempt,
-			at.UnixMicro(), string(t.To), intOrNull(t.ExitCode), t.Error, string(t.Reason),
-			[]byte(t.Output), t.OutputBytes, t.Truncated, t.RunID, cur.Attempt)
-		if err != nil {
-			return nil, err
-		}
-	}
-	err = insertEvent(ctx, c, jobs.Event{RunID: t.RunID, Time: at, Node: t.Node, Attempt: cur.Attempt,
-		From: cur.Status, To: t.To, Reason: t.Reason, Message: t.Error})
-	return run, err
+	var ch changes
+	run := ch.add(cur, t)
+	return run, ch.write(ctx, c)
 }
 
 func intOrNull(p *int) any {
@@ -514,8 +477,8 @@ func runningCounts(ctx context.Context, c conn) (map[string]int, error) {
 }
 
 // claimRuns starts the next attempt of each of runs, waiting runs that the
-// write transaction read, and returns them as they are then stored. The
-// statements are the same three for any number of runs.
+// write transaction read, and returns them as they are then stored, in one
+// statement for any number of runs.
 func claimRuns(ctx context.Context, c conn, runs []*jobs.Run, p store.ClaimParams, at time.Time) ([]*jobs.Run, error) {
 	if len(runs) == 0 {
 		return nil, nil
@@ -530,17 +493,10 @@ func claimRuns(ctx context.Context, c conn, runs []*jobs.Run, p store.ClaimParam
 		r := *cur
 		r.Status, r.Attempt, r.Node, r.Incarnation = jobs.StatusRunning, cur.Attempt+1, p.Node, p.Incarnation
 		r.StartedAt, r.Reason, r.Error, r.ExitCode = at, jobs.ReasonClaimed, "", nil
-		r.CancelRequested, r.Progress, r.ProgressMessage = false, 0, ""
+		r.CancelRequested, r.Progress, r.ProgressMessage, r.ClaimedFrom = false, 0, "", cur.Status
 		claimed[i] = &r
 	}
-	list := jsonStrings(ids)
-	if _, err := c.exec(ctx, sqlClaimEvents, at.UnixMicro(), p.Node, list); err != nil {
-		return nil, err
-	}
-	if _, err := c.exec(ctx, sqlClaimRuns, p.Node, p.Incarnation, at.UnixMicro(), at.UnixMicro(), list); err != nil {
-		return nil, err
-	}
-	if _, err := c.exec(ctx, sqlClaimAttempts, list); err != nil {
+	if _, err := c.exec(ctx, sqlClaimRuns, p.Node, p.Incarnation, at.UnixMicro(), at.UnixMicro(), jsonStrings(ids)); err != nil {
 		return nil, err
 	}
 	return claimed, nil
@@ -831,10 +787,28 @@ func (s *Store) RunsList(ctx context.Context, f store.RunFilter) ([]*jobs.Run, e
 	return runs, nil
 }
 
+// sqlRunEvents and sqlRunAttempts read a run's events and attempts, and
+// while it runs, the claim's event and the attempt that its run's row
+// stands for until the attempt ends (claimed_from), in one snapshot.
+const (
+	sqlRunEvents = `SELECT ` + eventColumns + ` FROM (
+			SELECT 0 AS k, id AS seq, ` + eventColumns + ` FROM events WHERE run_id = ?1
+			UNION ALL
+			SELECT 1, 0, id, started_at, node, attempt, claimed_from, 'running', 'claimed', '' FROM runs
+			WHERE id = ?1 AND status = 'running' AND claimed_from IS NOT NULL)
+		ORDER BY k, seq`
+	sqlRunAttempts = `SELECT ` + attemptColumns + ` FROM (
+			SELECT ` + attemptColumns + ` FROM attempts WHERE run_id = ?1
+			UNION ALL
+			SELECT id, attempt, node, incarnation, started_at, NULL, 'running', NULL, '', '', x'', 0, 0
+			FROM runs WHERE id = ?1 AND status = 'running' AND claimed_from IS NOT NULL)
+		ORDER BY number`
+)
+
 // RunEvents returns a run's history, oldest first.
 func (s *Store) RunEvents(ctx context.Context, id string) ([]*jobs.Event, error) {
 	c := s.read()
-	rows, err := c.query(ctx, `SELECT `+eventColumns+` FROM events WHERE run_id = ? ORDER BY id`, id)
+	rows, err := c.query(ctx, sqlRunEvents, id)
 	if err != nil {
 		return nil, fail("run events", err)
 	}
@@ -861,7 +835,7 @@ func (s *Store) RunEvents(ctx context.Context, id string) ([]*jobs.Event, error)
 // RunAttempts returns a run's attempts, oldest first, with their output.
 func (s *Store) RunAttempts(ctx context.Context, id string) ([]*jobs.Attempt, error) {
 	c := s.read()
-	rows, err := c.query(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE run_id = ? ORDER BY number`, id)
+	rows, err := c.query(ctx, sqlRunAttempts, id)
 	if err != nil {
 		return nil, fail("run attempts", err)
 	}

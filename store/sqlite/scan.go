@@ -13,7 +13,7 @@ import (
 // runColumns is the one column list of a run; scanRun reads it.
 const runColumns = `id, job, status, attempt, max_attempts, trigger_kind, scheduled_at, not_before,
 	not_after, created_at, started_at, finished_at, node, incarnation, exit_code, error, reason,
-	dedup_id, rerun_of, payload, retry_json, cancel_requested, progress, progress_message`
+	dedup_id, rerun_of, payload, retry_json, cancel_requested, progress, progress_message, claimed_from`
 
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface{ Scan(dest ...any) error }
@@ -24,12 +24,12 @@ func scanRun(row scanner) (*jobs.Run, error) {
 		scheduledAt, notBefore                   int64
 		notAfter, createdAt, startedAt, finished sql.NullInt64
 		exitCode                                 sql.NullInt64
-		dedupID, rerunOf                         sql.NullString
+		dedupID, rerunOf, claimedFrom            sql.NullString
 		retry                                    string
 	)
 	err := row.Scan(&r.ID, &r.Job, &r.Status, &r.Attempt, &r.MaxAttempts, &r.Trigger, &scheduledAt, &notBefore,
 		&notAfter, &createdAt, &startedAt, &finished, &r.Node, &r.Incarnation, &exitCode, &r.Error, &r.Reason,
-		&dedupID, &rerunOf, &r.Payload, &retry, &r.CancelRequested, &r.Progress, &r.ProgressMessage)
+		&dedupID, &rerunOf, &r.Payload, &retry, &r.CancelRequested, &r.Progress, &r.ProgressMessage, &claimedFrom)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +40,7 @@ func scanRun(row scanner) (*jobs.Run, error) {
 		c := int(exitCode.Int64)
 		r.ExitCode = &c
 	}
-	r.DedupID, r.RerunOf = dedupID.String, rerunOf.String
+	r.DedupID, r.RerunOf, r.ClaimedFrom = dedupID.String, rerunOf.String, jobs.Status(claimedFrom.String)
 	if r.Retry, r.NoRetryExitCodes, err = store.DecodeRetry(retry); err != nil {
 		return nil, fmt.Errorf("run %s: %w", r.ID, err)
 	}

@@ -415,3 +415,25 @@ func TestWALStartsAfreshAfterCheckpoint(t *testing.T) {
 			after.Size(), before.Size())
 	}
 }
+
+// TestEarlierClaims: attempts whose claim wrote their row and event (runs
+// claimed before migration 004) end with one of each.
+func TestEarlierClaims(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "schedulerd.db"), false)
+	defer s.Close()
+	storetest.EarlierClaims(t, s, func(ids []string) {
+		for _, q := range []string{
+			`INSERT INTO attempts (run_id, number, node, incarnation, started_at, status)
+				SELECT id, attempt, node, incarnation, started_at, 'running' FROM runs WHERE id = ?`,
+			`INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason)
+				SELECT id, started_at, node, attempt, claimed_from, 'running', 'claimed' FROM runs WHERE id = ?`,
+			`UPDATE runs SET claimed_from = NULL WHERE id = ?`,
+		} {
+			for _, id := range ids {
+				if _, err := s.writer.Exec(q, id); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+		}
+	})
+}

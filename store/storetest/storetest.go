@@ -61,6 +61,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TransitionsBatch", testTransitionsBatch},
 		{"TransitionsBatchMany", testTransitionsBatchMany},
 		{"TransitionsBatchConcurrent", testTransitionsBatchConcurrent},
+		{"ClaimHistory", testClaimHistory},
 		{"Cancel", testCancel},
 		{"Expire", testExpire},
 		{"Progress", testProgress},

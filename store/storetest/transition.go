@@ -279,3 +279,144 @@ func testTransitionRace(t *testing.T, s store.Store) {
 		}
 	}
 }
+
+// testClaimHistory: a running attempt and its claim's event read the same
+// while the attempt runs (a store may write them only when it ends) as
+// after it, through a cancel request, a retry and a second claim, whether
+// the end is written alone or in a batch.
+func testClaimHistory(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	wantRunning := func(r *jobs.Run, number int, from jobs.Status, history []jobs.Event) {
+		t.Helper()
+		attempts, err := s.RunAttempts(ctx, r.ID)
+		if err != nil || len(attempts) != number {
+			t.Fatalf("RunAttempts = %d, %v; want %d", len(attempts), err, number)
+		}
+		a := attempts[number-1]
+		if a.RunID != r.ID || a.Number != number || a.Node != nodeB || a.Incarnation != r.Incarnation ||
+			!a.StartedAt.Equal(r.StartedAt) || !a.FinishedAt.IsZero() || a.Status != jobs.StatusRunning ||
+			a.ExitCode != nil || a.Error != "" || a.Reason != "" || a.Output != "" || a.OutputBytes != 0 || a.Truncated {
+			t.Fatalf("running attempt: %+v", a)
+		}
+		claim := jobs.Event{RunID: r.ID, Time: r.StartedAt, Node: nodeB, Attempt: number, From: from,
+			To: jobs.StatusRunning, Reason: jobs.ReasonClaimed}
+		wantEvents(t, mustEvents(t, s, r.ID), append(history, claim))
+	}
+	created := func(r *jobs.Run) jobs.Event {
+		return jobs.Event{RunID: r.ID, Time: t0, Node: nodeA, To: jobs.StatusPending, Reason: jobs.ReasonCreated}
+	}
+	for _, job := range []string{"a", "b", "c"} {
+		mustInsert(t, s, manual(job, t0))
+	}
+	claimed := map[string]*jobs.Run{}
+	for _, job := range []string{"a", "b", "c"} {
+		r := claimOne(t, s, job, incA, t0.Add(time.Second))
+		claimed[job] = r
+		wantRunning(r, 1, jobs.StatusPending, []jobs.Event{created(r)})
+	}
+
+	// A cancel request changes the running run, not its history.
+	a := claimed["a"]
+	if _, err := s.RunCancel(ctx, a.ID, nodeA, jobs.ReasonCancelled, t0.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	wantRunning(a, 1, jobs.StatusPending, []jobs.Event{created(a)})
+
+	// The first attempt of a fails alone, the second is claimed from
+	// retrying and completes alone.
+	failed := fail(t, s, a, t0.Add(3*time.Second))
+	history := []jobs.Event{created(a),
+		{RunID: a.ID, Time: a.StartedAt, Node: nodeB, Attempt: 1, From: jobs.StatusPending, To: jobs.StatusRunning, Reason: jobs.ReasonClaimed},
+		{RunID: a.ID, Time: t0.Add(3 * time.Second), Node: nodeB, Attempt: 1, From: jobs.StatusRunning, To: jobs.StatusRetrying,
+			Reason: jobs.ReasonFailed, Message: "exit status 1"}}
+	wantEvents(t, mustEvents(t, s, a.ID), history)
+	second := claimOne(t, s, "a", incB, failed.NotBefore)
+	wantRunning(second, 2, jobs.StatusRetrying, history)
+	mustTransition(t, s, jobs.Complete(fenceOf(second), nodeB, jobs.Result{ExitCode: ptr(0), Output: "ok\n", OutputBytes: 3},
+		failed.NotBefore.Add(time.Second)))
+	history = append(history,
+		jobs.Event{RunID: a.ID, Time: second.StartedAt, Node: nodeB, Attempt: 2, From: jobs.StatusRetrying, To: jobs.StatusRunning, Reason: jobs.ReasonClaimed},
+		jobs.Event{RunID: a.ID, Time: failed.NotBefore.Add(time.Second), Node: nodeB, Attempt: 2, From: jobs.StatusRunning,
+			To: jobs.StatusCompleted, Reason: jobs.ReasonSucceeded})
+	wantEvents(t, mustEvents(t, s, a.ID), history)
+	attempts, err := s.RunAttempts(ctx, a.ID)
+	if err != nil || len(attempts) != 2 || attempts[0].Status != jobs.StatusRetrying || attempts[0].Output != "boom\n" ||
+		attempts[1].Status != jobs.StatusCompleted || attempts[1].Output != "ok\n" || attempts[1].Incarnation != incB ||
+		!attempts[1].StartedAt.Equal(second.StartedAt) || !attempts[1].FinishedAt.Equal(failed.NotBefore.Add(time.Second)) {
+		t.Fatalf("attempts of a: %+v, %v", attempts, err)
+	}
+
+	// b and c complete in one batch.
+	end := t0.Add(4 * time.Second)
+	var ts []jobs.Transition
+	for _, job := range []string{"b", "c"} {
+		ts = append(ts, jobs.Complete(fenceOf(claimed[job]), nodeB, jobs.Result{ExitCode: ptr(0), Output: job, OutputBytes: 1}, end))
+	}
+	res, err := s.RunTransitions(ctx, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, job := range []string{"b", "c"} {
+		r := claimed[job]
+		if res[i].Err != nil {
+			t.Fatalf("completion of %s: %v", job, res[i].Err)
+		}
+		wantEvents(t, mustEvents(t, s, r.ID), []jobs.Event{created(r),
+			{RunID: r.ID, Time: r.StartedAt, Node: nodeB, Attempt: 1, From: jobs.StatusPending, To: jobs.StatusRunning, Reason: jobs.ReasonClaimed},
+			{RunID: r.ID, Time: end, Node: nodeB, Attempt: 1, From: jobs.StatusRunning, To: jobs.StatusCompleted, Reason: jobs.ReasonSucceeded}})
+		attempts, err := s.RunAttempts(ctx, r.ID)
+		if err != nil || len(attempts) != 1 || attempts[0].Status != jobs.StatusCompleted || attempts[0].Output != job ||
+			attempts[0].Node != nodeB || attempts[0].Incarnation != incA || !attempts[0].StartedAt.Equal(r.StartedAt) ||
+			!attempts[0].FinishedAt.Equal(end) {
+			t.Fatalf("attempts of %s: %+v, %v", job, attempts, err)
+		}
+	}
+}
+
+// EarlierClaims checks the end of attempts claimed by a node of an earlier
+// version, whose claim wrote the attempt's row and the claim's event:
+// earlier gives the running runs ids that shape, in the store's own SQL.
+// Each attempt then ends with one row and one claim's event, alone or in a
+// batch.
+func EarlierClaims(t *testing.T, s store.Store, earlier func(ids []string)) {
+	ctx := t.Context()
+	jobNames := []string{"a", "b", "c"}
+	claimed := map[string]*jobs.Run{}
+	var ids []string
+	for _, job := range jobNames {
+		mustInsert(t, s, manual(job, t0))
+		r := claimOne(t, s, job, incA, t0.Add(time.Second))
+		claimed[job], ids = r, append(ids, r.ID)
+	}
+	earlier(ids)
+	history := func(r *jobs.Run) []jobs.Event {
+		return []jobs.Event{{RunID: r.ID, Time: t0, Node: nodeA, To: jobs.StatusPending, Reason: jobs.ReasonCreated},
+			{RunID: r.ID, Time: r.StartedAt, Node: nodeB, Attempt: 1, From: jobs.StatusPending, To: jobs.StatusRunning, Reason: jobs.ReasonClaimed}}
+	}
+	for _, r := range claimed {
+		wantEvents(t, mustEvents(t, s, r.ID), history(r))
+		if as, err := s.RunAttempts(ctx, r.ID); err != nil || len(as) != 1 || as[0].Status != jobs.StatusRunning {
+			t.Fatalf("attempts of %s while running: %+v, %v", r.Job, as, err)
+		}
+	}
+
+	end := t0.Add(time.Minute)
+	done := func(job string) jobs.Transition {
+		return jobs.Complete(fenceOf(claimed[job]), nodeB, jobs.Result{ExitCode: ptr(0), Output: job, OutputBytes: 1}, end)
+	}
+	mustTransition(t, s, done("a"))
+	res, err := s.RunTransitions(ctx, []jobs.Transition{done("b"), done("c")})
+	if err != nil || res[0].Err != nil || res[1].Err != nil {
+		t.Fatalf("RunTransitions = %+v, %v", res, err)
+	}
+	for _, job := range jobNames {
+		r := claimed[job]
+		wantEvents(t, mustEvents(t, s, r.ID), append(history(r), jobs.Event{RunID: r.ID, Time: end, Node: nodeB, Attempt: 1,
+			From: jobs.StatusRunning, To: jobs.StatusCompleted, Reason: jobs.ReasonSucceeded}))
+		as, err := s.RunAttempts(ctx, r.ID)
+		if err != nil || len(as) != 1 || as[0].Status != jobs.StatusCompleted || as[0].Output != job ||
+			!as[0].StartedAt.Equal(r.StartedAt) || !as[0].FinishedAt.Equal(end) || as[0].Incarnation != incA {
+			t.Fatalf("attempts of %s: %+v, %v", job, as, err)
+		}
+	}
+}
