@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -327,5 +328,39 @@ func TestFireAheadClaimsPartsSideBySide(t *testing.T) {
 		if name := fmt.Sprintf("job-%03d", i); st.named[name] != 1 {
 			t.Fatalf("%s named by %d parts, want 1", name, st.named[name])
 		}
+	}
+}
+
+// dueClaims is a store that records the Limit of each claim marked Due.
+type dueClaims struct {
+	store.Store
+	mu     sync.Mutex
+	limits []int
+}
+
+func (s *dueClaims) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run, error) {
+	if p.Due {
+		s.mu.Lock()
+		s.limits = append(s.limits, p.Limit)
+		s.mu.Unlock()
+	}
+	return s.Store.RunsClaim(ctx, p)
+}
+
+// TestFireAheadClaimsPartsInTurn: on a store that writes one transaction
+// at a time, the runs of a round fired ahead are claimed in three parts,
+// one after another, and every tick runs once.
+func TestFireAheadClaimsPartsInTurn(t *testing.T) {
+	const n = 3*splitRound + 5
+	var st *dueClaims
+	oneTickOfManyJobs(t, n, func(s store.Store) store.Store {
+		st = &dueClaims{Store: s}
+		return st
+	})
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	part := (n + 2) / 3
+	if want := []int{part, part, part}; !slices.Equal(st.limits, want) {
+		t.Fatalf("claims marked Due with limits %v, want %v", st.limits, want)
 	}
 }

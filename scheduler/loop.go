@@ -170,9 +170,9 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 	awaitClaim()
 
 	// The ticks fired ahead whose time has come. When many jobs share the
-	// tick, their runs are claimed in four parts (of splitRound at least),
-	// one after another or, on a ConcurrentWriter, side by side, so that
-	// the first start after a part of the writing, not all of it;
+	// tick, their runs are claimed in parts (of splitRound at least): three
+	// one after another, or, on a ConcurrentWriter, four side by side, so
+	// that the first start after a part of the writing, not all of it;
 	// the results of attempts that end meanwhile wait, as in a burst. The
 	// store need not look whether anything is due first: it is. (A round
 	// of more than fireBatch ticks is claimed between its fires already,
@@ -190,11 +190,15 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 				close(done)
 			}()
 		}
-		part := max(splitRound, (len(reached)+3)/4)
+		// In turn, each part pays for a transaction of its own: with 167
+		// jobs at one tick, the SQLite spread p50 was 4.8-5.2 ms in three
+		// parts (one run of six: 7.6), 5.9-7.5 in two and 5.2-5.9 in four.
+		part := max(splitRound, (len(reached)+2)/3)
 		if concurrent && s.freeSlots() >= len(reached) {
 			// Side by side, each part claiming the runs of its own jobs:
 			// no part waits for another's write, and none skips the runs
 			// another has locked.
+			part = max(splitRound, (len(reached)+3)/4)
 			for _, err := range s.claimParts(ctx, claimAt, reached, part) {
 				noteErr("claim runs", err)
 			}
