@@ -272,9 +272,6 @@ func nextRun(cur *jobs.Run, t jobs.Transition, at time.Time) *jobs.Run {
 	return next
 }
 
-// textArg is a text argument, NULL for "".
-func textArg(s string) pgtype.Text { return pgtype.Text{String: s, Valid: s != ""} }
-
 // int4Arg is an exit code as an element of an int4[] argument, NULL for nil.
 func int4Arg(p *int) pgtype.Int4 {
 	if p == nil {

@@ -444,6 +444,10 @@ func nullString(s string) any {
 	return s
 }
 
+// textArg is a string as an element of a text[] argument: like
+// nullString, NULL for "".
+func textArg(s string) pgtype.Text { return pgtype.Text{String: s, Valid: s != ""} }
+
 // cleanText makes free text (errors, progress messages) storable as text:
 // PostgreSQL's text holds neither NUL bytes nor invalid UTF-8, and a write
 // about an attempt must not fail for its message.

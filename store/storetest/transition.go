@@ -286,24 +286,19 @@ func testTransitionRace(t *testing.T, s store.Store) {
 // the end is written alone or in a batch.
 func testClaimHistory(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	wantRunning := func(r *jobs.Run, number int, from jobs.Status, history []jobs.Event) {
+	wantRunning := func(r *jobs.Run, from jobs.Status, history []jobs.Event) {
 		t.Helper()
 		attempts, err := s.RunAttempts(ctx, r.ID)
-		if err != nil || len(attempts) != number {
-			t.Fatalf("RunAttempts = %d, %v; want %d", len(attempts), err, number)
+		if err != nil || len(attempts) != r.Attempt {
+			t.Fatalf("RunAttempts = %d, %v; want %d", len(attempts), err, r.Attempt)
 		}
-		a := attempts[number-1]
-		if a.RunID != r.ID || a.Number != number || a.Node != nodeB || a.Incarnation != r.Incarnation ||
+		a := attempts[r.Attempt-1]
+		if a.RunID != r.ID || a.Number != r.Attempt || a.Node != nodeB || a.Incarnation != r.Incarnation ||
 			!a.StartedAt.Equal(r.StartedAt) || !a.FinishedAt.IsZero() || a.Status != jobs.StatusRunning ||
 			a.ExitCode != nil || a.Error != "" || a.Reason != "" || a.Output != "" || a.OutputBytes != 0 || a.Truncated {
 			t.Fatalf("running attempt: %+v", a)
 		}
-		claim := jobs.Event{RunID: r.ID, Time: r.StartedAt, Node: nodeB, Attempt: number, From: from,
-			To: jobs.StatusRunning, Reason: jobs.ReasonClaimed}
-		wantEvents(t, mustEvents(t, s, r.ID), append(history, claim))
-	}
-	created := func(r *jobs.Run) jobs.Event {
-		return jobs.Event{RunID: r.ID, Time: t0, Node: nodeA, To: jobs.StatusPending, Reason: jobs.ReasonCreated}
+		wantEvents(t, mustEvents(t, s, r.ID), append(history, claimedEvent(r, from)))
 	}
 	for _, job := range []string{"a", "b", "c"} {
 		mustInsert(t, s, manual(job, t0))
@@ -312,7 +307,7 @@ func testClaimHistory(t *testing.T, s store.Store) {
 	for _, job := range []string{"a", "b", "c"} {
 		r := claimOne(t, s, job, incA, t0.Add(time.Second))
 		claimed[job] = r
-		wantRunning(r, 1, jobs.StatusPending, []jobs.Event{created(r)})
+		wantRunning(r, jobs.StatusPending, []jobs.Event{createdEvent(r)})
 	}
 
 	// A cancel request changes the running run, not its history.
@@ -320,56 +315,35 @@ func testClaimHistory(t *testing.T, s store.Store) {
 	if _, err := s.RunCancel(ctx, a.ID, nodeA, jobs.ReasonCancelled, t0.Add(2*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	wantRunning(a, 1, jobs.StatusPending, []jobs.Event{created(a)})
+	wantRunning(a, jobs.StatusPending, []jobs.Event{createdEvent(a)})
 
 	// The first attempt of a fails alone, the second is claimed from
 	// retrying and completes alone.
 	failed := fail(t, s, a, t0.Add(3*time.Second))
-	history := []jobs.Event{created(a),
-		{RunID: a.ID, Time: a.StartedAt, Node: nodeB, Attempt: 1, From: jobs.StatusPending, To: jobs.StatusRunning, Reason: jobs.ReasonClaimed},
+	history := []jobs.Event{createdEvent(a), claimedEvent(a, jobs.StatusPending),
 		{RunID: a.ID, Time: t0.Add(3 * time.Second), Node: nodeB, Attempt: 1, From: jobs.StatusRunning, To: jobs.StatusRetrying,
 			Reason: jobs.ReasonFailed, Message: "exit status 1"}}
 	wantEvents(t, mustEvents(t, s, a.ID), history)
 	second := claimOne(t, s, "a", incB, failed.NotBefore)
-	wantRunning(second, 2, jobs.StatusRetrying, history)
-	mustTransition(t, s, jobs.Complete(fenceOf(second), nodeB, jobs.Result{ExitCode: ptr(0), Output: "ok\n", OutputBytes: 3},
-		failed.NotBefore.Add(time.Second)))
-	history = append(history,
-		jobs.Event{RunID: a.ID, Time: second.StartedAt, Node: nodeB, Attempt: 2, From: jobs.StatusRetrying, To: jobs.StatusRunning, Reason: jobs.ReasonClaimed},
-		jobs.Event{RunID: a.ID, Time: failed.NotBefore.Add(time.Second), Node: nodeB, Attempt: 2, From: jobs.StatusRunning,
-			To: jobs.StatusCompleted, Reason: jobs.ReasonSucceeded})
-	wantEvents(t, mustEvents(t, s, a.ID), history)
+	wantRunning(second, jobs.StatusRetrying, history)
+	end := failed.NotBefore.Add(time.Second)
+	completeAll(t, s, []*jobs.Run{second}, end)
+	wantEvents(t, mustEvents(t, s, a.ID), append(history, claimedEvent(second, jobs.StatusRetrying), completedEvent(second, end)))
 	attempts, err := s.RunAttempts(ctx, a.ID)
-	if err != nil || len(attempts) != 2 || attempts[0].Status != jobs.StatusRetrying || attempts[0].Output != "boom\n" ||
-		attempts[1].Status != jobs.StatusCompleted || attempts[1].Output != "ok\n" || attempts[1].Incarnation != incB ||
-		!attempts[1].StartedAt.Equal(second.StartedAt) || !attempts[1].FinishedAt.Equal(failed.NotBefore.Add(time.Second)) {
+	if err != nil || len(attempts) != 2 || attempts[0].Status != jobs.StatusRetrying || attempts[0].Output != "boom\n" {
 		t.Fatalf("attempts of a: %+v, %v", attempts, err)
 	}
+	wantCompleted(t, attempts[1], second, end)
 
 	// b and c complete in one batch.
-	end := t0.Add(4 * time.Second)
-	var ts []jobs.Transition
-	for _, job := range []string{"b", "c"} {
-		ts = append(ts, jobs.Complete(fenceOf(claimed[job]), nodeB, jobs.Result{ExitCode: ptr(0), Output: job, OutputBytes: 1}, end))
-	}
-	res, err := s.RunTransitions(ctx, ts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, job := range []string{"b", "c"} {
-		r := claimed[job]
-		if res[i].Err != nil {
-			t.Fatalf("completion of %s: %v", job, res[i].Err)
-		}
-		wantEvents(t, mustEvents(t, s, r.ID), []jobs.Event{created(r),
-			{RunID: r.ID, Time: r.StartedAt, Node: nodeB, Attempt: 1, From: jobs.StatusPending, To: jobs.StatusRunning, Reason: jobs.ReasonClaimed},
-			{RunID: r.ID, Time: end, Node: nodeB, Attempt: 1, From: jobs.StatusRunning, To: jobs.StatusCompleted, Reason: jobs.ReasonSucceeded}})
+	end = t0.Add(4 * time.Second)
+	for _, r := range completeAll(t, s, []*jobs.Run{claimed["b"], claimed["c"]}, end) {
+		wantEvents(t, mustEvents(t, s, r.ID), []jobs.Event{createdEvent(r), claimedEvent(r, jobs.StatusPending), completedEvent(r, end)})
 		attempts, err := s.RunAttempts(ctx, r.ID)
-		if err != nil || len(attempts) != 1 || attempts[0].Status != jobs.StatusCompleted || attempts[0].Output != job ||
-			attempts[0].Node != nodeB || attempts[0].Incarnation != incA || !attempts[0].StartedAt.Equal(r.StartedAt) ||
-			!attempts[0].FinishedAt.Equal(end) {
-			t.Fatalf("attempts of %s: %+v, %v", job, attempts, err)
+		if err != nil || len(attempts) != 1 {
+			t.Fatalf("attempts of %s: %+v, %v", r.Job, attempts, err)
 		}
+		wantCompleted(t, attempts[0], r, end)
 	}
 }
 
@@ -380,43 +354,78 @@ func testClaimHistory(t *testing.T, s store.Store) {
 // batch.
 func EarlierClaims(t *testing.T, s store.Store, earlier func(ids []string)) {
 	ctx := t.Context()
-	jobNames := []string{"a", "b", "c"}
-	claimed := map[string]*jobs.Run{}
+	var runs []*jobs.Run
 	var ids []string
-	for _, job := range jobNames {
+	for _, job := range []string{"a", "b", "c"} {
 		mustInsert(t, s, manual(job, t0))
 		r := claimOne(t, s, job, incA, t0.Add(time.Second))
-		claimed[job], ids = r, append(ids, r.ID)
+		runs, ids = append(runs, r), append(ids, r.ID)
 	}
 	earlier(ids)
-	history := func(r *jobs.Run) []jobs.Event {
-		return []jobs.Event{{RunID: r.ID, Time: t0, Node: nodeA, To: jobs.StatusPending, Reason: jobs.ReasonCreated},
-			{RunID: r.ID, Time: r.StartedAt, Node: nodeB, Attempt: 1, From: jobs.StatusPending, To: jobs.StatusRunning, Reason: jobs.ReasonClaimed}}
-	}
-	for _, r := range claimed {
-		wantEvents(t, mustEvents(t, s, r.ID), history(r))
+	for _, r := range runs {
+		wantEvents(t, mustEvents(t, s, r.ID), []jobs.Event{createdEvent(r), claimedEvent(r, jobs.StatusPending)})
 		if as, err := s.RunAttempts(ctx, r.ID); err != nil || len(as) != 1 || as[0].Status != jobs.StatusRunning {
 			t.Fatalf("attempts of %s while running: %+v, %v", r.Job, as, err)
 		}
 	}
 
 	end := t0.Add(time.Minute)
-	done := func(job string) jobs.Transition {
-		return jobs.Complete(fenceOf(claimed[job]), nodeB, jobs.Result{ExitCode: ptr(0), Output: job, OutputBytes: 1}, end)
-	}
-	mustTransition(t, s, done("a"))
-	res, err := s.RunTransitions(ctx, []jobs.Transition{done("b"), done("c")})
-	if err != nil || res[0].Err != nil || res[1].Err != nil {
-		t.Fatalf("RunTransitions = %+v, %v", res, err)
-	}
-	for _, job := range jobNames {
-		r := claimed[job]
-		wantEvents(t, mustEvents(t, s, r.ID), append(history(r), jobs.Event{RunID: r.ID, Time: end, Node: nodeB, Attempt: 1,
-			From: jobs.StatusRunning, To: jobs.StatusCompleted, Reason: jobs.ReasonSucceeded}))
+	completeAll(t, s, runs[:1], end)
+	completeAll(t, s, runs[1:], end)
+	for _, r := range runs {
+		wantEvents(t, mustEvents(t, s, r.ID), []jobs.Event{createdEvent(r), claimedEvent(r, jobs.StatusPending), completedEvent(r, end)})
 		as, err := s.RunAttempts(ctx, r.ID)
-		if err != nil || len(as) != 1 || as[0].Status != jobs.StatusCompleted || as[0].Output != job ||
-			!as[0].StartedAt.Equal(r.StartedAt) || !as[0].FinishedAt.Equal(end) || as[0].Incarnation != incA {
-			t.Fatalf("attempts of %s: %+v, %v", job, as, err)
+		if err != nil || len(as) != 1 {
+			t.Fatalf("attempts of %s: %+v, %v", r.Job, as, err)
+		}
+		wantCompleted(t, as[0], r, end)
+	}
+}
+
+// completeAll completes the running runs in one batch at end by node B,
+// each with its job's name as output, and returns them.
+func completeAll(t *testing.T, s store.Store, runs []*jobs.Run, end time.Time) []*jobs.Run {
+	t.Helper()
+	ts := make([]jobs.Transition, len(runs))
+	for i, r := range runs {
+		ts[i] = jobs.Complete(fenceOf(r), nodeB, jobs.Result{ExitCode: ptr(0), Output: r.Job, OutputBytes: int64(len(r.Job))}, end)
+	}
+	res, err := s.RunTransitions(t.Context(), ts)
+	if err != nil {
+		t.Fatalf("RunTransitions: %v", err)
+	}
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("completion of %s: %v", runs[i].Job, r.Err)
 		}
 	}
+	return runs
+}
+
+// wantCompleted checks that a is the attempt of the running run r as
+// completeAll ended it at end.
+func wantCompleted(t *testing.T, a *jobs.Attempt, r *jobs.Run, end time.Time) {
+	t.Helper()
+	if a.RunID != r.ID || a.Number != r.Attempt || a.Node != nodeB || a.Incarnation != r.Incarnation ||
+		a.Status != jobs.StatusCompleted || a.Output != r.Job || !a.StartedAt.Equal(r.StartedAt) || !a.FinishedAt.Equal(end) {
+		t.Fatalf("attempt %d of %s: %+v", r.Attempt, r.Job, a)
+	}
+}
+
+// createdEvent is the creation event of a run that manual(job, t0) made.
+func createdEvent(r *jobs.Run) jobs.Event {
+	return jobs.Event{RunID: r.ID, Time: t0, Node: nodeA, To: jobs.StatusPending, Reason: jobs.ReasonCreated}
+}
+
+// claimedEvent is the event of the claim (by node B, claimOne) that
+// started the running run r's attempt from status from.
+func claimedEvent(r *jobs.Run, from jobs.Status) jobs.Event {
+	return jobs.Event{RunID: r.ID, Time: r.StartedAt, Node: nodeB, Attempt: r.Attempt, From: from,
+		To: jobs.StatusRunning, Reason: jobs.ReasonClaimed}
+}
+
+// completedEvent is the event of completeAll's end of the running run r.
+func completedEvent(r *jobs.Run, end time.Time) jobs.Event {
+	return jobs.Event{RunID: r.ID, Time: end, Node: nodeB, Attempt: r.Attempt, From: jobs.StatusRunning,
+		To: jobs.StatusCompleted, Reason: jobs.ReasonSucceeded}
 }
