@@ -12,8 +12,12 @@ import (
 	"github.com/schedulerd/schedulerd/store"
 )
 
-// lead is the default FireLead, which these tests run with.
-const lead = defaultFireLead
+// lead and claimLead are the default FireLead and ClaimLead, which these
+// tests run with.
+const (
+	lead      = defaultFireLead
+	claimLead = defaultClaimLead
+)
 
 // minutely is a job firing at second 0 of every minute.
 func minutely(t *testing.T, name string, h jobs.Handler, mod ...func(*jobs.Definition)) *jobs.Definition {
@@ -35,8 +39,9 @@ func firedAhead(h *harness, job string, tick time.Time) *jobs.Run {
 }
 
 // TestFireAhead: a tick is fired FireLead before its time (its run waits,
-// pending, with not_before at the tick), and the loop wakes at the tick and
-// starts it then, not before.
+// pending, with not_before at the tick); the loop wakes ClaimLead before
+// the tick and claims the run, started_at the tick, and its handler starts
+// at the tick, not before.
 func TestFireAhead(t *testing.T) {
 	h := newHarness(t, func(h *harness) []*jobs.Definition {
 		return []*jobs.Definition{minutely(t, "report", h.succeed)}
@@ -53,11 +58,18 @@ func TestFireAhead(t *testing.T) {
 	if got := h.s.NextFire("report"); !got.Equal(tick) {
 		t.Fatalf("NextFire while the tick is fired ahead = %s, want %s", got, tick)
 	}
-	h.advanceTo(tick.Add(-time.Millisecond))
+	h.advanceTo(tick.Add(-claimLead - time.Millisecond))
 	if r := h.run(run.ID); r.Status != jobs.StatusPending {
-		t.Fatalf("run fired ahead is %s before its tick", r.Status)
+		t.Fatalf("run fired ahead is %s before ClaimLead", r.Status)
 	}
-	// The loop sleeps until the tick by itself.
+	// The loop sleeps until ClaimLead before the tick.
+	sleepsUntil(h, tick.Add(-claimLead))
+	h.advanceTo(tick.Add(-claimLead))
+	if r := h.run(run.ID); r.Status != jobs.StatusRunning || !r.StartedAt.Equal(tick) || r.Node != "node-a" {
+		t.Fatalf("run at ClaimLead before its tick: %s, started_at %s on %q; want running from the tick on node-a", r.Status, r.StartedAt, r.Node)
+	}
+	// The handler waits for the tick, which a timer of its own brings.
+	h.clock.Set(tick.Add(-time.Millisecond))
 	h.clock.Set(tick)
 	info := h.handled(1)[0]
 	if info.RunID != run.ID {
@@ -126,7 +138,8 @@ func TestFireAheadDeferredUntilTheTick(t *testing.T) {
 
 // TestFireAheadWithdrawnByPause: a pause between the fire ahead and the tick
 // takes the tick back; a pause and a resume made through the store (another
-// node) inside the lead are found at the tick, which then fires.
+// node) inside the lead, before the claim ahead, are found at the tick,
+// which then fires.
 func TestFireAheadWithdrawnByPause(t *testing.T) {
 	h := newHarness(t, func(h *harness) []*jobs.Definition {
 		return []*jobs.Definition{minutely(t, "report", h.succeed)}
@@ -160,6 +173,8 @@ func TestFireAheadWithdrawnByPause(t *testing.T) {
 	if _, err := h.st.SchedulePause(ctx, "report", false, pauseAt.Add(time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
+	// The claim ahead of t2 finds no run; the loop looks again at t2.
+	h.advanceTo(t2.Add(-claimLead))
 	h.clock.Set(t2)
 	info := h.handled(1)[0]
 	if !info.ScheduledAt.Equal(t2) || info.RunID == ahead.ID {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/schedulerd/schedulerd/jobs"
@@ -228,6 +229,10 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 	if err != nil {
 		noteErr("claim runs", err)
 	}
+	// Then the runs of the ticks fired ahead that come within ClaimLead.
+	if err := s.claimAhead(ctx, s.clock.Now()); err != nil {
+		noteErr("claim runs ahead of their tick", err)
+	}
 
 	// Expire runs that can no longer start, at most once a second (under
 	// load the loop turns hundreds of times a second), and after the
@@ -272,6 +277,11 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 	}
 	if s.aheadAt != noTick {
 		if at := fromMicros(s.aheadAt); at.Before(next) {
+			next = at
+		}
+	}
+	if s.cfg.ClaimLead > 0 && s.claimAheadAt != noTick {
+		if at := fromMicros(s.claimAheadAt).Add(-s.cfg.ClaimLead); at.Before(next) {
 			next = at
 		}
 	}
@@ -487,6 +497,15 @@ func (s *Scheduler) claim(ctx context.Context, now time.Time, most int, due bool
 // claimJobs is claim over the declared jobs named in only, or over all of
 // them when only is nil.
 func (s *Scheduler) claimJobs(ctx context.Context, now time.Time, most int, due bool, only []string) (int, bool, error) {
+	runs, more, err := s.claimRuns(ctx, s.storeNow(now), most, due, only, nil, nil)
+	return len(runs), more, err
+}
+
+// claimRuns is claimJobs with the Now to give the store, and returns the
+// runs it claimed. Their attempts start when start is closed (at once
+// when it is nil), as part of the round rs.
+func (s *Scheduler) claimRuns(ctx context.Context, now time.Time, most int, due bool, only []string,
+	start <-chan struct{}, rs *roundStart) ([]*jobs.Run, bool, error) {
 	s.mu.Lock()
 	free := s.freeLocked()
 	draining := s.draining || s.fenced.Load()
@@ -502,7 +521,7 @@ func (s *Scheduler) claimJobs(ctx context.Context, now time.Time, most int, due 
 		limits = sub
 	}
 	if free <= 0 || draining || len(limits) == 0 {
-		return 0, false, nil
+		return nil, false, nil
 	}
 	// Claim in batches: while attempts are finishing, wait until half of
 	// the slots are free (every finished attempt wakes the loop, and
@@ -511,23 +530,142 @@ func (s *Scheduler) claimJobs(ctx context.Context, now time.Time, most int, due 
 	// running are not waited for: a due run must not wait for long
 	// attempts to end.
 	if free < max(1, s.cfg.Concurrency/2) && s.finishing.Load() > 0 {
-		return 0, false, nil
+		return nil, false, nil
 	}
 	limit := free
 	if most > 0 {
 		limit = min(free, most)
 	}
 	runs, err := s.st.RunsClaim(ctx, store.ClaimParams{
-		Node: s.cfg.NodeID, Incarnation: s.Incarnation(), Jobs: limits, Limit: limit, Now: s.storeNow(now), Due: due,
+		Node: s.cfg.NodeID, Incarnation: s.Incarnation(), Jobs: limits, Limit: limit, Now: now, Due: due,
 	})
 	if err != nil {
-		return 0, true, err
+		return nil, true, err
+	}
+	msg := "attempt started"
+	if start != nil {
+		msg = "attempt claimed; it starts at its tick"
 	}
 	for _, r := range runs {
-		s.logRun(ctx, r, "", "attempt started")
-		s.startAttempt(r)
+		s.logRun(ctx, r, "", msg)
+		s.startAttempt(r, start, rs)
 	}
-	return len(runs), len(runs) < free, nil
+	return runs, len(runs) < free, nil
+}
+
+// claimAhead claims, ClaimLead before their tick, the runs of the ticks
+// fired ahead (see roundsAheadLocked), with the tick as the claim's time
+// (the attempt's started_at), and starts their attempts when the clock
+// reaches the tick. At the tick nothing is left to write: the handlers
+// start then, not after a claim of the whole round. The jobs whose run
+// the claim did not take (it is gone, withdrawn, or the job is at its
+// concurrency limit) go back to ahead: at their tick the loop claims them,
+// or reads their cursor again, as it does for every tick fired ahead.
+//
+// The clock that starts them is the node's, the one that fired the tick,
+// also when the store's clock rules (StoreClock): the claim is given the
+// tick explicitly, and takes only runs whose not_before is at or before it.
+func (s *Scheduler) claimAhead(ctx context.Context, now time.Time) error {
+	if s.cfg.ClaimLead <= 0 {
+		return nil
+	}
+	s.mu.Lock()
+	rounds := s.roundsAheadLocked(now.UnixMicro(), now.Add(s.cfg.ClaimLead).UnixMicro())
+	s.mu.Unlock()
+	for i, round := range rounds {
+		at := fromMicros(round.at)
+		rs := newRoundStart()
+		runs, _, err := s.claimRuns(ctx, at, len(round.jobs), true, round.jobs, s.startAt(at, rs), rs)
+		rs.attemptStarted(s) // the claim's own hold
+		claimed := make(map[string]bool, len(runs))
+		for _, r := range runs {
+			claimed[r.Job] = true
+		}
+		s.mu.Lock()
+		for _, name := range round.jobs {
+			if !claimed[name] {
+				s.aheadLocked(name, round.at)
+			}
+		}
+		if err != nil {
+			// The later rounds are claimed at their tick too.
+			for _, later := range rounds[i+1:] {
+				for _, name := range later.jobs {
+					s.aheadLocked(name, later.at)
+				}
+			}
+		}
+		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startAt returns a channel that is closed when the clock reaches t (at
+// once if it has), or when the node's attempts are stopped for good. When
+// it closes, rs becomes the round that is starting.
+func (s *Scheduler) startAt(t time.Time, rs *roundStart) <-chan struct{} {
+	start := make(chan struct{})
+	open := func() {
+		s.starting.Store(rs)
+		close(start)
+	}
+	d := t.Sub(s.clock.Now())
+	if d <= 0 {
+		open()
+		return start
+	}
+	tm := s.clock.NewTimer(d)
+	go func() {
+		select {
+		case <-tm.C():
+		case <-s.runCtx.Done():
+			tm.Stop()
+		}
+		open()
+	}()
+	return start
+}
+
+// roundStart follows the start of the attempts of a round claimed ahead:
+// from its tick until every one of them has started (or was stopped
+// before), the results of other attempts wait to be written and the
+// attempts that end do not wake the loop. On SQLite, whose writes and
+// reads run on this process's processors, the completer's write and the
+// loop's claim otherwise took both processors from the round's attempts,
+// which waited 2-3 ms for them.
+type roundStart struct {
+	// waiting counts the attempts claimed that have not started, plus
+	// one held by the claim until it has started them all.
+	waiting atomic.Int64
+	done    chan struct{} // closed when waiting reaches 0
+}
+
+func newRoundStart() *roundStart {
+	rs := &roundStart{done: make(chan struct{})}
+	rs.waiting.Store(1)
+	return rs
+}
+
+// attemptStarted notes that one more attempt of the round has started
+// (or that the claim has started them all); the last wakes the loop.
+func (rs *roundStart) attemptStarted(s *Scheduler) {
+	if rs.waiting.Add(-1) == 0 {
+		close(rs.done)
+		s.Wake()
+	}
+}
+
+// started reports whether every attempt of the round has started.
+func (rs *roundStart) started() bool {
+	select {
+	case <-rs.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // withdraw takes back, in the store, the ticks of the named jobs fired

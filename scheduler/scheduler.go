@@ -39,6 +39,12 @@ type Config struct {
 	// claim is left to do. Default 250ms; negative: ticks fire at their
 	// time.
 	FireLead time.Duration
+	// ClaimLead is how long before its tick the run of a tick fired ahead
+	// is claimed: its attempt is this node's from then on, started_at the
+	// tick, and its handler or process starts at the tick, with nothing
+	// left to write. Default 50ms, at most FireLead; negative: the runs
+	// are claimed at their tick.
+	ClaimLead time.Duration
 	Version  string
 	// SocketPath is passed to command jobs as SCHEDULERD_SOCKET.
 	SocketPath string
@@ -67,6 +73,7 @@ func (c Config) withDefaults() Config {
 	c.PollInterval = cmp.Or(c.PollInterval, 10*time.Second)
 	c.PruneInterval = cmp.Or(c.PruneInterval, time.Hour)
 	c.FireLead = max(cmp.Or(c.FireLead, defaultFireLead), 0)
+	c.ClaimLead = min(max(cmp.Or(c.ClaimLead, defaultClaimLead), 0), c.FireLead)
 	c.Version = cmp.Or(c.Version, "dev")
 	if c.Clock == nil {
 		c.Clock = RealClock{}
@@ -147,6 +154,12 @@ type Scheduler struct {
 	// taken the tick back, and then it fires at once.
 	ahead   map[string]int64
 	aheadAt int64
+	// claimedTo is how far ahead the loop has claimed the runs of the
+	// ticks in ahead (see claimAhead): a tick at or before it that is
+	// still in ahead is claimed at its time. claimAheadAt is the earliest
+	// tick in ahead later than claimedTo, noTick when there is none.
+	claimedTo    int64
+	claimAheadAt int64
 	// pausedReadAt is when the loop last re-read paused cursors, expiredAt
 	// when it last expired runs (loop only).
 	expiredAt    time.Time
@@ -168,6 +181,9 @@ type Scheduler struct {
 	// that ended; backlog is signalled when Concurrency results wait, and
 	// the completer then writes them anyway (they hold claims back).
 	burst    atomic.Pointer[chan struct{}]
+	// starting is the last round claimed ahead whose tick has come (see
+	// roundStart): the completer waits until its attempts have started.
+	starting atomic.Pointer[roundStart]
 	backlog  chan struct{}
 	loopCtx  context.Context
 	stopLoop context.CancelCauseFunc
@@ -223,6 +239,7 @@ func New(st store.Store, cfg Config, defs []*jobs.Definition) (*Scheduler, error
 		running: map[string]*attempt{},
 		ahead:   map[string]int64{},
 		aheadAt: noTick,
+		claimedTo: noTick, claimAheadAt: noTick,
 		wake:    make(chan struct{}, 1),
 		backlog: make(chan struct{}, 1),
 	}

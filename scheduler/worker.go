@@ -17,7 +17,7 @@ import (
 // registered before startAttempt returns, so the next claim sees the slot
 // taken. The slot is free again when the attempt ends, before its result
 // is written (the completer writes results in batches).
-func (s *Scheduler) startAttempt(r *jobs.Run) {
+func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundStart) {
 	s.mu.Lock()
 	var d *jobs.Definition
 	if j := s.jobLocked(r.Job); j != nil {
@@ -29,13 +29,23 @@ func (s *Scheduler) startAttempt(r *jobs.Run) {
 	s.running[r.ID] = a
 	s.workers.Add(1)
 	s.mu.Unlock()
+	if rs != nil {
+		rs.waiting.Add(1)
+	}
 
 	go func() {
 		defer s.workers.Done()
 		var res jobs.Result
-		if d == nil { // removed by a reload between claim and start
+		ok := awaitStart(ctx, start)
+		if rs != nil {
+			rs.attemptStarted(s)
+		}
+		switch {
+		case !ok:
+			res = stoppedBeforeStart(ctx)
+		case d == nil: // removed by a reload between claim and start
 			res = jobs.Result{Err: fmt.Errorf("job %q is no longer declared on this node", r.Job), StartFailed: true}
-		} else {
+		default:
 			res = s.execute(ctx, r, d)
 		}
 		cancel(nil)
@@ -59,7 +69,9 @@ func (s *Scheduler) startAttempt(r *jobs.Run) {
 			}
 		}
 		s.mu.Unlock()
-		s.Wake()
+		if rs == nil || rs.started() {
+			s.Wake() // else the round's last start wakes the loop
+		}
 		s.completions <- c
 		<-c.done // the result is written (or given up on)
 		s.finishing.Add(-1)
@@ -69,6 +81,30 @@ func (s *Scheduler) startAttempt(r *jobs.Run) {
 			s.attemptDone <- seq
 		}
 	}()
+}
+
+// awaitStart waits until start is closed (claimed ahead of its tick, the
+// attempt starts at the tick) and reports whether the attempt may start:
+// false when it was stopped meanwhile (a cancel, shutdown, fencing).
+func awaitStart(ctx context.Context, start <-chan struct{}) bool {
+	if start != nil {
+		select {
+		case <-start:
+		case <-ctx.Done():
+		}
+	}
+	return ctx.Err() == nil
+}
+
+// stoppedBeforeStart is the result of an attempt stopped before it
+// started: it ends as an attempt stopped at once would, with the stop's
+// reason, and no handler or process ran.
+func stoppedBeforeStart(ctx context.Context) jobs.Result {
+	var sc stopCause
+	if errors.As(context.Cause(ctx), &sc) {
+		return jobs.Result{Err: fmt.Errorf("stopped before it started: %s", sc.reason), Reason: sc.reason}
+	}
+	return jobs.Result{Err: fmt.Errorf("stopped before it started: %w", context.Cause(ctx))}
 }
 
 // completion is the result of an attempt waiting to be written.
@@ -110,13 +146,20 @@ func (s *Scheduler) completer() {
 	}
 }
 
-// awaitBurst waits, while the loop fires a burst of ticks, until it is
-// done or Concurrency results wait to be written. A burst of 10,000 ticks
+// awaitBurst waits, while the attempts of a round claimed ahead start
+// (see roundStart) and while the loop fires a burst of ticks, until that
+// is done or Concurrency results wait to be written. A burst of 10,000 ticks
 // is fired in about a second, and its runs start that much sooner when
 // the results of the runs it started do not take turns with its writes;
 // those results are written a moment later. Results that hold claims back
 // (Concurrency of them: see claim) are written at once.
 func (s *Scheduler) awaitBurst() {
+	if rs := s.starting.Load(); rs != nil {
+		select {
+		case <-rs.done:
+		case <-s.backlog:
+		}
+	}
 	done := s.burst.Load()
 	if done == nil || s.finishing.Load() >= int64(s.cfg.Concurrency) {
 		return

@@ -19,10 +19,15 @@ func untilBeforeSecond(d time.Duration) time.Time {
 	return next
 }
 
+// claimLead is the engine's default ClaimLead: a tick fired ahead is taken
+// back until its run is claimed, this long before the tick.
+const claimLead = 50 * time.Millisecond
+
 // TestPauseAndStopInsideTheLead: a real daemon writes each tick of a job
-// firing every second up to 250 ms ahead. A `schedulerd pause` made after
-// that, before the tick, takes the tick back: no tick that falls while the
-// job is paused has a run. A `schedulerd reload` there takes it back and
+// firing every second up to 250 ms ahead, and claims its run 50 ms ahead.
+// A `schedulerd pause` made in between takes the tick back: no tick that
+// falls while the job is paused has a run (a pause in the last 50 ms may
+// leave that one tick its claimed run). A `schedulerd reload` there takes it back and
 // fires it again, once. A SIGTERM in the same place takes it back too:
 // after a restart the tick fires once, made by the new process. Every tick
 // has at most one run, and the ticks outside the pauses and the stop all
@@ -46,7 +51,7 @@ command = ["/bin/true"]
 	var pauses []pause
 	for i := range 6 {
 		var p pause
-		p.tick = untilBeforeSecond(time.Duration(60+20*i) * time.Millisecond)
+		p.tick = untilBeforeSecond(time.Duration(110+20*i) * time.Millisecond)
 		p.before = time.Now()
 		if out := e.ok("pause", "tick"); !strings.Contains(out, "paused") {
 			t.Fatalf("pause: %s", out)
@@ -64,7 +69,7 @@ command = ["/bin/true"]
 	// again, once (checked with the ticks after the last resume).
 	var reloadTicks []time.Time
 	for range 3 {
-		tk := untilBeforeSecond(100 * time.Millisecond)
+		tk := untilBeforeSecond(150 * time.Millisecond)
 		if out := e.ok("reload"); !strings.Contains(out, "reload applied") {
 			t.Fatalf("reload: %s", out)
 		}
@@ -73,7 +78,7 @@ command = ["/bin/true"]
 	}
 
 	// A stop in the lead of a tick, then a restart two seconds later.
-	stopTick := untilBeforeSecond(100 * time.Millisecond)
+	stopTick := untilBeforeSecond(150 * time.Millisecond)
 	stopAt := time.Now()
 	d.stop()
 	stopped := time.Now()
@@ -102,12 +107,17 @@ command = ["/bin/true"]
 	}
 	inLead := 0
 	for i, p := range pauses {
-		if !p.after.Before(p.tick) {
+		first := p.tick
+		switch {
+		case !p.after.Before(p.tick):
 			continue // the pause ended after the tick: that tick may run
+		case !p.after.Before(p.tick.Add(-claimLead)):
+			first = p.tick.Add(time.Second) // that tick's run may be claimed
+		default:
+			inLead++
 		}
-		inLead++
 		// Every tick from the one in whose lead the pause fell to the resume.
-		for tk := p.tick; !tk.After(p.resumeAt); tk = tk.Add(time.Second) {
+		for tk := first; !tk.After(p.resumeAt); tk = tk.Add(time.Second) {
 			if n := perTick[tk.UTC()]; n != 0 {
 				t.Errorf("pause %d (%s to %s): tick %s, while paused, has a run made at %s", i,
 					p.after.Format("15:04:05.000"), p.resumeAt.Format("15:04:05.000"), tk.Format(time.TimeOnly),
@@ -121,7 +131,7 @@ command = ["/bin/true"]
 	// The pauses met ticks already fired ahead, which they took back.
 	withdrawn := 0
 	for _, p := range pauses {
-		if !p.after.Before(p.tick) || perTick[p.tick.UTC()] != 0 {
+		if !p.after.Before(p.tick.Add(-claimLead)) || perTick[p.tick.UTC()] != 0 {
 			continue
 		}
 		for _, line := range strings.Split(firstLog, "\n") {
@@ -146,7 +156,7 @@ command = ["/bin/true"]
 			}
 		}
 	}
-	if stopped.Before(stopTick) {
+	if stopped.Before(stopTick.Add(-claimLead)) {
 		// Taken back at the stop: made again by the restarted process.
 		if perTick[stopTick.UTC()] != 1 || created[stopTick.UTC()].Before(restartAt) {
 			t.Errorf("tick %s, in whose lead the daemon stopped (at %s): %d runs, made at %s; want one made after the restart at %s",
@@ -161,7 +171,7 @@ command = ["/bin/true"]
 	}
 	// One withdrawal per reload and one at the stop.
 	want := len(reloadTicks)
-	if stopped.Before(stopTick) {
+	if stopped.Before(stopTick.Add(-claimLead)) {
 		want++
 	}
 	if n := strings.Count(firstLog, "ticks fired ahead withdrawn"); n < want {

@@ -1,0 +1,236 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// claimedAhead checks that the loop sleeps until ClaimLead before tick,
+// moves the clock there, and checks that the run is this node's, running
+// from the tick.
+func claimedAhead(h *harness, run *jobs.Run, tick time.Time) {
+	h.t.Helper()
+	sleepsUntil(h, tick.Add(-claimLead))
+	h.advanceTo(tick.Add(-claimLead))
+	if r := h.run(run.ID); r.Status != jobs.StatusRunning || !r.StartedAt.Equal(tick) {
+		h.t.Fatalf("run %s at ClaimLead before its tick: %s, started_at %s; want running from %s", run.ID, r.Status, r.StartedAt, tick)
+	}
+}
+
+// TestClaimAheadRoundInOneClaim: the runs of a round of many jobs fired
+// ahead are claimed ClaimLead before their tick, in one claim of them all
+// with the tick as its time, and every handler starts at the tick, once.
+func TestClaimAheadRoundInOneClaim(t *testing.T) {
+	const n = 3*splitRound + 5
+	var st *dueClaims
+	h := newHarnessWith(t, func(h *harness) {
+		h.cfg.Concurrency = 2 * n
+		h.wrap = func(s store.Store) store.Store {
+			st = &dueClaims{Store: s}
+			return st
+		}
+	}, func(h *harness) []*jobs.Definition {
+		var defs []*jobs.Definition
+		for i := range n {
+			defs = append(defs, minutely(t, fmt.Sprintf("job-%03d", i), h.succeed))
+		}
+		return defs
+	})
+	tick := t0.Add(time.Minute)
+	h.advanceTo(tick.Add(-lead))
+	sleepsUntil(h, tick.Add(-claimLead))
+	h.advanceTo(tick.Add(-claimLead))
+	st.mu.Lock()
+	limits := slices.Clone(st.limits)
+	st.mu.Unlock()
+	if !slices.Equal(limits, []int{n}) {
+		t.Fatalf("claims marked Due ClaimLead before the tick: limits %v, want one of %d", limits, n)
+	}
+	for i := range n {
+		runs := h.runs(fmt.Sprintf("job-%03d", i))
+		if len(runs) != 1 || runs[0].Status != jobs.StatusRunning || !runs[0].StartedAt.Equal(tick) {
+			t.Fatalf("job-%03d before its tick: %v %v", i, ticksOf(runs), statusOf(runs))
+		}
+	}
+	if got := len(h.calls.ch); got != 0 {
+		t.Fatalf("%d handlers called before the tick", got)
+	}
+	h.clock.Set(tick)
+	seen := map[string]bool{}
+	for _, info := range h.handled(n) {
+		if seen[info.Job] || !info.ScheduledAt.Equal(tick) {
+			t.Fatalf("call %+v (seen before: %v)", info, seen[info.Job])
+		}
+		seen[info.Job] = true
+	}
+	_, at := h.calls.snapshot()
+	for i, a := range at {
+		if !a.Equal(tick) {
+			t.Fatalf("handler call %d at %s, want the tick %s", i, a, tick)
+		}
+	}
+	h.attemptsDone(n)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !slices.Equal(st.limits, limits) {
+		t.Fatalf("claims marked Due: %v, want only the one ahead of the tick", st.limits)
+	}
+}
+
+// TestClaimAheadCancelledBeforeTick: a run claimed ahead and cancelled
+// before its tick ends cancelled, and its handler never runs.
+func TestClaimAheadCancelledBeforeTick(t *testing.T) {
+	h := newHarness(t, func(h *harness) []*jobs.Definition {
+		return []*jobs.Definition{minutely(t, "report", h.succeed)}
+	})
+	tick := t0.Add(time.Minute)
+	run := firedAhead(h, "report", tick)
+	claimedAhead(h, run, tick)
+	if _, err := h.s.Cancel(context.Background(), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.attemptsDone(1)
+	h.clock.Set(tick)
+	h.loop()
+	r := h.run(run.ID)
+	if r.Status != jobs.StatusCancelled || r.Reason != jobs.ReasonCancelled {
+		t.Fatalf("run after its cancel before the tick: %s (%s), want cancelled", r.Status, r.Reason)
+	}
+	if list, _ := h.calls.snapshot(); len(list) != 0 {
+		t.Fatalf("handler ran for a run cancelled before its tick: %+v", list)
+	}
+}
+
+// TestClaimAheadStartsAtTickDuringShutdown: a node stopped between the
+// claim ahead and the tick starts the attempt at its tick, inside the
+// shutdown grace, as it lets every running attempt finish.
+func TestClaimAheadStartsAtTickDuringShutdown(t *testing.T) {
+	h := newHarness(t, func(h *harness) []*jobs.Definition {
+		return []*jobs.Definition{minutely(t, "report", h.succeed)}
+	})
+	tick := t0.Add(time.Minute)
+	run := firedAhead(h, "report", tick)
+	claimedAhead(h, run, tick)
+	stopped := make(chan struct{})
+	go func() {
+		h.s.Stop(context.Background())
+		close(stopped)
+	}()
+	// Stop waits for the attempt: its grace timer is set.
+	sleepsUntil(h, tick.Add(-claimLead).Add(h.cfg.ShutdownGrace))
+	h.clock.Set(tick)
+	info := h.handled(1)[0]
+	<-stopped
+	h.closed = true
+	if err := h.st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, at := h.calls.snapshot(); info.RunID != run.ID || !at[0].Equal(tick) {
+		t.Fatalf("handler call %+v at %s, want run %s at %s", info, at[0], run.ID, tick)
+	}
+	if r := h.run(run.ID); r.Status != jobs.StatusCompleted {
+		t.Fatalf("run after the shutdown: %s (%s)", r.Status, r.Reason)
+	}
+}
+
+// sleepsUntil waits, at most 10 s, until the clock has a timer due at t:
+// the loop's, when nothing else sets one then.
+func sleepsUntil(h *harness, t time.Time) {
+	h.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !pendingTimerAt(h.clock, t); {
+		if time.Now().After(deadline) {
+			next, _ := h.clock.NextTimer()
+			h.t.Fatalf("no timer at %s; the next is at %s", t, next)
+		}
+		select {
+		case <-h.clock.TimerAdded():
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// pendingTimerAt reports whether the clock has a timer due at t.
+func pendingTimerAt(c *FakeClock, t time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, tm := range c.timers {
+		if tm.at.Equal(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestClaimAheadRoundLargerThanSlots: a round that the free slots cannot
+// take whole is not claimed ahead: it is claimed at its tick, as far as
+// the slots go, and the rest as they free up.
+func TestClaimAheadRoundLargerThanSlots(t *testing.T) {
+	h := newHarness(t, func(h *harness) []*jobs.Definition {
+		var defs []*jobs.Definition
+		for i := range 6 { // more than the 4 slots
+			defs = append(defs, minutely(t, fmt.Sprintf("job-%d", i), h.succeed))
+		}
+		return defs
+	})
+	tick := t0.Add(time.Minute)
+	h.advanceTo(tick.Add(-lead))
+	h.advanceTo(tick.Add(-claimLead))
+	for i := range 6 {
+		if runs := h.runs(fmt.Sprintf("job-%d", i)); len(runs) != 1 || runs[0].Status != jobs.StatusPending {
+			t.Fatalf("job-%d at ClaimLead before the tick: %v %v", i, ticksOf(runs), statusOf(runs))
+		}
+	}
+	h.clock.Set(tick)
+	seen := map[string]bool{}
+	for _, info := range h.handled(6) {
+		if seen[info.Job] || !info.ScheduledAt.Equal(tick) {
+			t.Fatalf("call %+v (seen before: %v)", info, seen[info.Job])
+		}
+		seen[info.Job] = true
+	}
+	h.attemptsDone(6)
+}
+
+// TestClaimAheadLeavesJobAtItsLimit: the run of a job at its concurrency
+// limit is left pending by the claim ahead, and starts once the job has
+// room.
+func TestClaimAheadLeavesJobAtItsLimit(t *testing.T) {
+	release := make(chan struct{})
+	h := newHarness(t, func(h *harness) []*jobs.Definition {
+		return []*jobs.Definition{minutely(t, "sync", h.blockUntil(release), func(d *jobs.Definition) {
+			d.Overlap, d.MaxConcurrency = jobs.OverlapQueue, 1
+		})}
+	})
+	t1, t2 := t0.Add(time.Minute), t0.Add(2*time.Minute)
+	first := firedAhead(h, "sync", t1)
+	claimedAhead(h, first, t1)
+	h.clock.Set(t1)
+	h.handled(1)
+
+	h.advanceTo(t2.Add(-lead))
+	h.advanceTo(t2.Add(-claimLead))
+	runs := h.runs("sync")
+	if len(runs) != 2 || runs[1].Status != jobs.StatusPending || !runs[1].ScheduledAt.Equal(t2) {
+		t.Fatalf("sync at ClaimLead before t2: %v %v", ticksOf(runs), statusOf(runs))
+	}
+	h.advanceTo(t2)
+	if runs := h.runs("sync"); runs[1].Status != jobs.StatusPending {
+		t.Fatalf("sync's second run started while its first runs: %v", statusOf(runs))
+	}
+	close(release)
+	h.attemptsDone(1)
+	info := h.handled(1)[0]
+	if info.RunID != runs[1].ID {
+		t.Fatalf("call after the release: %+v, want run %s", info, runs[1].ID)
+	}
+	h.attemptsDone(1)
+	if runs := h.runs("sync"); len(runs) != 2 || runs[0].Status != jobs.StatusCompleted || runs[1].Status != jobs.StatusCompleted {
+		t.Fatalf("sync: %v %v", ticksOf(runs), statusOf(runs))
+	}
+}
