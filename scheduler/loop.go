@@ -577,9 +577,13 @@ func (s *Scheduler) claimAhead(ctx context.Context, now time.Time) error {
 		rs := newRoundStart()
 		runs, _, err := s.claimRuns(ctx, at, len(round.jobs), true, round.jobs, s.startAt(at, rs), rs)
 		rs.attemptStarted(s) // the claim's own hold
+		// A job's run of the tick, that is: the claim may have taken
+		// another due run of the job instead (a retry).
 		claimed := make(map[string]bool, len(runs))
 		for _, r := range runs {
-			claimed[r.Job] = true
+			if r.ScheduledAt.UnixMicro() == round.at {
+				claimed[r.Job] = true
+			}
 		}
 		s.mu.Lock()
 		for _, name := range round.jobs {

@@ -35,9 +35,9 @@ type Config struct {
 	// PruneInterval is how often finished runs are pruned. Default 1h.
 	PruneInterval time.Duration
 	// FireLead is how long before its tick a tick is fired: its run is
-	// written then, pending until the tick, so that at the tick only the
-	// claim is left to do. Default 250ms; negative: ticks fire at their
-	// time.
+	// written then, pending until the tick (or until ClaimLead before it),
+	// so that at the tick at most the claim is left to do. Default 250ms;
+	// negative: ticks fire at their time.
 	FireLead time.Duration
 	// ClaimLead is how long before its tick the run of a tick fired ahead
 	// is claimed: its attempt is this node's from then on, started_at the
