@@ -222,12 +222,12 @@ func TestFireAheadManyJobsOneTick(t *testing.T) {
 	oneTickOfManyJobs(t, 3*splitRound+5, nil)
 }
 
-// oneTickOfManyJobs declares n jobs firing every minute (on the store
-// that wrap makes, when it is set), lets them fire ahead of the next
-// tick, sets the clock to it and checks that each job's tick ran once.
-func oneTickOfManyJobs(t *testing.T, n int, wrap func(store.Store) store.Store) {
+// manyJobs starts a harness with n jobs, job-000 on, firing every minute,
+// and a slot for each twice over, on the store that wrap makes when it is
+// set.
+func manyJobs(t *testing.T, n int, wrap func(store.Store) store.Store) *harness {
 	t.Helper()
-	h := newHarnessWith(t, func(h *harness) {
+	return newHarnessWith(t, func(h *harness) {
 		h.cfg.Concurrency = 2 * n
 		h.wrap = wrap
 	}, func(h *harness) []*jobs.Definition {
@@ -237,16 +237,31 @@ func oneTickOfManyJobs(t *testing.T, n int, wrap func(store.Store) store.Store) 
 		}
 		return defs
 	})
-	tick := t0.Add(time.Minute)
-	h.advanceTo(tick.Add(-lead))
-	h.clock.Set(tick)
+}
+
+// handledOnceEach waits for n handler calls and checks that each is of
+// another job, for its tick.
+func handledOnceEach(h *harness, n int, tick time.Time) {
+	h.t.Helper()
 	seen := map[string]bool{}
 	for _, info := range h.handled(n) {
 		if seen[info.Job] || !info.ScheduledAt.Equal(tick) {
-			t.Fatalf("call %+v (seen before: %v)", info, seen[info.Job])
+			h.t.Fatalf("call %+v (seen before: %v)", info, seen[info.Job])
 		}
 		seen[info.Job] = true
 	}
+}
+
+// oneTickOfManyJobs declares n jobs firing every minute (see manyJobs),
+// lets them fire ahead of the next tick, sets the clock to it and checks
+// that each job's tick ran once.
+func oneTickOfManyJobs(t *testing.T, n int, wrap func(store.Store) store.Store) {
+	t.Helper()
+	h := manyJobs(t, n, wrap)
+	tick := t0.Add(time.Minute)
+	h.advanceTo(tick.Add(-lead))
+	h.clock.Set(tick)
+	handledOnceEach(h, n, tick)
 	h.attemptsDone(n)
 	for i := range n {
 		if runs := h.runs(fmt.Sprintf("job-%03d", i)); len(runs) != 1 || runs[0].Status != jobs.StatusCompleted {

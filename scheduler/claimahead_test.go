@@ -11,6 +11,20 @@ import (
 	"github.com/schedulerd/schedulerd/store"
 )
 
+// reportClaimedAhead starts a harness with a job "report" firing every
+// minute, and brings the clock to where the run of its next tick is
+// claimed ahead (see claimedAhead).
+func reportClaimedAhead(t *testing.T) (*harness, *jobs.Run, time.Time) {
+	t.Helper()
+	h := newHarness(t, func(h *harness) []*jobs.Definition {
+		return []*jobs.Definition{minutely(t, "report", h.succeed)}
+	})
+	tick := t0.Add(time.Minute)
+	run := firedAhead(h, "report", tick)
+	claimedAhead(h, run, tick)
+	return h, run, tick
+}
+
 // claimedAhead checks that the loop sleeps until ClaimLead before tick,
 // moves the clock there, and checks that the run is this node's, running
 // from the tick.
@@ -29,18 +43,9 @@ func claimedAhead(h *harness, run *jobs.Run, tick time.Time) {
 func TestClaimAheadRoundInOneClaim(t *testing.T) {
 	const n = 3*splitRound + 5
 	var st *dueClaims
-	h := newHarnessWith(t, func(h *harness) {
-		h.cfg.Concurrency = 2 * n
-		h.wrap = func(s store.Store) store.Store {
-			st = &dueClaims{Store: s}
-			return st
-		}
-	}, func(h *harness) []*jobs.Definition {
-		var defs []*jobs.Definition
-		for i := range n {
-			defs = append(defs, minutely(t, fmt.Sprintf("job-%03d", i), h.succeed))
-		}
-		return defs
+	h := manyJobs(t, n, func(s store.Store) store.Store {
+		st = &dueClaims{Store: s}
+		return st
 	})
 	tick := t0.Add(time.Minute)
 	h.advanceTo(tick.Add(-lead))
@@ -62,13 +67,7 @@ func TestClaimAheadRoundInOneClaim(t *testing.T) {
 		t.Fatalf("%d handlers called before the tick", got)
 	}
 	h.clock.Set(tick)
-	seen := map[string]bool{}
-	for _, info := range h.handled(n) {
-		if seen[info.Job] || !info.ScheduledAt.Equal(tick) {
-			t.Fatalf("call %+v (seen before: %v)", info, seen[info.Job])
-		}
-		seen[info.Job] = true
-	}
+	handledOnceEach(h, n, tick)
 	_, at := h.calls.snapshot()
 	for i, a := range at {
 		if !a.Equal(tick) {
@@ -86,12 +85,7 @@ func TestClaimAheadRoundInOneClaim(t *testing.T) {
 // TestClaimAheadCancelledBeforeTick: a run claimed ahead and cancelled
 // before its tick ends cancelled, and its handler never runs.
 func TestClaimAheadCancelledBeforeTick(t *testing.T) {
-	h := newHarness(t, func(h *harness) []*jobs.Definition {
-		return []*jobs.Definition{minutely(t, "report", h.succeed)}
-	})
-	tick := t0.Add(time.Minute)
-	run := firedAhead(h, "report", tick)
-	claimedAhead(h, run, tick)
+	h, run, tick := reportClaimedAhead(t)
 	if _, err := h.s.Cancel(context.Background(), run.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -111,12 +105,7 @@ func TestClaimAheadCancelledBeforeTick(t *testing.T) {
 // claim ahead and the tick starts the attempt at its tick, inside the
 // shutdown grace, as it lets every running attempt finish.
 func TestClaimAheadStartsAtTickDuringShutdown(t *testing.T) {
-	h := newHarness(t, func(h *harness) []*jobs.Definition {
-		return []*jobs.Definition{minutely(t, "report", h.succeed)}
-	})
-	tick := t0.Add(time.Minute)
-	run := firedAhead(h, "report", tick)
-	claimedAhead(h, run, tick)
+	h, run, tick := reportClaimedAhead(t)
 	stopped := make(chan struct{})
 	go func() {
 		h.s.Stop(context.Background())
@@ -187,13 +176,7 @@ func TestClaimAheadRoundLargerThanSlots(t *testing.T) {
 		}
 	}
 	h.clock.Set(tick)
-	seen := map[string]bool{}
-	for _, info := range h.handled(6) {
-		if seen[info.Job] || !info.ScheduledAt.Equal(tick) {
-			t.Fatalf("call %+v (seen before: %v)", info, seen[info.Job])
-		}
-		seen[info.Job] = true
-	}
+	handledOnceEach(h, 6, tick)
 	h.attemptsDone(6)
 }
 

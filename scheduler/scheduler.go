@@ -45,7 +45,7 @@ type Config struct {
 	// left to write. Default 50ms, at most FireLead; negative: the runs
 	// are claimed at their tick.
 	ClaimLead time.Duration
-	Version  string
+	Version   string
 	// SocketPath is passed to command jobs as SCHEDULERD_SOCKET.
 	SocketPath string
 	// StoreClock makes the store's clock authoritative: store calls get a
@@ -180,7 +180,7 @@ type Scheduler struct {
 	// that start due runs are not queued behind the results of attempts
 	// that ended; backlog is signalled when Concurrency results wait, and
 	// the completer then writes them anyway (they hold claims back).
-	burst    atomic.Pointer[chan struct{}]
+	burst atomic.Pointer[chan struct{}]
 	// starting is the last round claimed ahead whose tick has come (see
 	// roundStart): the completer waits until its attempts have started.
 	starting atomic.Pointer[roundStart]
@@ -232,16 +232,17 @@ func (c stopCause) Error() string { return "attempt stopped: " + string(c.reason
 func New(st store.Store, cfg Config, defs []*jobs.Definition) (*Scheduler, error) {
 	cfg = cfg.withDefaults()
 	s := &Scheduler{
-		cfg:     cfg,
-		st:      st,
-		log:     cfg.Logger.With("component", "scheduler", "node", cfg.NodeID),
-		clock:   cfg.Clock,
-		running: map[string]*attempt{},
-		ahead:   map[string]int64{},
-		aheadAt: noTick,
-		claimedTo: noTick, claimAheadAt: noTick,
-		wake:    make(chan struct{}, 1),
-		backlog: make(chan struct{}, 1),
+		cfg:          cfg,
+		st:           st,
+		log:          cfg.Logger.With("component", "scheduler", "node", cfg.NodeID),
+		clock:        cfg.Clock,
+		running:      map[string]*attempt{},
+		ahead:        map[string]int64{},
+		aheadAt:      noTick,
+		claimedTo:    noTick,
+		claimAheadAt: noTick,
+		wake:         make(chan struct{}, 1),
+		backlog:      make(chan struct{}, 1),
 	}
 	inc := uuid.NewString()
 	s.inc.Store(&inc)
