@@ -1,6 +1,10 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,12 +38,15 @@ const claimLead = 50 * time.Millisecond
 // have one.
 func TestPauseAndStopInsideTheLead(t *testing.T) {
 	e := newEnv(t)
-	e.writeConfig(`
+	// Each process writes its tick and when it ran (after the shell's own
+	// start, so a process started early by less than that goes unseen).
+	starts := filepath.Join(e.dir, "starts")
+	e.writeConfig(fmt.Sprintf(`
 [[job]]
 name = "tick"
 schedule = "* * * * * *"
-command = ["/bin/true"]
-`)
+shell = 'echo "$SCHEDULERD_SCHEDULED_AT $(date +%%s.%%N)" >> %s'
+`, starts))
 	d := e.start(true)
 	time.Sleep(1500 * time.Millisecond) // a few ticks fire as usual
 
@@ -93,6 +100,26 @@ command = ["/bin/true"]
 	runs, err := st.RunsList(t.Context(), store.RunFilter{Job: "tick", Limit: 10000})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// No process started before its tick, claimed ahead or not.
+	data, err := os.ReadFile(starts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	for _, line := range lines {
+		tickText, atText, _ := strings.Cut(line, " ")
+		tk, err1 := time.Parse(time.RFC3339, tickText)
+		at, err2 := strconv.ParseFloat(atText, 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("line %q of the jobs' witness file", line)
+		}
+		if ran := time.Unix(0, int64(at*1e9)); ran.Before(tk) {
+			t.Errorf("the process of tick %s ran at %s, before its tick", tk.Format(time.TimeOnly), ran.Format("15:04:05.000000"))
+		}
+	}
+	if len(lines) < 10 {
+		t.Fatalf("only %d processes wrote their start", len(lines))
 	}
 	perTick := map[time.Time]int{}
 	created := map[time.Time]time.Time{}
