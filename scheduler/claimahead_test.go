@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -16,9 +17,19 @@ import (
 // claimed ahead (see claimedAhead).
 func reportClaimedAhead(t *testing.T) (*harness, *jobs.Run, time.Time) {
 	t.Helper()
-	h := newHarness(t, func(h *harness) []*jobs.Definition {
+	return reportClaimedAheadWith(t, nil, nil)
+}
+
+// reportClaimedAheadWith is reportClaimedAhead with setup for the harness,
+// and before, when set, called before the tick is fired ahead.
+func reportClaimedAheadWith(t *testing.T, setup, before func(h *harness)) (*harness, *jobs.Run, time.Time) {
+	t.Helper()
+	h := newHarnessWith(t, setup, func(h *harness) []*jobs.Definition {
 		return []*jobs.Definition{minutely(t, "report", h.succeed)}
 	})
+	if before != nil {
+		before(h)
+	}
 	tick := t0.Add(time.Minute)
 	run := firedAhead(h, "report", tick)
 	claimedAhead(h, run, tick)
@@ -125,6 +136,86 @@ func TestClaimAheadStartsAtTickDuringShutdown(t *testing.T) {
 	}
 	if r := h.run(run.ID); r.Status != jobs.StatusCompleted {
 		t.Fatalf("run after the shutdown: %s (%s)", r.Status, r.Reason)
+	}
+}
+
+// frozenAfterClaimAhead is reportClaimedAhead on a node whose heartbeats
+// are every 40 s (the last at t0+40s, none due at the tick) that then
+// looks frozen since long before the tick: its last successful heartbeat
+// is set back to two minutes before the tick, past inactive_threshold -
+// heartbeat_interval (80 s), as after a SIGSTOP whose end lets the tick's
+// timer run before the heartbeat's. (The real-process test of a freeze is
+// cmd/schedulerd's TestClusterFrozenBetweenClaimAndTick.)
+func frozenAfterClaimAhead(t *testing.T) (*harness, *jobs.Run, time.Time) {
+	t.Helper()
+	h, run, tick := reportClaimedAheadWith(t, func(h *harness) {
+		h.cfg.HeartbeatInterval, h.cfg.InactiveThreshold = 40*time.Second, 2*time.Minute
+	}, func(h *harness) {
+		h.heartbeatAt(t0.Add(40 * time.Second))
+	})
+	h.s.lastHeartbeat.Store(tick.Add(-2 * time.Minute).UnixNano())
+	return h, run, tick
+}
+
+// TestClaimedAheadTakenWhileFrozen: a run claimed ahead whose node then
+// goes silent past inactive_threshold is recovered by another node; when
+// the frozen node's tick timer fires, the node must prove it is alive
+// before it starts the attempt. The store refuses its heartbeat (its
+// registration was pruned), so it fences itself and the handler never runs:
+// the run is the other node's now.
+func TestClaimedAheadTakenWhileFrozen(t *testing.T) {
+	h, run, tick := frozenAfterClaimAhead(t)
+	ctx := context.Background()
+	r := h.run(run.ID)
+	f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}
+	lost := jobs.FailAttempt(r, f, "node-b", jobs.Result{Err: errors.New("node node-a silent")}, jobs.ReasonNodeLost,
+		tick.Add(-claimLead/2), h.cfg.Rand)
+	if _, err := h.st.RunTransition(ctx, lost); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.st.NodeDelete(ctx, "node-a", r.Incarnation); err != nil {
+		t.Fatal(err)
+	}
+
+	h.clock.Set(tick)
+	h.attemptsDone(1)
+	if list, _ := h.calls.snapshot(); len(list) != 0 {
+		t.Fatalf("the frozen node ran the handler of a run taken from it: %+v", list)
+	}
+	if !h.s.fenced.Load() {
+		t.Fatal("the node did not fence itself when the store refused its heartbeat")
+	}
+	got := h.run(run.ID)
+	if got.Status != jobs.StatusRetrying || got.Reason != jobs.ReasonNodeLost || got.Attempt != 1 {
+		t.Fatalf("run after the frozen node's tick: %s (%s) attempt %d, want retrying node_lost attempt 1",
+			got.Status, got.Reason, got.Attempt)
+	}
+	for _, e := range h.events(run.ID) {
+		if e.Node == "node-a" && e.From == jobs.StatusRunning {
+			t.Errorf("the frozen node's write of its attempt was accepted: %+v", e)
+		}
+	}
+}
+
+// TestClaimedAheadProvenAliveAfterFreeze: the same freeze with the run
+// still the node's: the heartbeat before the start succeeds, and the
+// attempt starts at its tick.
+func TestClaimedAheadProvenAliveAfterFreeze(t *testing.T) {
+	h, run, tick := frozenAfterClaimAhead(t)
+	h.clock.Set(tick)
+	info := h.handled(1)[0]
+	if _, at := h.calls.snapshot(); info.RunID != run.ID || !at[0].Equal(tick) {
+		t.Fatalf("handler call %+v at %s, want run %s at %s", info, at[0], run.ID, tick)
+	}
+	if h.s.fenced.Load() {
+		t.Fatal("a node whose registration is still its own fenced itself")
+	}
+	if last := time.Unix(0, h.s.lastHeartbeat.Load()); !last.Equal(tick) {
+		t.Fatalf("last heartbeat %s, want the one made at the tick", last)
+	}
+	nodes, err := h.st.NodesList(context.Background(), true)
+	if err != nil || len(nodes) != 1 || !nodes[0].HeartbeatAt.Equal(tick) {
+		t.Fatalf("nodes: %+v %v; want node-a's heartbeat at the tick", nodes, err)
 	}
 }
 

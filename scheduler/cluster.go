@@ -94,6 +94,58 @@ func (s *Scheduler) heartbeatRound(ctx context.Context, connectedSince *time.Tim
 	}
 }
 
+// provenAlive reports whether the node may start an attempt now. Another
+// node takes over the runs of a node silent for inactive_threshold, so a
+// node stopped that long (SIGSTOP, a suspended machine) between a claim and
+// its start, or while a claim made ahead of its tick waits for the tick,
+// may find its run taken. While its last successful heartbeat is less than
+// inactive_threshold - heartbeat_interval old (the age at which the
+// heartbeat loop fences the node), no other node can have judged it dead.
+// Past that, the node proves it is alive with a heartbeat before it starts
+// anything; when the store refuses it (the registration was taken over or
+// pruned) or does not answer, the node fences itself, as the heartbeat loop
+// would, and the attempt ends fenced without starting.
+func (s *Scheduler) provenAlive(ctx context.Context) bool {
+	if s.fenced.Load() {
+		return false
+	}
+	if s.leaseHeld(s.clock.Now()) {
+		return true
+	}
+	s.aliveMu.Lock()
+	defer s.aliveMu.Unlock()
+	now := s.clock.Now()
+	switch {
+	case s.fenced.Load():
+		return false
+	case s.leaseHeld(now): // proven meanwhile by another attempt or the heartbeat loop
+		return true
+	}
+	last := time.Unix(0, s.lastHeartbeat.Load())
+	hctx, cancel := context.WithTimeout(ctx, max(s.cfg.HeartbeatInterval, time.Second))
+	err := s.st.NodeHeartbeat(hctx, s.cfg.NodeID, s.Incarnation(), s.storeNow(now))
+	cancel()
+	if err == nil {
+		s.lastHeartbeat.Store(now.UnixNano())
+		s.log.InfoContext(ctx, "node proved it is alive before starting an attempt", "silent_for",
+			now.Sub(last).Round(time.Millisecond).String())
+		return true
+	}
+	if ctx.Err() != nil {
+		return false // the attempt was stopped meanwhile, for its own reason
+	}
+	s.noteStoreError(err)
+	s.fence(ctx, fmt.Sprintf("no successful heartbeat for %s before starting an attempt: %v",
+		now.Sub(last).Round(time.Millisecond), err))
+	return false
+}
+
+// leaseHeld reports whether the last successful heartbeat is recent enough
+// at now that no other node can have judged this one dead.
+func (s *Scheduler) leaseHeld(now time.Time) bool {
+	return now.Sub(time.Unix(0, s.lastHeartbeat.Load())) < s.cfg.InactiveThreshold-s.cfg.HeartbeatInterval
+}
+
 // fence stops claiming and stops every local attempt (reason fenced): a node
 // that cannot prove it is alive must not act as if it owned its runs, which
 // the other nodes are about to recover.

@@ -198,6 +198,7 @@ type Scheduler struct {
 	// health
 	lastLoop      atomic.Int64 // unix nanos of the last loop iteration
 	lastHeartbeat atomic.Int64 // unix nanos of the last successful heartbeat
+	aliveMu       sync.Mutex   // one heartbeat for all attempts that must prove the node alive
 	lastStoreErr  atomic.Pointer[string]
 
 	// Test hooks. iterSeq counts loop iterations started; iterDone, when

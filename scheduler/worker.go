@@ -37,6 +37,10 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 		defer s.workers.Done()
 		var res jobs.Result
 		ok := awaitStart(ctx, start)
+		if ok && !s.provenAlive(ctx) {
+			cancel(stopCause{jobs.ReasonFenced})
+			ok = false
+		}
 		if rs != nil {
 			rs.attemptStarted(s)
 		}
@@ -195,7 +199,7 @@ func (s *Scheduler) writeCompletions(batch []*completion) {
 			s.logRun(ctx, res.Run, c.run.Status, "")
 		case errors.Is(res.Err, store.ErrFenced):
 			s.log.WarnContext(ctx, "stale attempt write rejected", "job", c.run.Job, "run", c.run.ID, "attempt", c.run.Attempt,
-				"to", c.t.To, "reason", c.t.Reason)
+				"to", c.t.To, "reason", c.t.Reason, "error", c.t.Error)
 		default:
 			s.log.Error("record attempt result", "job", c.run.Job, "run", c.run.ID, "attempt", c.run.Attempt, "error", res.Err)
 		}
