@@ -105,6 +105,24 @@ func TestFailAttemptDecisions(t *testing.T) {
 	}
 }
 
+// TestFailAttemptBeforeNotBefore: an attempt that ends before its run's
+// not_before (claimed ahead of its tick, then interrupted before it) is
+// retried no earlier than that not_before, whatever the backoff.
+func TestFailAttemptBeforeNotBefore(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tick := now.Add(40 * time.Millisecond)
+	r := Run{ID: "r", MaxAttempts: 3, NotBefore: tick, Retry: RetryPolicy{MaxAttempts: 3, Backoff: BackoffFixed}}
+	f := Fence{RunID: "r", Attempt: 1, Incarnation: "i"}
+	tr := FailAttempt(&r, f, "n", Result{Err: errors.New("x")}, ReasonInterrupted, now, nil)
+	if tr.To != StatusRetrying || !tr.NotBefore.Equal(tick) {
+		t.Fatalf("-> %s, next attempt at %s; want retrying at the run's not_before %s", tr.To, tr.NotBefore, tick)
+	}
+	r.Retry.InitialDelay = time.Second // a backoff past not_before is kept
+	if tr := FailAttempt(&r, f, "n", Result{Err: errors.New("x")}, ReasonInterrupted, now, nil); !tr.NotBefore.Equal(now.Add(time.Second)) {
+		t.Fatalf("next attempt at %s, want %s", tr.NotBefore, now.Add(time.Second))
+	}
+}
+
 func TestFinish(t *testing.T) {
 	now := time.Now()
 	r := &Run{ID: "r", MaxAttempts: 3, Retry: DefaultRetry}

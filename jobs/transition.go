@@ -58,7 +58,11 @@ func FailAttempt(run *Run, f Fence, node string, res Result, reason Reason, now 
 	case f.Attempt >= max(run.MaxAttempts, 1):
 		t.To = StatusDeadLetter
 	default:
-		next := now.Add(run.Retry.Delay(f.Attempt, rnd))
+		// An attempt claimed ahead of its run's not_before (a tick's run,
+		// claimed up to 50 ms before the tick) can end before it, when it is
+		// interrupted, stopped or fenced before it started: its retry waits
+		// for the window too.
+		next := later(now.Add(run.Retry.Delay(f.Attempt, rnd)), run.NotBefore)
 		if !run.NotAfter.IsZero() && !next.Before(run.NotAfter) {
 			t.To, t.Reason = StatusCancelled, ReasonExpired
 			if t.Error == "" {
@@ -69,6 +73,13 @@ func FailAttempt(run *Run, f Fence, node string, res Result, reason Reason, now 
 		}
 	}
 	return t
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // Finish turns the result of an attempt into its transition: success

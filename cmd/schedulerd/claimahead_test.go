@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
 )
 
 // logFollower reads the lines a daemon appends to its log after the
@@ -62,22 +63,22 @@ type claimAhead struct {
 	sent      time.Time
 }
 
-// signalAtClaimAhead follows the logs of the cluster's nodes until one of
-// them claims the run of a tick ahead of it ("attempt claimed; it starts
-// at its tick", up to 50 ms before the tick), and sends sig to that node at
-// once. A claim seen too late to signal 5 ms before its tick is skipped
-// for the next one.
-func signalAtClaimAhead(c *cluster, sig syscall.Signal) claimAhead {
-	c.t.Helper()
+// signalAtClaimAhead follows the logs of the daemons procs (by node id)
+// until one of them claims the run of a tick ahead of it ("attempt
+// claimed; it starts at its tick", up to 50 ms before the tick), and sends
+// sig to that daemon at once. A claim seen too late to signal 5 ms before
+// its tick is skipped for the next one.
+func signalAtClaimAhead(t *testing.T, procs map[string]*proc, sig syscall.Signal) claimAhead {
+	t.Helper()
 	followers := map[string]*logFollower{}
-	for _, id := range c.ids() {
-		followers[id] = followLog(c.t, c.node(id).d)
+	for id, d := range procs {
+		followers[id] = followLog(t, d)
 	}
 	tickOf := map[string]time.Time{} // run id -> tick, from "tick fired"
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		for _, id := range c.ids() {
-			for _, line := range followers[id].lines() {
+		for id, f := range followers {
+			for _, line := range f.lines() {
 				var rec map[string]any
 				if json.Unmarshal([]byte(line), &rec) != nil {
 					continue
@@ -93,7 +94,7 @@ func signalAtClaimAhead(c *cluster, sig syscall.Signal) claimAhead {
 					if !ok || time.Until(tk) < 5*time.Millisecond {
 						continue
 					}
-					c.node(id).d.signal(sig)
+					procs[id].signal(sig)
 					sent := time.Now()
 					if !sent.Before(tk) {
 						continue // the signal came after all: try the next tick
@@ -104,8 +105,17 @@ func signalAtClaimAhead(c *cluster, sig syscall.Signal) claimAhead {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	c.t.Fatalf("no run claimed ahead of its tick within 20s early enough to send %s before the tick", sig)
+	t.Fatalf("no run claimed ahead of its tick within 20s early enough to send %s before the tick", sig)
 	return claimAhead{}
+}
+
+// procs are the cluster's daemons by node id.
+func (c *cluster) procs() map[string]*proc {
+	m := map[string]*proc{}
+	for _, id := range c.ids() {
+		m[id] = c.node(id).d
+	}
+	return m
 }
 
 // other is the cluster's node that is not id (a cluster of two).
@@ -179,7 +189,7 @@ func TestClusterSignalsBetweenClaimAndTick(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 
 	// SIGTERM: the claimed run starts at its tick during the shutdown.
-	term := signalAtClaimAhead(c, syscall.SIGTERM)
+	term := signalAtClaimAhead(t, c.procs(), syscall.SIGTERM)
 	d := c.node(term.node).d
 	select {
 	case <-d.exited:
@@ -197,7 +207,7 @@ func TestClusterSignalsBetweenClaimAndTick(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 
 	// SIGKILL: the other node recovers the run; its first attempt never ran.
-	kill := signalAtClaimAhead(c, syscall.SIGKILL)
+	kill := signalAtClaimAhead(t, c.procs(), syscall.SIGKILL)
 	<-c.node(kill.node).d.exited
 	survivor := c.other(kill.node)
 	waitFor(t, "the killed node's claimed run to complete on the other node", 30*time.Second, func() bool {
@@ -213,7 +223,7 @@ func TestClusterSignalsBetweenClaimAndTick(t *testing.T) {
 
 	// SIGSTOP past the threshold: recovered elsewhere; on waking, the node
 	// must not start the attempt taken from it.
-	stop := signalAtClaimAhead(c, syscall.SIGSTOP)
+	stop := signalAtClaimAhead(t, c.procs(), syscall.SIGSTOP)
 	frozen := c.node(stop.node).d
 	survivor = c.other(stop.node)
 	waitFor(t, "the frozen node's claimed run to complete on the other node", 30*time.Second, func() bool {
@@ -280,4 +290,113 @@ func TestClusterSignalsBetweenClaimAndTick(t *testing.T) {
 	}
 	t.Logf("%d ticks once each; signals before their tick: SIGTERM %s, SIGKILL %s, SIGSTOP %s",
 		ticks, term.tick.Sub(term.sent), kill.tick.Sub(kill.sent), stop.tick.Sub(stop.sent))
+}
+
+// TestSignalsBetweenClaimAndTick is the single-node (SQLite) form: SIGKILL
+// and SIGSTOP sent to the daemon between its claim of a tick's run, made
+// ahead, and the tick.
+//   - SIGKILL, then a restart at once: the restarted daemon ends the
+//     interrupted attempt (reason interrupted) and runs the tick as attempt
+//     2; no process of attempt 1 ever starts.
+//   - SIGSTOP for two seconds (less than inactive_threshold): the daemon
+//     wakes with its tick's timer long due and starts the attempt then,
+//     late, as attempt 1.
+//
+// Every tick has exactly one run, completed, and every process starts at
+// or after its tick.
+func TestSignalsBetweenClaimAndTick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test of about ten seconds; run without -short")
+	}
+	e := newEnv(t)
+	starts := filepath.Join(e.dir, "starts")
+	e.writeConfig(fmt.Sprintf(`[[job]]
+name = "tick"
+schedule = "* * * * * *"
+timezone = "UTC"
+shell = 'echo "$SCHEDULERD_SCHEDULED_AT $SCHEDULERD_RUN_ID $SCHEDULERD_ATTEMPT $SCHEDULERD_NODE $(date +%%s.%%N)" >> %s'
+catchup = "all"
+misfire_grace = "1m"
+retry = { max_attempts = 5, backoff = "fixed", initial_delay = "0s" }
+`, starts))
+	d := e.start(true)
+	from := time.Now().Truncate(time.Second).Add(time.Second)
+	time.Sleep(1500 * time.Millisecond)
+
+	kill := signalAtClaimAhead(t, map[string]*proc{"test-node": d}, syscall.SIGKILL)
+	<-d.exited
+	d = e.start(true)
+	time.Sleep(1500 * time.Millisecond)
+
+	stop := signalAtClaimAhead(t, map[string]*proc{"test-node": d}, syscall.SIGSTOP)
+	time.Sleep(2 * time.Second)
+	d.signal(syscall.SIGCONT)
+	time.Sleep(1500 * time.Millisecond)
+	to := time.Now().Truncate(time.Second).Add(-time.Second)
+	st := e.openStore()
+	waitFor(t, "every tick up to the end to have a finished run", 30*time.Second, func() bool {
+		runs, err := st.RunsList(context.Background(), store.RunFilter{Job: "tick", Limit: 10000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := map[int64]bool{}
+		for _, r := range runs {
+			done[r.ScheduledAt.Unix()] = r.Status.Terminal()
+		}
+		for s := from.Unix(); s <= to.Unix(); s++ {
+			if !done[s] {
+				return false
+			}
+		}
+		return true
+	})
+	d.stop()
+
+	runs, err := st.RunsList(context.Background(), store.RunFilter{Job: "tick", Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byTick := map[int64][]*jobs.Run{}
+	byID := map[string]*jobs.Run{}
+	for _, r := range runs {
+		byTick[r.ScheduledAt.Unix()] = append(byTick[r.ScheduledAt.Unix()], r)
+		byID[r.ID] = r
+	}
+	for s := from.Unix(); s <= to.Unix(); s++ {
+		if rs := byTick[s]; len(rs) != 1 || rs[0].Status != jobs.StatusCompleted {
+			t.Errorf("tick %s: %d runs, first %v; want one, completed", time.Unix(s, 0).UTC().Format(time.TimeOnly), len(rs), statusesOf(rs))
+		}
+	}
+	if r := byID[kill.run]; r == nil || r.Attempt != 2 {
+		t.Errorf("the run claimed before the SIGKILL: %+v, want completed as attempt 2", r)
+	} else if atts, err := st.RunAttempts(context.Background(), r.ID); err != nil || atts[0].Reason != jobs.ReasonInterrupted {
+		t.Errorf("attempts of the run claimed before the SIGKILL: %+v %v; want the first interrupted", atts, err)
+	}
+	if r := byID[stop.run]; r == nil || r.Attempt != 1 {
+		t.Errorf("the run claimed before the SIGSTOP: %+v, want completed as attempt 1", r)
+	}
+	byRun := map[string][]startLine{}
+	for _, s := range readStarts(t, starts) {
+		if s.at.Before(s.tick) {
+			t.Errorf("the process of tick %s (run %s attempt %d) started at %s, before its tick",
+				s.tick.Format(time.TimeOnly), s.run, s.attempt, s.at.Format("15:04:05.000000"))
+		}
+		byRun[s.run] = append(byRun[s.run], s)
+	}
+	if got := byRun[kill.run]; len(got) != 1 || got[0].attempt != 2 {
+		t.Errorf("processes of the run claimed before the SIGKILL: %+v, want one, of attempt 2", got)
+	}
+	if got := byRun[stop.run]; len(got) != 1 || got[0].attempt != 1 || got[0].at.Before(stop.tick.Add(time.Second)) {
+		t.Errorf("processes of the run claimed before the SIGSTOP: %+v, want one, of attempt 1, after the two seconds stopped", got)
+	}
+	t.Logf("%d ticks once each; signals before their tick: SIGKILL %s, SIGSTOP %s",
+		to.Unix()-from.Unix()+1, kill.tick.Sub(kill.sent), stop.tick.Sub(stop.sent))
+}
+
+func statusesOf(rs []*jobs.Run) []jobs.Status {
+	var out []jobs.Status
+	for _, r := range rs {
+		out = append(out, r.Status)
+	}
+	return out
 }
