@@ -169,16 +169,20 @@ func (s *Scheduler) rejoin(ctx context.Context, now time.Time) error {
 	old := s.Incarnation()
 	inc := uuid.NewString()
 	s.inc.Store(&inc)
-	prev, err := s.st.NodeRegister(ctx, store.NodeRegisterParams{
+	p := store.NodeRegisterParams{
 		ID: s.cfg.NodeID, Incarnation: inc, Host: hostname(), PID: os.Getpid(),
 		Version: s.cfg.Version, Jobs: s.jobNames(), Replace: old, Now: s.storeNow(now),
-	})
-	if errors.Is(err, store.ErrLocked) && prev == nil {
-		// The row was pruned by a recovering node: register afresh.
-		prev, err = s.st.NodeRegister(ctx, store.NodeRegisterParams{
-			ID: s.cfg.NodeID, Incarnation: inc, Host: hostname(), PID: os.Getpid(),
-			Version: s.cfg.Version, Jobs: s.jobNames(), Now: s.storeNow(now),
-		})
+	}
+	prev, err := s.st.NodeRegister(ctx, p)
+	if errors.Is(err, store.ErrLocked) && (prev == nil || prev.Incarnation == store.LostIncarnation(old)) {
+		// The row was pruned by a recovering node (register afresh), or
+		// marked lost by one that recovers the old incarnation's runs (take
+		// it over: each of those runs is fenced by that incarnation).
+		p.Replace = ""
+		if prev != nil {
+			p.Replace = prev.Incarnation
+		}
+		prev, err = s.st.NodeRegister(ctx, p)
 	}
 	if err != nil {
 		s.inc.Store(&old)
@@ -210,12 +214,32 @@ func (s *Scheduler) recoverDead(ctx context.Context, now time.Time) {
 		if n.ID == s.cfg.NodeID || age < s.cfg.InactiveThreshold {
 			continue
 		}
+		// Mark the node lost first, by compare-and-set on the heartbeat it
+		// was judged by: from then on its heartbeats are refused, so a node
+		// that wakes up fences itself instead of starting what is being
+		// taken from it, and a node that heartbeated since it was listed
+		// keeps its runs. A row already marked (by a node that stopped part
+		// way) is recovered as it is.
+		dead, marked := store.LostFrom(n.Incarnation)
+		lost := n.Incarnation
+		if !marked {
+			dead = n.Incarnation
+			if lost, err = s.st.NodeMarkLost(ctx, n.ID, n.Incarnation, n.HeartbeatAt); err != nil {
+				if !errors.Is(err, store.ErrFenced) && !errors.Is(err, store.ErrNotFound) {
+					return
+				}
+				continue
+			}
+		}
 		runs, err := s.st.RunsRunning(ctx, n.ID)
 		if err != nil {
 			return
 		}
 		recovered := 0
 		for _, r := range runs {
+			if r.Incarnation != dead {
+				continue // a newer process of that node id: alive
+			}
 			f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}
 			res := jobs.Result{Err: fmt.Errorf("node %s silent for %s", n.ID, age.Round(time.Second))}
 			t := jobs.FailAttempt(r, f, s.cfg.NodeID, res, jobs.ReasonNodeLost, now, s.cfg.Rand)
@@ -223,7 +247,7 @@ func (s *Scheduler) recoverDead(ctx context.Context, now time.Time) {
 				recovered++
 			}
 		}
-		if err := s.st.NodeDelete(ctx, n.ID, n.Incarnation); err == nil || recovered > 0 {
+		if err := s.st.NodeDelete(ctx, n.ID, lost); err == nil || recovered > 0 {
 			s.log.WarnContext(ctx, "recovered the runs of a silent node", "lost_node", n.ID, "lost_incarnation", n.Incarnation,
 				"silent_for", age.Round(time.Second).String(), "recovered_runs", recovered)
 		}

@@ -109,6 +109,96 @@ func TestRecoverSilentNode(t *testing.T) {
 	}
 }
 
+// wakesDuringList is a store on which node-b heartbeats (wake) just after
+// a NodesList has read it: a node that was silent wakes up while another
+// node judges it.
+type wakesDuringList struct {
+	store.Store
+	wake atomic.Pointer[func()]
+}
+
+func (w *wakesDuringList) NodesList(ctx context.Context, withJobs bool) ([]*store.Node, error) {
+	nodes, err := w.Store.NodesList(ctx, withJobs)
+	if f := w.wake.Swap(nil); f != nil {
+		(*f)()
+	}
+	return nodes, err
+}
+
+// TestSilentNodeWakingDuringRecoveryKeepsItsRuns: node-b, silent past the
+// threshold, heartbeats after node-a has listed it as silent and before
+// node-a recovers its runs. node-a marks a node lost by compare-and-set on
+// the heartbeat it judged, so it finds node-b alive and leaves its run
+// running; node-b's registration stays its own.
+func TestSilentNodeWakingDuringRecoveryKeepsItsRuns(t *testing.T) {
+	var w *wakesDuringList
+	h := newHarnessWith(t, func(h *harness) {
+		h.wrap = func(st store.Store) store.Store { w = &wakesDuringList{Store: st}; return w }
+	}, func(h *harness) []*jobs.Definition { return []*jobs.Definition{job("work", h.blockUntil(nil))} })
+	h.stop()
+	st, err := sqliteOpen(h.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := otherNodeRunning(t, st, "work", t0.Add(-10*time.Minute))
+	st.Close()
+	h.cfg.InactiveThreshold = 2 * time.Minute
+	h.start([]*jobs.Definition{job("work", h.blockUntil(nil))})
+	for i := 1; i <= 4; i++ { // connected for 1m30s at most: no recovery yet
+		h.heartbeatAt(t0.Add(time.Duration(i) * 30 * time.Second))
+	}
+	woke := t0.Add(150 * time.Second)
+	wake := func() {
+		if err := h.st.NodeHeartbeat(context.Background(), "node-b", "b-1", woke); err != nil {
+			t.Error(err)
+		}
+	}
+	w.wake.Store(&wake)
+	h.heartbeatAt(woke) // connected for 2m: node-a judges node-b, which wakes
+	if w.wake.Load() != nil {
+		t.Fatal("the heartbeat round did not list the nodes")
+	}
+	if got := h.run(r.ID); got.Status != jobs.StatusRunning || got.Incarnation != "b-1" {
+		t.Fatalf("run of the node that woke during its recovery: %s (%s) on %s, want running on b-1", got.Status, got.Reason, got.Incarnation)
+	}
+	nodes, err := h.st.NodesList(context.Background(), false)
+	if err != nil || len(nodes) != 2 || nodes[1].ID != "node-b" || nodes[1].Incarnation != "b-1" {
+		t.Fatalf("nodes: %+v %v; want node-b still b-1", nodes, err)
+	}
+	if err := h.st.NodeHeartbeat(context.Background(), "node-b", "b-1", woke.Add(time.Second)); err != nil {
+		t.Fatalf("node-b's next heartbeat: %v", err)
+	}
+}
+
+// TestRejoinOverLostMark: a node whose registration another node marked
+// lost (to recover its runs) has its heartbeat refused, fences itself,
+// and rejoins over the mark as a new incarnation.
+func TestRejoinOverLostMark(t *testing.T) {
+	h := newHarnessWith(t, func(h *harness) { h.cfg.InactiveThreshold = 2 * time.Minute },
+		func(h *harness) []*jobs.Definition { return []*jobs.Definition{job("work", h.succeed)} })
+	ctx := context.Background()
+	old := h.s.Incarnation()
+	nodes, err := h.st.NodesList(ctx, false)
+	if err != nil || len(nodes) != 1 {
+		t.Fatalf("nodes: %v %v", nodes, err)
+	}
+	if _, err := h.st.NodeMarkLost(ctx, "node-a", old, nodes[0].HeartbeatAt); err != nil {
+		t.Fatal(err)
+	}
+	h.heartbeatAt(t0.Add(30 * time.Second))
+	if !h.s.fenced.Load() {
+		t.Fatal("a node marked lost did not fence itself at its heartbeat")
+	}
+	h.heartbeatAt(t0.Add(60 * time.Second))
+	if h.s.fenced.Load() || h.s.Incarnation() == old {
+		t.Fatalf("after the next round: fenced %v, incarnation %s (was %s); want rejoined", h.s.fenced.Load(), h.s.Incarnation(), old)
+	}
+	nodes, err = h.st.NodesList(ctx, false)
+	if err != nil || len(nodes) != 1 || nodes[0].Incarnation != h.s.Incarnation() {
+		t.Fatalf("nodes after the rejoin: %+v %v", nodes, err)
+	}
+}
+
 // TestSilentForLessThanThresholdNotRecovered: a node whose heartbeat is late
 // but within the threshold keeps its runs.
 func TestSilentForLessThanThresholdNotRecovered(t *testing.T) {

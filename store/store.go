@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/schedulerd/schedulerd/jobs"
@@ -38,6 +40,15 @@ type Store interface {
 	// NodeDelete removes a node's row if it still belongs to incarnation
 	// (ErrFenced otherwise, ErrNotFound when there is none).
 	NodeDelete(ctx context.Context, nodeID, incarnation string) error
+	// NodeMarkLost marks a silent node lost before its runs are recovered,
+	// by compare-and-set on its incarnation and on the heartbeat it was
+	// judged silent by: the row's incarnation becomes
+	// LostIncarnation(incarnation), which it returns, so the node's later
+	// heartbeats are refused (ErrFenced) and a node that wakes up cannot
+	// start what is being taken from it. ErrFenced when the node heartbeated
+	// since or the row belongs to another incarnation; ErrNotFound when the
+	// row is gone.
+	NodeMarkLost(ctx context.Context, nodeID, incarnation string, heartbeatAt time.Time) (string, error)
 	// NodeHeartbeat refreshes the node's heartbeat; ErrFenced when the row
 	// now belongs to another incarnation, ErrNotFound when it was pruned.
 	NodeHeartbeat(ctx context.Context, nodeID, incarnation string, now time.Time) error
@@ -126,6 +137,27 @@ type Store interface {
 	RunAttempts(ctx context.Context, id string) ([]*jobs.Attempt, error)
 	// JobsLastRun returns the newest run of each named job that has one.
 	JobsLastRun(ctx context.Context, jobNames []string) (map[string]*jobs.Run, error)
+}
+
+// lostPrefix starts the incarnation of a node row marked lost.
+const lostPrefix = "lost:"
+
+// LostIncarnation is the incarnation NodeMarkLost gives the row of a node
+// whose incarnation was inc.
+func LostIncarnation(inc string) string { return lostPrefix + inc }
+
+// LostFrom returns the incarnation that a row marked lost had, and whether
+// inc is such a mark.
+func LostFrom(inc string) (string, bool) { return strings.CutPrefix(inc, lostPrefix) }
+
+// LostMismatch is NodeMarkLost's ErrFenced when the row it found is not
+// the one judged silent: other is its incarnation and hb its heartbeat.
+func LostMismatch(nodeID, incarnation string, heartbeatAt time.Time, other string, hb time.Time) error {
+	if other != incarnation {
+		return fmt.Errorf("%w: node %s belongs to incarnation %s, not %s", ErrFenced, nodeID, other, incarnation)
+	}
+	return fmt.Errorf("%w: node %s heartbeated at %s, after %s", ErrFenced, nodeID,
+		hb.UTC().Format(time.RFC3339Nano), heartbeatAt.UTC().Format(time.RFC3339Nano))
 }
 
 // Node is a registered daemon process.

@@ -119,6 +119,30 @@ func nodeMismatch(ctx context.Context, c *conn, op, nodeID, incarnation string) 
 	return fmt.Errorf("%s: %w: node %s belongs to incarnation %s, not %s", op, store.ErrFenced, nodeID, other, incarnation)
 }
 
+// NodeMarkLost marks a silent node lost; see store.Store.
+func (s *Store) NodeMarkLost(ctx context.Context, nodeID, incarnation string, heartbeatAt time.Time) (string, error) {
+	lost := store.LostIncarnation(incarnation)
+	c := s.read()
+	tag, err := c.exec(ctx, `UPDATE nodes SET incarnation = $3 WHERE id = $1 AND incarnation = $2 AND heartbeat_at = $4`,
+		nodeID, incarnation, lost, heartbeatAt)
+	if err != nil {
+		return "", fail("mark node lost "+nodeID, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return lost, nil
+	}
+	var other string
+	var hb time.Time
+	err = c.queryRow(ctx, `SELECT incarnation, heartbeat_at FROM nodes WHERE id = $1`, nodeID).Scan(&other, &hb)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("mark node lost: node %s: %w", nodeID, store.ErrNotFound)
+	}
+	if err != nil {
+		return "", fail("mark node lost", err)
+	}
+	return "", store.LostMismatch(nodeID, incarnation, heartbeatAt, other, hb)
+}
+
 // NodeHeartbeat refreshes the heartbeat of the node's incarnation. It runs
 // on the heartbeat pool, never waiting behind the main pool's claims.
 func (s *Store) NodeHeartbeat(ctx context.Context, nodeID, incarnation string, now time.Time) error {

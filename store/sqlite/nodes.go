@@ -99,6 +99,35 @@ func (s *Store) NodeDelete(ctx context.Context, nodeID, incarnation string) erro
 	})
 }
 
+// NodeMarkLost marks a silent node lost; see store.Store.
+func (s *Store) NodeMarkLost(ctx context.Context, nodeID, incarnation string, heartbeatAt time.Time) (string, error) {
+	lost := store.LostIncarnation(incarnation)
+	err := s.write(ctx, "mark node lost "+nodeID, func(c conn) error {
+		res, err := c.exec(ctx, `UPDATE nodes SET incarnation = ? WHERE id = ? AND incarnation = ? AND heartbeat_at = ?`,
+			lost, nodeID, incarnation, heartbeatAt.UnixMicro())
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return err
+		}
+		var other string
+		var hb int64
+		err = c.queryRow(ctx, `SELECT incarnation, heartbeat_at FROM nodes WHERE id = ?`, nodeID).Scan(&other, &hb)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("node %s: %w", nodeID, store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		return store.LostMismatch(nodeID, incarnation, heartbeatAt, other, time.UnixMicro(hb))
+	})
+	if err != nil {
+		return "", err
+	}
+	return lost, nil
+}
+
 // NodeHeartbeat refreshes the heartbeat of the node's incarnation.
 func (s *Store) NodeHeartbeat(ctx context.Context, nodeID, incarnation string, at time.Time) error {
 	at = now(at)

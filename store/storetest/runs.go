@@ -438,6 +438,34 @@ func testNodes(t *testing.T, s store.Store) {
 	if err != nil || len(nodes) != 1 || nodes[0].ID != "web-2" {
 		t.Fatalf("NodesList after delete = %v, %v", nodes, err)
 	}
+
+	// A silent node is marked lost by compare-and-set on its incarnation
+	// and on the heartbeat it was judged by; its heartbeats are refused
+	// from then on, and the row is deleted by its lost incarnation.
+	hb := nodes[0].HeartbeatAt
+	_, err = s.NodeMarkLost(ctx, "web-2", incA, hb.Add(-time.Second))
+	wantErr(t, err, store.ErrFenced) // it heartbeated after it was judged
+	_, err = s.NodeMarkLost(ctx, "web-2", incB, hb)
+	wantErr(t, err, store.ErrFenced)
+	_, err = s.NodeMarkLost(ctx, "web-9", incA, hb)
+	wantErr(t, err, store.ErrNotFound)
+	lost, err := s.NodeMarkLost(ctx, "web-2", incA, hb)
+	if err != nil || lost != store.LostIncarnation(incA) {
+		t.Fatalf("NodeMarkLost = %q, %v; want %q", lost, err, store.LostIncarnation(incA))
+	}
+	if from, ok := store.LostFrom(lost); !ok || from != incA {
+		t.Fatalf("LostFrom(%q) = %q, %v", lost, from, ok)
+	}
+	wantErr(t, s.NodeHeartbeat(ctx, "web-2", incA, t0.Add(time.Hour)), store.ErrFenced)
+	_, err = s.NodeMarkLost(ctx, "web-2", incA, hb)
+	wantErr(t, err, store.ErrFenced)
+	nodes, err = s.NodesList(ctx, false)
+	if err != nil || len(nodes) != 1 || nodes[0].Incarnation != lost || !nodes[0].HeartbeatAt.Equal(hb) {
+		t.Fatalf("NodesList after the mark = %v, %v; want web-2 %s, heartbeat %s", nodes, err, lost, hb)
+	}
+	if err := s.NodeDelete(ctx, "web-2", lost); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // testManyJobNames: the calls that take job names accept more names than a
