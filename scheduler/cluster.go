@@ -146,6 +146,21 @@ func (s *Scheduler) leaseHeld(now time.Time) bool {
 	return now.Sub(time.Unix(0, s.lastHeartbeat.Load())) < s.cfg.InactiveThreshold-s.cfg.HeartbeatInterval
 }
 
+// nodeIncarnation is the incarnation that the node id's row names now, or
+// "" when there is no row.
+func (s *Scheduler) nodeIncarnation(ctx context.Context, id string) (string, error) {
+	nodes, err := s.st.NodesList(ctx, false)
+	if err != nil {
+		return "", err
+	}
+	for _, n := range nodes {
+		if n.ID == id {
+			return n.Incarnation, nil
+		}
+	}
+	return "", nil
+}
+
 // fence stops claiming and stops every local attempt (reason fenced): a node
 // that cannot prove it is alive must not act as if it owned its runs, which
 // the other nodes are about to recover.
@@ -220,10 +235,8 @@ func (s *Scheduler) recoverDead(ctx context.Context, now time.Time) {
 		// taken from it, and a node that heartbeated since it was listed
 		// keeps its runs. A row already marked (by a node that stopped part
 		// way) is recovered as it is.
-		dead, marked := store.LostFrom(n.Incarnation)
 		lost := n.Incarnation
-		if !marked {
-			dead = n.Incarnation
+		if _, marked := store.LostFrom(n.Incarnation); !marked {
 			if lost, err = s.st.NodeMarkLost(ctx, n.ID, n.Incarnation, n.HeartbeatAt); err != nil {
 				if !errors.Is(err, store.ErrFenced) && !errors.Is(err, store.ErrNotFound) {
 					return
@@ -235,10 +248,18 @@ func (s *Scheduler) recoverDead(ctx context.Context, now time.Time) {
 		if err != nil {
 			return
 		}
+		// Every running run of the node id is dead (the lost incarnation's,
+		// or an older one's whose restart stopped part way) unless a new
+		// process has taken the id over since the mark: read after the runs,
+		// the row names it, and its runs are alive.
+		live, err := s.nodeIncarnation(ctx, n.ID)
+		if err != nil {
+			return
+		}
 		recovered := 0
 		for _, r := range runs {
-			if r.Incarnation != dead {
-				continue // a newer process of that node id: alive
+			if live != lost && r.Incarnation == live {
+				continue
 			}
 			f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}
 			res := jobs.Result{Err: fmt.Errorf("node %s silent for %s", n.ID, age.Round(time.Second))}

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -167,6 +168,88 @@ func TestSilentNodeWakingDuringRecoveryKeepsItsRuns(t *testing.T) {
 	}
 	if err := h.st.NodeHeartbeat(context.Background(), "node-b", "b-1", woke.Add(time.Second)); err != nil {
 		t.Fatalf("node-b's next heartbeat: %v", err)
+	}
+}
+
+// newcomerDuringRecovery is a store on which, at the first RunsRunning of
+// node-b, a new process of node-b (incarnation b-2) takes the id over from
+// the lost mark and claims a run: it comes back while node-a recovers the
+// runs of its lost incarnation.
+type newcomerDuringRecovery struct {
+	store.Store
+	t    *testing.T
+	once sync.Once
+	run  atomic.Pointer[jobs.Run]
+}
+
+func (n *newcomerDuringRecovery) RunsRunning(ctx context.Context, node string) ([]*jobs.Run, error) {
+	if node == "node-b" {
+		n.once.Do(func() {
+			at := t0.Add(150 * time.Second)
+			if _, err := n.Store.NodeRegister(ctx, store.NodeRegisterParams{ID: "node-b", Incarnation: "b-2", Host: "elsewhere",
+				PID: 2, Replace: store.LostIncarnation("b-1"), Now: at}); err != nil {
+				n.t.Error(err)
+				return
+			}
+			n.run.Store(claimAs(n.t, n.Store, "node-b", "b-2", at))
+		})
+	}
+	return n.Store.RunsRunning(ctx, node)
+}
+
+// claimAs makes a run of job "work" and claims it as node/incarnation.
+func claimAs(t *testing.T, st store.Store, node, inc string, at time.Time) *jobs.Run {
+	t.Helper()
+	ctx := context.Background()
+	r, err := st.RunInsert(ctx, store.RunInsertParams{Job: "work", Trigger: jobs.TriggerManual, ScheduledAt: at, NotBefore: at,
+		Retry: jobs.RetryPolicy{MaxAttempts: 2, Backoff: jobs.BackoffFixed, InitialDelay: time.Second}, Now: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := st.RunsClaim(ctx, store.ClaimParams{Node: node, Incarnation: inc, Jobs: map[string]int{"work": 0}, Limit: 1, Now: at})
+	if err != nil || len(claimed) != 1 || claimed[0].ID != r.ID {
+		t.Fatalf("claim as %s/%s: %v %v", node, inc, claimed, err)
+	}
+	return r
+}
+
+// TestRecoverLostNodeAcrossIncarnations: the recovery of a lost node
+// fails the running attempts of its lost incarnation and of an older one
+// (whose restart stopped part way), but not those of a new process that
+// took the node id over while the recovery ran.
+func TestRecoverLostNodeAcrossIncarnations(t *testing.T) {
+	var nc *newcomerDuringRecovery
+	h := newHarnessWith(t, func(h *harness) {
+		h.wrap = func(st store.Store) store.Store { nc = &newcomerDuringRecovery{Store: st, t: t}; return nc }
+	}, func(h *harness) []*jobs.Definition { return []*jobs.Definition{job("work", h.blockUntil(nil))} })
+	h.stop()
+	st, err := sqliteOpen(h.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	older := claimAs(t, st, "node-b", "b-0", t0.Add(-20*time.Minute))
+	lost := otherNodeRunning(t, st, "work", t0.Add(-10*time.Minute)) // b-1
+	st.Close()
+	h.cfg.InactiveThreshold = 2 * time.Minute
+	h.start([]*jobs.Definition{job("work", h.blockUntil(nil))})
+	for i := 1; i <= 5; i++ { // connected for 2m at 150s: node-b is recovered then
+		h.heartbeatAt(t0.Add(time.Duration(i) * 30 * time.Second))
+	}
+	newer := nc.run.Load()
+	if newer == nil {
+		t.Fatal("node-a did not read node-b's running runs")
+	}
+	for _, r := range []*jobs.Run{older, lost} {
+		if got := h.run(r.ID); got.Status != jobs.StatusRetrying || got.Reason != jobs.ReasonNodeLost {
+			t.Errorf("run %s of a dead incarnation (%s): %s (%s), want retrying node_lost", r.ID, h.run(r.ID).Incarnation, got.Status, got.Reason)
+		}
+	}
+	if got := h.run(newer.ID); got.Status != jobs.StatusRunning || got.Incarnation != "b-2" {
+		t.Errorf("run of the new process b-2: %s (%s) on %s, want running", got.Status, got.Reason, got.Incarnation)
+	}
+	nodes, err := h.st.NodesList(context.Background(), false)
+	if err != nil || len(nodes) != 2 || nodes[1].Incarnation != "b-2" {
+		t.Fatalf("nodes: %+v %v; want node-b held by b-2", nodes, err)
 	}
 }
 

@@ -216,7 +216,11 @@ func (s *Scheduler) finish(r *jobs.Run, t jobs.Transition) {
 	for {
 		_, err := s.transition(ctx, r, t)
 		if err == nil || errors.Is(err, store.ErrFenced) || errors.Is(err, jobs.ErrInvalidTransition) || errors.Is(err, store.ErrNotFound) {
-			if err != nil && !errors.Is(err, store.ErrFenced) {
+			switch {
+			case errors.Is(err, store.ErrFenced):
+				s.log.Warn("stale attempt write rejected", "job", r.Job, "run", r.ID, "attempt", r.Attempt,
+					"to", t.To, "reason", t.Reason, "error", t.Error)
+			case err != nil:
 				s.log.Error("record attempt result", "job", r.Job, "run", r.ID, "attempt", r.Attempt, "error", err)
 			}
 			return
