@@ -810,6 +810,52 @@ func TestLoad(t *testing.T) {
 	}
 }
 
+// TestLoadDaemon: a client reads the [daemon] table alone: the same
+// Daemon as Load's, a job's mistake ignored, the daemon table's mistakes
+// and the file's reported as Load reports them.
+func TestLoadDaemon(t *testing.T) {
+	dir := t.TempDir()
+	write := func(text string) string {
+		t.Helper()
+		path := filepath.Join(dir, "schedulerd.toml")
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	daemon := "[daemon]\nstate_dir = \"/var/lib/sd-test\"\nnode_id = \"n1\"\n"
+	path := write(daemon + job(""))
+	full, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := LoadDaemon(path)
+	if err != nil || !reflect.DeepEqual(*d, full.Daemon) {
+		t.Fatalf("LoadDaemon = %+v, %v; Load's daemon %+v", d, err, full.Daemon)
+	}
+
+	path = write(daemon + job("timeout = 30\n"))
+	if _, err := Load(path); err == nil {
+		t.Fatal("Load accepted a job with a bad timeout")
+	}
+	if d, err := LoadDaemon(path); err != nil || d.Socket != full.Daemon.Socket {
+		t.Fatalf("LoadDaemon with a broken job = %+v, %v; want the daemon, socket %s", d, err, full.Daemon.Socket)
+	}
+
+	path = write("[daemon]\nstate_dir = \"/var/lib/sd-test\"\nconcurency = 4\n" + job("timeout = 30\n"))
+	_, err = LoadDaemon(path)
+	var ce *Error
+	if !errors.As(err, &ce) || ce.File != path || ce.Line != 3 || ce.Key != "daemon.concurency" {
+		t.Errorf("LoadDaemon of an unknown daemon key = %v", err)
+	}
+	if _, err := LoadDaemon(write("[daemon\n")); err == nil || !strings.Contains(err.Error(), "invalid TOML") {
+		t.Errorf("LoadDaemon of invalid TOML = %v", err)
+	}
+	if _, err := LoadDaemon(filepath.Join(dir, "missing.toml")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("LoadDaemon of a missing file = %v", err)
+	}
+}
+
 func TestErrorString(t *testing.T) {
 	tests := []struct {
 		e    Error

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 )
 
@@ -33,6 +34,17 @@ func FuzzParseConfig(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse("f.toml", data)
+		// The client's read of the [daemon] table alone accepts every file
+		// Parse accepts, with the same daemon.
+		d, derr := ParseDaemon("f.toml", data)
+		switch {
+		case derr == nil && d == nil, derr != nil && d != nil:
+			t.Fatalf("ParseDaemon = %v, %v", d, derr)
+		case err == nil && derr != nil:
+			t.Fatalf("ParseDaemon refused what Parse accepted: %v", derr)
+		case err == nil && !reflect.DeepEqual(*d, cfg.Daemon):
+			t.Fatalf("ParseDaemon's daemon %+v, Parse's %+v", *d, cfg.Daemon)
+		}
 		if err != nil {
 			if cfg != nil {
 				t.Fatal("config returned with an error")

@@ -129,11 +129,11 @@ func (cf *clientFlags) client() (*control.Client, error) {
 	}
 	configGiven := false
 	cf.fs.Visit(func(f *flag.Flag) { configGiven = configGiven || f.Name == "config" })
-	cfg, err := config.Load(*cf.config)
+	d, err := config.LoadDaemon(*cf.config)
 	fallback := !configGiven && os.Getenv("RUNTIME_DIRECTORY") == "" && exists(systemdSocket)
 	switch {
-	case err == nil && (exists(cfg.Daemon.Socket) || !fallback):
-		return control.NewClient(cfg.Daemon.Socket), nil
+	case err == nil && (exists(d.Socket) || !fallback):
+		return control.NewClient(d.Socket), nil
 	case fallback:
 		return control.NewClient(systemdSocket), nil
 	}

@@ -406,9 +406,7 @@ shell = 'echo "$SCHEDULERD_SCHEDULED_AT $SCHEDULERD_RUN_ID %s" >> %s'
 	}
 	waitFor(t, "the first job to fire", 10*time.Second, func() bool { return count("first") >= 1 })
 
-	if err := os.WriteFile(e.config, []byte("[[job]]\nname = \"broken\"\nschedule = \"61 * * * *\"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.writeConfig(job("first") + "[[job]]\nname = \"broken\"\nschedule = \"61 * * * *\"\n")
 	d.signal(syscall.SIGHUP)
 	d.waitState("RELOADING=1")
 	d.waitState("READY=1")
@@ -416,6 +414,11 @@ shell = 'echo "$SCHEDULERD_SCHEDULED_AT $SCHEDULERD_RUN_ID %s" >> %s'
 	waitFor(t, "the first job to keep firing after a rejected reload", 10*time.Second, func() bool { return count("first") >= before+2 })
 	if !strings.Contains(d.logText(), "reload rejected") {
 		t.Fatalf("no rejection logged:\n%s", d.logText())
+	}
+	// A client finds the daemon through the file being edited: only its
+	// [daemon] table is read, and that is sound.
+	if out := e.ok("trigger", "first", "--json"); !strings.Contains(out, `"job":"first"`) {
+		t.Fatalf("trigger through the config with a broken job: %s", out)
 	}
 
 	e.writeConfig(job("second"))
