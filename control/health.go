@@ -10,10 +10,11 @@ import (
 	"time"
 )
 
-// HealthServer serves GET /healthz and /readyz on TCP (health_listen):
-// /healthz is 200 whenever the process answers; /readyz is 200 when the
-// node is healthy and 503 with the problems otherwise. It changes nothing
-// and needs no credentials.
+// HealthServer serves GET /healthz, /readyz and /metrics on TCP
+// (health_listen): /healthz is 200 whenever the process answers; /readyz
+// is 200 when the node is healthy and 503 with the problems otherwise;
+// /metrics is the node's figures in the Prometheus text format. It changes
+// nothing and needs no credentials.
 type HealthServer struct {
 	ln   net.Listener
 	http *http.Server
@@ -64,7 +65,8 @@ func (hs *HealthServer) Close(ctx context.Context) error {
 	return nil
 }
 
-// HealthHandler serves /healthz and /readyz.
+// HealthHandler serves /healthz and /readyz, and /metrics when the engine
+// is a MetricsSource.
 func HealthHandler(engine Engine) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -77,8 +79,13 @@ func HealthHandler(engine Engine) http.Handler {
 		defer cancel()
 		writeHealth(w, engine.Health(ctx))
 	})
+	endpoints := "GET /healthz or /readyz"
+	if src, ok := engine.(MetricsSource); ok {
+		mux.HandleFunc("GET /metrics", serveMetrics(src))
+		endpoints = "GET /healthz, /readyz or /metrics"
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, CodeNotFound, "no such endpoint; use GET /healthz or /readyz")
+		writeError(w, http.StatusNotFound, CodeNotFound, "no such endpoint; use "+endpoints)
 	})
 	return mux
 }

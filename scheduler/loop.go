@@ -438,6 +438,7 @@ func (s *Scheduler) logFire(ctx context.Context, d *jobs.Definition, plan tickPl
 			s.logRun(ctx, r, "", "run replaced by a newer tick")
 		}
 	}
+	s.count.ticksFired.Add(int64(len(res.Created)))
 	for _, r := range res.Created {
 		// late is negative for a tick fired ahead of its time.
 		s.log.InfoContext(ctx, "tick fired", "job", r.Job, "run", r.ID, "tick", r.ScheduledAt.UTC().Format(time.RFC3339),

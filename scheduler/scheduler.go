@@ -200,6 +200,7 @@ type Scheduler struct {
 	lastHeartbeat atomic.Int64 // unix nanos of the last successful heartbeat
 	aliveMu       sync.Mutex   // one heartbeat for all attempts that must prove the node alive
 	lastStoreErr  atomic.Pointer[string]
+	count         counters // for Metrics
 
 	// Test hooks. iterSeq counts loop iterations started; iterDone, when
 	// set, is called with the number of each finished iteration; attemptDone

@@ -50,6 +50,7 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 		case d == nil: // removed by a reload between claim and start
 			res = jobs.Result{Err: fmt.Errorf("job %q is no longer declared on this node", r.Job), StartFailed: true}
 		default:
+			s.count.attemptsStarted.Add(1)
 			res = s.execute(ctx, r, d)
 		}
 		cancel(nil)
@@ -196,8 +197,10 @@ func (s *Scheduler) writeCompletions(batch []*completion) {
 		c := batch[i]
 		switch {
 		case res.Err == nil:
+			s.count.noteResult(res.Run.Status)
 			s.logRun(ctx, res.Run, c.run.Status, "")
 		case errors.Is(res.Err, store.ErrFenced):
+			s.count.staleWrites.Add(1)
 			s.log.WarnContext(ctx, "stale attempt write rejected", "job", c.run.Job, "run", c.run.ID, "attempt", c.run.Attempt,
 				"to", c.t.To, "reason", c.t.Reason, "error", c.t.Error)
 		default:
@@ -217,7 +220,10 @@ func (s *Scheduler) finish(r *jobs.Run, t jobs.Transition) {
 		_, err := s.transition(ctx, r, t)
 		if err == nil || errors.Is(err, store.ErrFenced) || errors.Is(err, jobs.ErrInvalidTransition) || errors.Is(err, store.ErrNotFound) {
 			switch {
+			case err == nil:
+				s.count.noteResult(t.To)
 			case errors.Is(err, store.ErrFenced):
+				s.count.staleWrites.Add(1)
 				s.log.Warn("stale attempt write rejected", "job", r.Job, "run", r.ID, "attempt", r.Attempt,
 					"to", t.To, "reason", t.Reason, "error", t.Error)
 			case err != nil:

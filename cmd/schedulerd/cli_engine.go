@@ -133,6 +133,25 @@ func (e *engine) Health(ctx context.Context) control.Health {
 	}
 }
 
+// Metrics are the scheduler's figures and the store's statement count.
+func (e *engine) Metrics() control.Metrics {
+	m := e.sched.Metrics()
+	results := make(map[string]int64, len(m.Results))
+	for st, n := range m.Results {
+		results[string(st)] = n
+	}
+	stmts := int64(-1)
+	if c, ok := e.st.(interface{ Statements() int64 }); ok {
+		stmts = c.Statements()
+	}
+	return control.Metrics{
+		Node: m.Node, Incarnation: m.Incarnation, Version: m.Version, Jobs: m.Jobs, Concurrency: m.Concurrency,
+		Running: m.Running, Fenced: m.Fenced, LastHeartbeat: m.LastHeartbeat, LastLoop: m.LastLoop,
+		TicksFired: m.TicksFired, AttemptsStarted: m.AttemptsStarted, Results: results,
+		StaleWrites: m.StaleWrites, StoreStatements: stmts,
+	}
+}
+
 // Progress is fenced by the run id and attempt the job reports and by this
 // node's incarnation: the job runs on the node whose socket it was given.
 func (e *engine) Progress(ctx context.Context, runID string, attempt, percent int, message string) error {
