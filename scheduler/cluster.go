@@ -54,10 +54,7 @@ func (s *Scheduler) heartbeatRound(ctx context.Context, connectedSince *time.Tim
 		*connectedSince = now
 		return
 	}
-	hctx, cancel := context.WithTimeout(ctx, max(s.cfg.HeartbeatInterval, time.Second))
-	err := s.st.NodeHeartbeat(hctx, s.cfg.NodeID, s.Incarnation(), s.storeNow(now))
-	cancel()
-	if err != nil {
+	if err := s.heartbeat(ctx, now); err != nil {
 		if ctx.Err() != nil {
 			return
 		}
@@ -70,12 +67,11 @@ func (s *Scheduler) heartbeatRound(ctx context.Context, connectedSince *time.Tim
 		}
 		last := time.Unix(0, s.lastHeartbeat.Load())
 		s.log.ErrorContext(ctx, "heartbeat", "error", err, "last_success", last.UTC().Format(time.RFC3339))
-		if now.Sub(last) >= s.cfg.InactiveThreshold-s.cfg.HeartbeatInterval {
+		if !s.leaseHeld(now) {
 			s.fence(ctx, fmt.Sprintf("no successful heartbeat for %s", now.Sub(last).Round(time.Millisecond)))
 		}
 		return
 	}
-	s.lastHeartbeat.Store(now.UnixNano())
 	if connectedSince.IsZero() {
 		*connectedSince = now
 	}
@@ -122,11 +118,8 @@ func (s *Scheduler) provenAlive(ctx context.Context) bool {
 		return true
 	}
 	last := time.Unix(0, s.lastHeartbeat.Load())
-	hctx, cancel := context.WithTimeout(ctx, max(s.cfg.HeartbeatInterval, time.Second))
-	err := s.st.NodeHeartbeat(hctx, s.cfg.NodeID, s.Incarnation(), s.storeNow(now))
-	cancel()
+	err := s.heartbeat(ctx, now)
 	if err == nil {
-		s.lastHeartbeat.Store(now.UnixNano())
 		s.log.InfoContext(ctx, "node proved it is alive before starting an attempt", "silent_for",
 			now.Sub(last).Round(time.Millisecond).String())
 		return true
@@ -138,6 +131,18 @@ func (s *Scheduler) provenAlive(ctx context.Context) bool {
 	s.fence(ctx, fmt.Sprintf("no successful heartbeat for %s before starting an attempt: %v",
 		now.Sub(last).Round(time.Millisecond), err))
 	return false
+}
+
+// heartbeat refreshes the node's heartbeat, made at now, and notes it as
+// the last successful one.
+func (s *Scheduler) heartbeat(ctx context.Context, now time.Time) error {
+	hctx, cancel := context.WithTimeout(ctx, max(s.cfg.HeartbeatInterval, time.Second))
+	defer cancel()
+	if err := s.st.NodeHeartbeat(hctx, s.cfg.NodeID, s.Incarnation(), s.storeNow(now)); err != nil {
+		return err
+	}
+	s.lastHeartbeat.Store(now.UnixNano())
+	return nil
 }
 
 // leaseHeld reports whether the last successful heartbeat is recent enough

@@ -262,9 +262,7 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 			for _, name := range reached {
 				s.ahead[name] = again
 			}
-			if s.aheadAt == noTick || again < s.aheadAt {
-				s.aheadAt = again
-			}
+			s.aheadAt = earliest(s.aheadAt, again)
 			s.mu.Unlock()
 		}
 		for name, c := range cs {

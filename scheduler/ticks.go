@@ -35,6 +35,18 @@ type jobState struct {
 	deferred int64
 }
 
+// earliest is the earlier of the ticks a and b, either of which may be
+// noTick (none).
+func earliest(a, b int64) int64 {
+	switch {
+	case a == noTick:
+		return b
+	case b == noTick:
+		return a
+	}
+	return min(a, b)
+}
+
 // noTick marks an absent time in a jobState: no Unix microsecond count a
 // schedule can produce is this small.
 const noTick = math.MinInt64
@@ -153,11 +165,9 @@ func (s *Scheduler) noteAheadLocked(j *jobState, now time.Time) {
 // s.mu is held.
 func (s *Scheduler) aheadLocked(job string, at int64) {
 	s.ahead[job] = at
-	if s.aheadAt == noTick || at < s.aheadAt {
-		s.aheadAt = at
-	}
-	if at > s.claimedTo && (s.claimAheadAt == noTick || at < s.claimAheadAt) {
-		s.claimAheadAt = at
+	s.aheadAt = earliest(s.aheadAt, at)
+	if at > s.claimedTo {
+		s.claimAheadAt = earliest(s.claimAheadAt, at)
 	}
 }
 
@@ -177,9 +187,7 @@ func (s *Scheduler) roundsAheadLocked(now, horizon int64) []aheadRound {
 	for name, at := range s.ahead {
 		switch {
 		case at > horizon:
-			if s.claimAheadAt == noTick || at < s.claimAheadAt {
-				s.claimAheadAt = at
-			}
+			s.claimAheadAt = earliest(s.claimAheadAt, at)
 		case at > from:
 			byTick[at] = append(byTick[at], name)
 		}
@@ -201,9 +209,7 @@ func (s *Scheduler) roundsAheadLocked(now, horizon int64) []aheadRound {
 	if len(rounds) > 0 {
 		s.aheadAt = noTick
 		for _, at := range s.ahead {
-			if s.aheadAt == noTick || at < s.aheadAt {
-				s.aheadAt = at
-			}
+			s.aheadAt = earliest(s.aheadAt, at)
 		}
 	}
 	return rounds
@@ -236,8 +242,8 @@ func (s *Scheduler) aheadDueLocked(now time.Time) []string {
 		if at <= until {
 			due = append(due, name)
 			delete(s.ahead, name)
-		} else if s.aheadAt == noTick || at < s.aheadAt {
-			s.aheadAt = at
+		} else {
+			s.aheadAt = earliest(s.aheadAt, at)
 		}
 	}
 	return due

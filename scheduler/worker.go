@@ -105,11 +105,20 @@ func awaitStart(ctx context.Context, start <-chan struct{}) bool {
 // started: it ends as an attempt stopped at once would, with the stop's
 // reason, and no handler or process ran.
 func stoppedBeforeStart(ctx context.Context) jobs.Result {
-	var sc stopCause
-	if errors.As(context.Cause(ctx), &sc) {
-		return jobs.Result{Err: fmt.Errorf("stopped before it started: %s", sc.reason), Reason: sc.reason}
+	if reason, ok := stopReason(ctx); ok {
+		return jobs.Result{Err: fmt.Errorf("stopped before it started: %s", reason), Reason: reason}
 	}
 	return jobs.Result{Err: fmt.Errorf("stopped before it started: %w", context.Cause(ctx))}
+}
+
+// stopReason is the reason an attempt's context was stopped for, when the
+// scheduler stopped it (a stopCause).
+func stopReason(ctx context.Context) (jobs.Reason, bool) {
+	var sc stopCause
+	if errors.As(context.Cause(ctx), &sc) {
+		return sc.reason, true
+	}
+	return "", false
 }
 
 // completion is the result of an attempt waiting to be written.
@@ -200,13 +209,19 @@ func (s *Scheduler) writeCompletions(batch []*completion) {
 			s.count.noteResult(res.Run.Status)
 			s.logRun(ctx, res.Run, c.run.Status, "")
 		case errors.Is(res.Err, store.ErrFenced):
-			s.count.staleWrites.Add(1)
-			s.log.WarnContext(ctx, "stale attempt write rejected", "job", c.run.Job, "run", c.run.ID, "attempt", c.run.Attempt,
-				"to", c.t.To, "reason", c.t.Reason, "error", c.t.Error)
+			s.staleWrite(ctx, c.run, c.t)
 		default:
 			s.log.Error("record attempt result", "job", c.run.Job, "run", c.run.ID, "attempt", c.run.Attempt, "error", res.Err)
 		}
 	}
+}
+
+// staleWrite notes the result t of r's attempt that the store refused:
+// the attempt had been taken from this node.
+func (s *Scheduler) staleWrite(ctx context.Context, r *jobs.Run, t jobs.Transition) {
+	s.count.staleWrites.Add(1)
+	s.log.WarnContext(ctx, "stale attempt write rejected", "job", r.Job, "run", r.ID, "attempt", r.Attempt,
+		"to", t.To, "reason", t.Reason, "error", t.Error)
 }
 
 // finish writes the result of an attempt. A store error is retried for a
@@ -223,9 +238,7 @@ func (s *Scheduler) finish(r *jobs.Run, t jobs.Transition) {
 			case err == nil:
 				s.count.noteResult(t.To)
 			case errors.Is(err, store.ErrFenced):
-				s.count.staleWrites.Add(1)
-				s.log.Warn("stale attempt write rejected", "job", r.Job, "run", r.ID, "attempt", r.Attempt,
-					"to", t.To, "reason", t.Reason, "error", t.Error)
+				s.staleWrite(ctx, r, t)
 			case err != nil:
 				s.log.Error("record attempt result", "job", r.Job, "run", r.ID, "attempt", r.Attempt, "error", err)
 			}
@@ -270,16 +283,13 @@ func (s *Scheduler) execute(ctx context.Context, r *jobs.Run, d *jobs.Definition
 	} else {
 		res = s.runCommand(ctx, d, info)
 	}
-	if ctx.Err() != nil {
-		var sc stopCause
-		if errors.As(context.Cause(ctx), &sc) {
-			res.Reason = sc.reason
-			if res.Err == nil && (res.ExitCode == nil || *res.ExitCode != 0) {
-				res.Err = fmt.Errorf("stopped: %s", sc.reason)
-			}
-			if sc.reason == jobs.ReasonTimeout {
-				res.Err = fmt.Errorf("timed out after %s", d.Timeout)
-			}
+	if reason, ok := stopReason(ctx); ok {
+		res.Reason = reason
+		if res.Err == nil && (res.ExitCode == nil || *res.ExitCode != 0) {
+			res.Err = fmt.Errorf("stopped: %s", reason)
+		}
+		if reason == jobs.ReasonTimeout {
+			res.Err = fmt.Errorf("timed out after %s", d.Timeout)
 		}
 	}
 	return res
