@@ -50,16 +50,7 @@ func otherNodeRunning(t *testing.T, st store.Store, job string, hb time.Time) *j
 	if _, err := st.NodeRegister(ctx, store.NodeRegisterParams{ID: "node-b", Incarnation: "b-1", Host: "elsewhere", PID: 1, Now: hb}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := st.RunInsert(ctx, store.RunInsertParams{Job: job, Trigger: jobs.TriggerManual, ScheduledAt: hb, NotBefore: hb,
-		Retry: jobs.RetryPolicy{MaxAttempts: 2, Backoff: jobs.BackoffFixed, InitialDelay: time.Second}, Now: hb})
-	if err != nil {
-		t.Fatal(err)
-	}
-	claimed, err := st.RunsClaim(ctx, store.ClaimParams{Node: "node-b", Incarnation: "b-1", Jobs: map[string]int{job: 0}, Limit: 1, Now: hb})
-	if err != nil || len(claimed) != 1 {
-		t.Fatalf("claim: %v %v", claimed, err)
-	}
-	return r
+	return claimAs(t, st, job, "node-b", "b-1", hb)
 }
 
 // TestRecoverSilentNode: the runs of a node silent past inactive_threshold
@@ -191,22 +182,22 @@ func (n *newcomerDuringRecovery) RunsRunning(ctx context.Context, node string) (
 				n.t.Error(err)
 				return
 			}
-			n.run.Store(claimAs(n.t, n.Store, "node-b", "b-2", at))
+			n.run.Store(claimAs(n.t, n.Store, "work", "node-b", "b-2", at))
 		})
 	}
 	return n.Store.RunsRunning(ctx, node)
 }
 
-// claimAs makes a run of job "work" and claims it as node/incarnation.
-func claimAs(t *testing.T, st store.Store, node, inc string, at time.Time) *jobs.Run {
+// claimAs makes a run of job and claims it as node/incarnation.
+func claimAs(t *testing.T, st store.Store, job, node, inc string, at time.Time) *jobs.Run {
 	t.Helper()
 	ctx := context.Background()
-	r, err := st.RunInsert(ctx, store.RunInsertParams{Job: "work", Trigger: jobs.TriggerManual, ScheduledAt: at, NotBefore: at,
+	r, err := st.RunInsert(ctx, store.RunInsertParams{Job: job, Trigger: jobs.TriggerManual, ScheduledAt: at, NotBefore: at,
 		Retry: jobs.RetryPolicy{MaxAttempts: 2, Backoff: jobs.BackoffFixed, InitialDelay: time.Second}, Now: at})
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := st.RunsClaim(ctx, store.ClaimParams{Node: node, Incarnation: inc, Jobs: map[string]int{"work": 0}, Limit: 1, Now: at})
+	claimed, err := st.RunsClaim(ctx, store.ClaimParams{Node: node, Incarnation: inc, Jobs: map[string]int{job: 0}, Limit: 1, Now: at})
 	if err != nil || len(claimed) != 1 || claimed[0].ID != r.ID {
 		t.Fatalf("claim as %s/%s: %v %v", node, inc, claimed, err)
 	}
@@ -227,7 +218,7 @@ func TestRecoverLostNodeAcrossIncarnations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	older := claimAs(t, st, "node-b", "b-0", t0.Add(-20*time.Minute))
+	older := claimAs(t, st, "work", "node-b", "b-0", t0.Add(-20*time.Minute))
 	lost := otherNodeRunning(t, st, "work", t0.Add(-10*time.Minute)) // b-1
 	st.Close()
 	h.cfg.InactiveThreshold = 2 * time.Minute

@@ -162,6 +162,21 @@ func readStarts(t *testing.T, path string) []startLine {
 	return out
 }
 
+// startsByRun reads the starts file by run, and fails the test for every
+// process that started before its tick.
+func startsByRun(t *testing.T, path string) map[string][]startLine {
+	t.Helper()
+	byRun := map[string][]startLine{}
+	for _, s := range readStarts(t, path) {
+		if s.at.Before(s.tick) {
+			t.Errorf("the process of tick %s (run %s attempt %d on %s) started at %s, before its tick",
+				s.tick.Format(time.TimeOnly), s.run, s.attempt, s.node, s.at.Format("15:04:05.000000"))
+		}
+		byRun[s.run] = append(byRun[s.run], s)
+	}
+	return byRun
+}
+
 // TestClusterSignalsBetweenClaimAndTick aims SIGTERM, SIGKILL and SIGSTOP
 // at a real node in the 50 ms between its claim of a tick's run, made
 // ahead, and the tick, on a two-node cluster firing a job every second:
@@ -271,14 +286,7 @@ func TestClusterSignalsBetweenClaimAndTick(t *testing.T) {
 
 	// The processes: each at or after its tick; none of attempt 1 of the
 	// runs of the killed and the frozen node; the stopped node's ran there.
-	byRun := map[string][]startLine{}
-	for _, s := range readStarts(t, starts) {
-		if s.at.Before(s.tick) {
-			t.Errorf("the process of tick %s (run %s attempt %d on %s) started at %s, before its tick",
-				s.tick.Format(time.TimeOnly), s.run, s.attempt, s.node, s.at.Format("15:04:05.000000"))
-		}
-		byRun[s.run] = append(byRun[s.run], s)
-	}
+	byRun := startsByRun(t, starts)
 	if got := byRun[term.run]; len(got) != 1 || got[0].attempt != 1 || got[0].node != term.node {
 		t.Errorf("processes of the run claimed by the node stopped with SIGTERM: %+v, want attempt 1 on %s", got, term.node)
 	}
@@ -335,20 +343,7 @@ retry = { max_attempts = 5, backoff = "fixed", initial_delay = "0s" }
 	to := time.Now().Truncate(time.Second).Add(-time.Second)
 	st := e.openStore()
 	waitFor(t, "every tick up to the end to have a finished run", 30*time.Second, func() bool {
-		runs, err := st.RunsList(context.Background(), store.RunFilter{Job: "tick", Limit: 10000})
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := map[int64]bool{}
-		for _, r := range runs {
-			done[r.ScheduledAt.Unix()] = r.Status.Terminal()
-		}
-		for s := from.Unix(); s <= to.Unix(); s++ {
-			if !done[s] {
-				return false
-			}
-		}
-		return true
+		return ticksFinished(t, st, "tick", from, to)
 	})
 	d.stop()
 
@@ -375,14 +370,7 @@ retry = { max_attempts = 5, backoff = "fixed", initial_delay = "0s" }
 	if r := byID[stop.run]; r == nil || r.Attempt != 1 {
 		t.Errorf("the run claimed before the SIGSTOP: %+v, want completed as attempt 1", r)
 	}
-	byRun := map[string][]startLine{}
-	for _, s := range readStarts(t, starts) {
-		if s.at.Before(s.tick) {
-			t.Errorf("the process of tick %s (run %s attempt %d) started at %s, before its tick",
-				s.tick.Format(time.TimeOnly), s.run, s.attempt, s.at.Format("15:04:05.000000"))
-		}
-		byRun[s.run] = append(byRun[s.run], s)
-	}
+	byRun := startsByRun(t, starts)
 	if got := byRun[kill.run]; len(got) != 1 || got[0].attempt != 2 {
 		t.Errorf("processes of the run claimed before the SIGKILL: %+v, want one, of attempt 2", got)
 	}

@@ -221,20 +221,34 @@ func (c *cluster) waitTicksDone(n int, from, to time.Time, timeout time.Duration
 	c.t.Helper()
 	waitFor(c.t, "every tick up to the end to have a finished run", timeout, func() bool {
 		for i := 1; i <= n; i++ {
-			done := map[int64]bool{}
-			for _, r := range c.runs(fmt.Sprintf("tick-%02d", i)) {
-				if r.Status.Terminal() {
-					done[r.ScheduledAt.Unix()] = true
-				}
-			}
-			for s := from.Unix(); s <= to.Unix(); s++ {
-				if !done[s] {
-					return false
-				}
+			if !ticksFinished(c.t, c.st, fmt.Sprintf("tick-%02d", i), from, to) {
+				return false
 			}
 		}
 		return true
 	})
+}
+
+// ticksFinished reports whether every tick of job from from to to (whole
+// seconds) has a finished run in st.
+func ticksFinished(t *testing.T, st store.Store, job string, from, to time.Time) bool {
+	t.Helper()
+	runs, err := st.RunsList(context.Background(), store.RunFilter{Job: job, Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := map[int64]bool{}
+	for _, r := range runs {
+		if r.Status.Terminal() {
+			done[r.ScheduledAt.Unix()] = true
+		}
+	}
+	for s := from.Unix(); s <= to.Unix(); s++ {
+		if !done[s] {
+			return false
+		}
+	}
+	return true
 }
 
 // TestClusterChaos: three nodes, twenty jobs firing every second, nodes
