@@ -23,6 +23,10 @@ const (
 	sqlActive   = `('pending', 'running', 'retrying')`
 	sqlWaiting  = `('pending', 'retrying')`
 	sqlTerminal = `('completed', 'cancelled', 'dead_letter')`
+	// sqlListedByStatus is the predicate of the runs_status_created index:
+	// the statuses other than running (few, in runs_node_running) and
+	// completed (most of the history, in runs_created).
+	sqlListedByStatus = `status NOT IN ('running', 'completed')`
 )
 
 // The statements of the busy write paths, which the writer keeps prepared
@@ -456,11 +460,15 @@ func claimPerJob(ctx context.Context, c conn, at int64, limit int, declared map[
 	return cands[:min(len(cands), limit)], nil
 }
 
+// sqlRunningCounts counts the running runs of each job, from the index of
+// the running runs.
+const sqlRunningCounts = `SELECT job, COUNT(*) FROM runs INDEXED BY runs_node_running
+		WHERE status = 'running' GROUP BY job`
+
 // runningCounts counts the running runs of each job.
 func runningCounts(ctx context.Context, c conn) (map[string]int, error) {
 	counts := map[string]int{}
-	rows, err := c.query(ctx, `SELECT job, COUNT(*) FROM runs INDEXED BY runs_status_created
-		WHERE status = 'running' GROUP BY job`)
+	rows, err := c.query(ctx, sqlRunningCounts)
 	if err != nil {
 		return nil, err
 	}
@@ -762,6 +770,22 @@ func (s *Store) RunGet(ctx context.Context, id string) (*jobs.Run, error) {
 
 // RunsList returns runs, newest first.
 func (s *Store) RunsList(ctx context.Context, f store.RunFilter) ([]*jobs.Run, error) {
+	q, args := runsListQuery(f)
+	runs, err := scanRuns(s.read().query(ctx, q, args...))
+	if err != nil {
+		return nil, fail("list runs", err)
+	}
+	return runs, nil
+}
+
+// runsListQuery is the statement of RunsList. A job's runs are read from
+// runs_job_created newest first, whatever the status filter: the listing
+// stops at the limit. Otherwise a rare status is read from the partial
+// runs_status_created index, running runs from runs_node_running, and
+// completed ones, most of the history, from runs_created newest first.
+// SQLite uses a partial index only for a query that states its predicate,
+// so the statement does.
+func runsListQuery(f store.RunFilter) (string, []any) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100
@@ -770,21 +794,24 @@ func (s *Store) RunsList(ctx context.Context, f store.RunFilter) ([]*jobs.Run, e
 	q := `SELECT ` + runColumns + ` FROM runs WHERE 1 = 1`
 	var args []any
 	if f.Job != "" {
-		// A job's runs newest first, whatever the status filter: the
-		// listing stops at the limit.
 		q = `SELECT ` + runColumns + ` FROM runs INDEXED BY runs_job_created WHERE job = ?`
 		args = append(args, f.Job)
 	}
-	if f.Status != "" {
-		q += ` AND status = ?`
+	switch f.Status {
+	case "":
+	case jobs.StatusRunning:
+		if f.Job == "" {
+			q = `SELECT ` + runColumns + ` FROM runs INDEXED BY runs_node_running WHERE 1 = 1`
+		}
+		q += ` AND status = 'running'`
+	case jobs.StatusCompleted:
+		q += ` AND status = 'completed'`
+	default:
+		q += ` AND status = ? AND ` + sqlListedByStatus
 		args = append(args, string(f.Status))
 	}
 	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
-	runs, err := scanRuns(s.read().query(ctx, q, append(args, limit)...))
-	if err != nil {
-		return nil, fail("list runs", err)
-	}
-	return runs, nil
+	return q, append(args, limit)
 }
 
 // sqlRunEvents and sqlRunAttempts read a run's events and attempts, and

@@ -437,3 +437,85 @@ func TestEarlierClaims(t *testing.T) {
 		}
 	})
 }
+
+// TestPlansOfListings: on a history of 30,000 runs, a listing by status
+// reads an index, not the whole table: the rare statuses from the partial
+// runs_status_created index (migration 005 left running and completed runs
+// out of it), running runs from runs_node_running, completed runs from
+// runs_created newest first, and a job's runs from runs_job_created; the
+// running runs of each job (claim limits) are counted from
+// runs_node_running.
+func TestPlansOfListings(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "schedulerd.db"), false)
+	defer s.Close()
+	// 30,000 runs of 29 jobs: most completed, then every status, of every
+	// job.
+	if _, err := s.writer.Exec(`WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 30000)
+		INSERT INTO runs (id, job, status, attempt, max_attempts, trigger_kind, scheduled_at, not_before,
+			created_at, updated_at, finished_at, node, retry_json)
+		SELECT printf('%012d', n), 'job-' || (n % 29),
+			CASE n % 1000 WHEN 1 THEN 'pending' WHEN 2 THEN 'running' WHEN 3 THEN 'retrying'
+				WHEN 4 THEN 'dead_letter' WHEN 5 THEN 'cancelled' ELSE 'completed' END,
+			1, 3, 'manual', 0, 0, 1000000 - n, 0,
+			CASE WHEN n % 1000 IN (1, 2, 3) THEN NULL ELSE 0 END,
+			CASE WHEN n % 1000 = 2 THEN 'node-' || (n % 3) ELSE '' END, '{}'
+		FROM g`); err != nil {
+		t.Fatal(err)
+	}
+
+	type plan struct {
+		sql   string
+		args  []any
+		index string // the plan reads it
+	}
+	plans := map[string]plan{
+		"running counts": {sqlRunningCounts, nil, "runs_node_running"},
+	}
+	for _, st := range []jobs.Status{jobs.StatusPending, jobs.StatusRetrying, jobs.StatusDeadLetter,
+		jobs.StatusCancelled, jobs.StatusRunning, jobs.StatusCompleted} {
+		for _, job := range []string{"", "job-7"} {
+			q, args := runsListQuery(store.RunFilter{Job: job, Status: st})
+			index := "runs_status_created"
+			switch {
+			case job != "":
+				index = "runs_job_created"
+			case st == jobs.StatusCompleted:
+				index = "runs_created"
+			case st == jobs.StatusRunning:
+				index = "runs_node_running"
+			}
+			plans["list "+string(st)+" of "+job] = plan{q, args, index}
+		}
+	}
+	for name, p := range plans {
+		rows, err := s.reader.Query("EXPLAIN QUERY PLAN "+p.sql, p.args...)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var lines []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, detail)
+		}
+		rows.Close()
+		text := strings.Join(lines, "\n")
+		if !strings.Contains(text, "INDEX "+p.index) || strings.Contains(text, "SCAN runs\n") || strings.HasSuffix(text, "SCAN runs") {
+			t.Errorf("%s: want a plan that reads %s and no scan of the whole table, got\n%s", name, p.index, text)
+		}
+		if !strings.HasPrefix(name, "list ") {
+			continue
+		}
+		// The statement runs, and finds what it lists.
+		got, err := scanRuns(s.read().query(t.Context(), p.sql, p.args...))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(got) == 0 {
+			t.Errorf("%s: no runs", name)
+		}
+	}
+}
