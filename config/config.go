@@ -367,6 +367,9 @@ func (p *parser) top(tree map[string]any) (Daemon, []*jobs.Definition) {
 	defs := make([]*jobs.Definition, 0, len(jobTables))
 	names := make(map[string]string, len(jobTables)) // name -> path of its first job
 	for i, m := range jobTables {
+		if m == nil {
+			continue
+		}
 		sc := scope{path: indexPath("job", i), label: indexPath("job", i) + "."}
 		before := len(p.errs)
 		j := p.readJob(sc, m, false)
@@ -386,7 +389,8 @@ func (p *parser) top(tree map[string]any) (Daemon, []*jobs.Definition) {
 	return d, defs
 }
 
-// jobTables returns the [[job]] tables (or an inline array of tables).
+// jobTables returns the [[job]] tables (or an inline array of tables); an
+// element that is not a table is reported, and is nil.
 func (p *parser) jobTables(v any) []map[string]any {
 	top := scope{}
 	switch v := v.(type) {
@@ -398,9 +402,9 @@ func (p *parser) jobTables(v any) []map[string]any {
 			m, ok := e.(map[string]any)
 			if !ok {
 				p.errAt(p.line(indexPath("job", i)), indexPath("job", i), "must be a table, not %s", typeName(e))
-				continue
 			}
-			tables = append(tables, m)
+			tables = append(tables, m) // nil when not a table: the next jobs keep their index
+
 		}
 		return tables
 	case map[string]any:

@@ -461,6 +461,7 @@ var errorTests = []struct {
 	{"empty job name", "[[job]]\nname = \"\"\nshell = \"true\"\n", `t.toml:2: job[0].name: must not be empty`, nil},
 	{"job name not a string", "[[job]]\nname = 5\nshell = \"true\"\n", `t.toml:2: job[0].name: must be a string, not an integer (5)`, nil},
 	{"job element not a table", "job = [1]\n", `t.toml:1: job[0]: must be a table, not an integer (1)`, nil},
+	{"job after an element not a table", "job = [\n  1,\n  { shell = \"true\" },\n]\n", `t.toml:3: job[1].name: is required`, []string{"t.toml:2: job[0]: must be a table"}},
 
 	// Wrong types.
 	{"concurrency as a string", "[daemon]\nconcurrency = \"4\"\n", `t.toml:2: daemon.concurrency: must be an integer, written without quotes; got a string ("4")`, nil},
