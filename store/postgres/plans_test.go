@@ -18,7 +18,8 @@ import (
 // migration 004 took off the claim and completion path (runs_node_running,
 // and runs_status_created for running and completed runs) read indexes,
 // not the whole table, on a history of 30,000 runs; and that a job's
-// active runs are read from runs_active.
+// active runs are read from runs_active; and that a claim reads no more
+// than its runs.
 func TestPlansWithoutHotPathIndexes(t *testing.T) {
 	_, dsn := openTest(t)
 	admin(t, dsn,
@@ -42,6 +43,10 @@ func TestPlansWithoutHotPathIndexes(t *testing.T) {
 	}{
 		"lock active runs":  {sqlLockActiveRuns, []any{[]string{"job-1", "job-2"}}, []string{"runs_active"}},
 		"running of a node": {sqlRunsRunning, []any{"node-1"}, []string{"runs_running"}},
+		// A claim as large as a node's slots: the claimed runs are looked up
+		// by id, whatever their number.
+		"claim": {sqlClaim, []any{[]string{"job-1", "job-2"}, nil, 5000, []int32{0, 2}, "node-1", "inc", []int32{5000, 5000}},
+			[]string{"runs_pkey"}},
 	}
 	for _, st := range []jobs.Status{jobs.StatusPending, jobs.StatusRetrying, jobs.StatusDeadLetter,
 		jobs.StatusCancelled, jobs.StatusRunning, jobs.StatusCompleted} {

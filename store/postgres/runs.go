@@ -417,43 +417,44 @@ const sqlDueJobs = `SELECT j FROM unnest($1::text[]) AS j CROSS JOIN LATERAL (
 // sqlClaim claims up to $3 due runs of the jobs $1 whose concurrency limits
 // are $4 (0: none), at most $7 of each, for node $5 and incarnation $6, and
 // returns them with the status each was claimed from. room: how many runs
-// each job may still start; cand: that many of its due runs, read from the runs_claim index
-// without locks; picked: the first $3 of them in start order that no one
-// else holds, looked up by primary key, locked and checked again (as an
-// array: with "id IN (SELECT ...)" the planner, which cannot know how
-// many candidates there are, hashed them and scanned the whole table); then
-// the claim, set-based, which writes only the runs (claimed_from: the
-// attempt's row and the claim's event are written when the attempt ends).
-// A limited job's running runs are counted in this statement: the caller
-// holds the job's advisory lock.
+// each job may still start; picked: that many of each job's due runs, read
+// in start order from the index and locked as they are read, skipping
+// those that another claim holds (FOR UPDATE SKIP LOCKED, which checks
+// each run again once it is locked), then the first $3 of them all in
+// start order; then the claim, set-based, which writes only the runs
+// (claimed_from, the status the run is claimed from, as SET reads the row
+// before the update: the attempt's row and the claim's event are written
+// when the attempt ends). The claim looks the picked runs up as an array:
+// joined to picked, whose size the planner cannot know, they could be
+// hashed and the whole table scanned. Locking while reading lets claimers of the same job
+// at the same moment (nodes of a cluster) each take a full batch: read
+// first and locked after, they read the same first runs, and all but one
+// got few of them or none. A run locked and not picked (another job's came
+// first) is free again when the statement ends, outside a transaction, or
+// when the claim's transaction does. A limited job's running runs are
+// counted in this statement: the caller holds the job's advisory lock.
 var sqlClaim = `WITH room AS (
 		SELECT w.job, LEAST(CASE WHEN w.lim > 0
 			THEN w.lim - (SELECT count(*) FROM runs WHERE job = w.job AND status = 'running')
 			ELSE $3 END, w.cap, $3) AS n
 		FROM unnest($1::text[], $4::int4[], $7::int4[]) AS w(job, lim, cap)
-	), cand AS (
-		SELECT c.id FROM room CROSS JOIN LATERAL (
-			SELECT id FROM runs WHERE job = room.job AND ` + sqlClaimDue + `
-			ORDER BY not_before, created_at, id LIMIT GREATEST(room.n, 0)
-		) c
 	), picked AS (
-		SELECT id, status AS from_status FROM runs
-		WHERE id = ANY(ARRAY(SELECT id FROM cand)) AND ` + sqlClaimDue + `
-		ORDER BY not_before, created_at, id LIMIT $3
-		FOR UPDATE SKIP LOCKED
+		SELECT c.id FROM room CROSS JOIN LATERAL (
+			SELECT id, not_before, created_at FROM runs
+			WHERE job = room.job AND ` + sqlClaimDue + `
+			ORDER BY not_before, created_at, id LIMIT GREATEST(room.n, 0)
+			FOR UPDATE SKIP LOCKED
+		) c
+		ORDER BY c.not_before, c.created_at, c.id LIMIT $3
 	), r AS (
-		UPDATE runs SET status = 'running', attempt = runs.attempt + 1, node = $5, incarnation = $6,
+		UPDATE runs SET status = 'running', attempt = attempt + 1, node = $5, incarnation = $6,
 			started_at = ` + sqlClaimAt + `, updated_at = ` + sqlClaimAt + `, reason = 'claimed', error = '',
 			exit_code = NULL, cancel_requested = false, progress = 0, progress_message = '',
-			claimed_from = picked.from_status
-		FROM picked WHERE runs.id = picked.id
-		RETURNING ` + runColumnsOfRuns + `, picked.from_status
+			claimed_from = status
+		WHERE id = ANY(ARRAY(SELECT id FROM picked))
+		RETURNING ` + runColumns + `, claimed_from
 	)
 	SELECT * FROM r ORDER BY not_before, created_at, id`
-
-// runColumnsOfRuns is runColumns qualified with the table runs (a
-// column list that an UPDATE ... FROM returns).
-var runColumnsOfRuns = qualified("runs", runColumns)
 
 // sqlDueHeads counts, per job, the first $1 due runs in start order (a
 // range of the runs_due index), the jobs in the order of their first run.
