@@ -150,14 +150,33 @@ func LostIncarnation(inc string) string { return lostPrefix + inc }
 // inc is such a mark.
 func LostFrom(inc string) (string, bool) { return strings.CutPrefix(inc, lostPrefix) }
 
-// LostMismatch is NodeMarkLost's ErrFenced when the row it found is not
-// the one judged silent: other is its incarnation and hb its heartbeat.
-func LostMismatch(nodeID, incarnation string, heartbeatAt time.Time, other string, hb time.Time) error {
-	if other != incarnation {
-		return fmt.Errorf("%w: node %s belongs to incarnation %s, not %s", ErrFenced, nodeID, other, incarnation)
+// NodeMismatch is the ErrFenced of a write of node nodeID's row that holds
+// only while the row is incarnation's and, when heartbeatAt is set, has
+// that heartbeat (NodeMarkLost), given the row found: other is its
+// incarnation and hb its heartbeat.
+func NodeMismatch(nodeID, incarnation string, heartbeatAt time.Time, other string, hb time.Time) error {
+	if other != incarnation || heartbeatAt.IsZero() {
+		return NodeFenced(nodeID, incarnation, other)
 	}
 	return fmt.Errorf("%w: node %s heartbeated at %s, after %s", ErrFenced, nodeID,
 		hb.UTC().Format(time.RFC3339Nano), heartbeatAt.UTC().Format(time.RFC3339Nano))
+}
+
+// NodeHeld is NodeRegister's ErrLocked when node id's row, held (nil: none),
+// is not the incarnation the registration was to replace.
+func NodeHeld(id string, held *Node) error {
+	var inc, host string
+	pid := 0
+	if held != nil {
+		inc, host, pid = held.Incarnation, held.Host, held.PID
+	}
+	return fmt.Errorf("%w: node id %s is held by incarnation %q (host %s, pid %d)", ErrLocked, id, inc, host, pid)
+}
+
+// NodeFenced is the ErrFenced of a write of node nodeID's row by
+// incarnation when the row belongs to the incarnation other.
+func NodeFenced(nodeID, incarnation, other string) error {
+	return fmt.Errorf("%w: node %s belongs to incarnation %s, not %s", ErrFenced, nodeID, other, incarnation)
 }
 
 // Node is a registered daemon process.

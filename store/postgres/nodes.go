@@ -34,14 +34,6 @@ func (s *Store) NodeRegister(ctx context.Context, p store.NodeRegisterParams) (*
 			}
 			return n, err
 		}
-		locked := func(n *store.Node) error {
-			stored := ""
-			if n != nil {
-				stored = n.Incarnation
-			}
-			return fmt.Errorf("%w: node id %s is held by incarnation %q (host %s, pid %d)",
-				store.ErrLocked, p.ID, stored, hostOf(n), pidOf(n))
-		}
 		if prev, err = read(` FOR UPDATE`); err != nil {
 			return err
 		}
@@ -58,10 +50,10 @@ func (s *Store) NodeRegister(ctx context.Context, p store.NodeRegisterParams) (*
 			if prev, err = read(``); err != nil {
 				return err
 			}
-			return locked(prev)
+			return store.NodeHeld(p.ID, prev)
 		}
 		if prev == nil || prev.Incarnation != p.Replace {
-			return locked(prev)
+			return store.NodeHeld(p.ID, prev)
 		}
 		_, err = c.exec(ctx, `UPDATE nodes SET incarnation = $2, host = $3, pid = $4, version = $5,
 				started_at = COALESCE($6::timestamptz, now()), heartbeat_at = COALESCE($6::timestamptz, now()), jobs = $7
@@ -78,20 +70,6 @@ func (s *Store) NodeRegister(ctx context.Context, p store.NodeRegisterParams) (*
 	return prev, nil
 }
 
-func hostOf(n *store.Node) string {
-	if n == nil {
-		return ""
-	}
-	return n.Host
-}
-
-func pidOf(n *store.Node) int {
-	if n == nil {
-		return 0
-	}
-	return n.PID
-}
-
 // NodeDelete removes a node's row if it still belongs to incarnation.
 func (s *Store) NodeDelete(ctx context.Context, nodeID, incarnation string) error {
 	c := s.read()
@@ -102,21 +80,23 @@ func (s *Store) NodeDelete(ctx context.Context, nodeID, incarnation string) erro
 	if tag.RowsAffected() == 1 {
 		return nil
 	}
-	return nodeMismatch(ctx, c, "delete node", nodeID, incarnation)
+	return nodeMismatch(ctx, c, "delete node", nodeID, incarnation, time.Time{})
 }
 
-// nodeMismatch explains why a write fenced by (nodeID, incarnation) found
-// no row: the node is gone, or it belongs to another incarnation.
-func nodeMismatch(ctx context.Context, c *conn, op, nodeID, incarnation string) error {
+// nodeMismatch explains why a write fenced by (nodeID, incarnation), and
+// by heartbeatAt when it is set, found no row: the node is gone, or its
+// row is not that one.
+func nodeMismatch(ctx context.Context, c *conn, op, nodeID, incarnation string, heartbeatAt time.Time) error {
 	var other string
-	err := c.queryRow(ctx, `SELECT incarnation FROM nodes WHERE id = $1`, nodeID).Scan(&other)
+	var hb time.Time
+	err := c.queryRow(ctx, `SELECT incarnation, heartbeat_at FROM nodes WHERE id = $1`, nodeID).Scan(&other, &hb)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%s: node %s: %w", op, nodeID, store.ErrNotFound)
 	}
 	if err != nil {
 		return fail(op, err)
 	}
-	return fmt.Errorf("%s: %w: node %s belongs to incarnation %s, not %s", op, store.ErrFenced, nodeID, other, incarnation)
+	return fmt.Errorf("%s: %w", op, store.NodeMismatch(nodeID, incarnation, heartbeatAt, other, hb))
 }
 
 // NodeMarkLost marks a silent node lost; see store.Store.
@@ -131,16 +111,7 @@ func (s *Store) NodeMarkLost(ctx context.Context, nodeID, incarnation string, he
 	if tag.RowsAffected() == 1 {
 		return lost, nil
 	}
-	var other string
-	var hb time.Time
-	err = c.queryRow(ctx, `SELECT incarnation, heartbeat_at FROM nodes WHERE id = $1`, nodeID).Scan(&other, &hb)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", fmt.Errorf("mark node lost: node %s: %w", nodeID, store.ErrNotFound)
-	}
-	if err != nil {
-		return "", fail("mark node lost", err)
-	}
-	return "", store.LostMismatch(nodeID, incarnation, heartbeatAt, other, hb)
+	return "", nodeMismatch(ctx, c, "mark node lost", nodeID, incarnation, heartbeatAt)
 }
 
 // NodeHeartbeat refreshes the heartbeat of the node's incarnation. It runs
@@ -155,7 +126,7 @@ func (s *Store) NodeHeartbeat(ctx context.Context, nodeID, incarnation string, n
 	if tag.RowsAffected() == 1 {
 		return nil
 	}
-	return nodeMismatch(ctx, c, "node heartbeat", nodeID, incarnation)
+	return nodeMismatch(ctx, c, "node heartbeat", nodeID, incarnation, time.Time{})
 }
 
 // NodesList returns every registered node, by id, with its Age by the

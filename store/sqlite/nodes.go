@@ -42,8 +42,7 @@ func (s *Store) NodeRegister(ctx context.Context, p store.NodeRegisterParams) (*
 				stored = prev.Incarnation
 			}
 			if stored != p.Replace {
-				return fmt.Errorf("%w: node id %s is held by incarnation %q (host %s, pid %d)",
-					store.ErrLocked, p.ID, stored, hostOf(prev), pidOf(prev))
+				return store.NodeHeld(p.ID, prev)
 			}
 		}
 		_, err = c.exec(ctx, `INSERT INTO nodes (id, incarnation, host, pid, version, started_at, heartbeat_at, jobs_json)
@@ -63,39 +62,11 @@ func (s *Store) NodeRegister(ctx context.Context, p store.NodeRegisterParams) (*
 	return prev, nil
 }
 
-func hostOf(n *store.Node) string {
-	if n == nil {
-		return ""
-	}
-	return n.Host
-}
-
-func pidOf(n *store.Node) int {
-	if n == nil {
-		return 0
-	}
-	return n.PID
-}
-
 // NodeDelete removes a node's row if it still belongs to incarnation.
 func (s *Store) NodeDelete(ctx context.Context, nodeID, incarnation string) error {
 	return s.write(ctx, "delete node "+nodeID, func(c conn) error {
-		res, err := c.exec(ctx, `DELETE FROM nodes WHERE id = ? AND incarnation = ?`, nodeID, incarnation)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 1 {
-			return err
-		}
-		var other string
-		err = c.queryRow(ctx, `SELECT incarnation FROM nodes WHERE id = ?`, nodeID).Scan(&other)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("node %s: %w", nodeID, store.ErrNotFound)
-		}
-		if err != nil {
-			return err
-		}
-		return fmt.Errorf("%w: node %s belongs to incarnation %s, not %s", store.ErrFenced, nodeID, other, incarnation)
+		return fencedNodeWrite(ctx, c, nodeID, incarnation, time.Time{},
+			`DELETE FROM nodes WHERE id = ? AND incarnation = ?`, nodeID, incarnation)
 	})
 }
 
@@ -103,24 +74,9 @@ func (s *Store) NodeDelete(ctx context.Context, nodeID, incarnation string) erro
 func (s *Store) NodeMarkLost(ctx context.Context, nodeID, incarnation string, heartbeatAt time.Time) (string, error) {
 	lost := store.LostIncarnation(incarnation)
 	err := s.write(ctx, "mark node lost "+nodeID, func(c conn) error {
-		res, err := c.exec(ctx, `UPDATE nodes SET incarnation = ? WHERE id = ? AND incarnation = ? AND heartbeat_at = ?`,
+		return fencedNodeWrite(ctx, c, nodeID, incarnation, heartbeatAt,
+			`UPDATE nodes SET incarnation = ? WHERE id = ? AND incarnation = ? AND heartbeat_at = ?`,
 			lost, nodeID, incarnation, heartbeatAt.UnixMicro())
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 1 {
-			return err
-		}
-		var other string
-		var hb int64
-		err = c.queryRow(ctx, `SELECT incarnation, heartbeat_at FROM nodes WHERE id = ?`, nodeID).Scan(&other, &hb)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("node %s: %w", nodeID, store.ErrNotFound)
-		}
-		if err != nil {
-			return err
-		}
-		return store.LostMismatch(nodeID, incarnation, heartbeatAt, other, time.UnixMicro(hb))
 	})
 	if err != nil {
 		return "", err
@@ -132,24 +88,34 @@ func (s *Store) NodeMarkLost(ctx context.Context, nodeID, incarnation string, he
 func (s *Store) NodeHeartbeat(ctx context.Context, nodeID, incarnation string, at time.Time) error {
 	at = now(at)
 	return s.write(ctx, "node heartbeat "+nodeID, func(c conn) error {
-		res, err := c.exec(ctx, `UPDATE nodes SET heartbeat_at = ? WHERE id = ? AND incarnation = ?`,
-			at.UnixMicro(), nodeID, incarnation)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 1 {
-			return err
-		}
-		var other string
-		err = c.queryRow(ctx, `SELECT incarnation FROM nodes WHERE id = ?`, nodeID).Scan(&other)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("node %s: %w", nodeID, store.ErrNotFound)
-		}
-		if err != nil {
-			return err
-		}
-		return fmt.Errorf("%w: node %s now belongs to incarnation %s, not %s", store.ErrFenced, nodeID, other, incarnation)
+		return fencedNodeWrite(ctx, c, nodeID, incarnation, time.Time{},
+			`UPDATE nodes SET heartbeat_at = ? WHERE id = ? AND incarnation = ?`, at.UnixMicro(), nodeID, incarnation)
 	})
+}
+
+// fencedNodeWrite runs a write of node nodeID's row that matches only while
+// the row is incarnation's (and, when heartbeatAt is set, has that
+// heartbeat), and explains a write that matched no row: ErrNotFound when
+// the node is gone, ErrFenced when its row is another's.
+func fencedNodeWrite(ctx context.Context, c conn, nodeID, incarnation string, heartbeatAt time.Time,
+	query string, args ...any) error {
+	res, err := c.exec(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		return err
+	}
+	var other string
+	var hb int64
+	err = c.queryRow(ctx, `SELECT incarnation, heartbeat_at FROM nodes WHERE id = ?`, nodeID).Scan(&other, &hb)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("node %s: %w", nodeID, store.ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	return store.NodeMismatch(nodeID, incarnation, heartbeatAt, other, time.UnixMicro(hb))
 }
 
 // NodesList returns every registered node, by id.
