@@ -188,8 +188,11 @@ func (s *Scheduler) Health(ctx context.Context) Health {
 	if _, err := s.st.RunsNextDue(ctx, nil); err != nil {
 		h.Problems = append(h.Problems, "store unreachable: "+err.Error())
 	}
-	if age := now.Sub(h.LastHeartbeat); age > s.cfg.InactiveThreshold-s.cfg.HeartbeatInterval {
-		h.Problems = append(h.Problems, fmt.Sprintf("heartbeat is stale: last success %s ago", age.Round(time.Second)))
+	// Stale from the moment the node stops starting attempts without a
+	// heartbeat first (leaseHeld).
+	if !s.leaseHeld(now) {
+		h.Problems = append(h.Problems, fmt.Sprintf("heartbeat is stale: last success %s ago",
+			now.Sub(h.LastHeartbeat).Round(time.Second)))
 	}
 	if age := now.Sub(h.LastLoop); age > 2*s.cfg.PollInterval+5*time.Second {
 		h.Problems = append(h.Problems, fmt.Sprintf("scheduling loop stuck: last iteration %s ago", age.Round(time.Second)))

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -404,4 +405,30 @@ func TestLiveNodeIDRefused(t *testing.T) {
 		t.Fatalf("start after the other incarnation went silent: %v", err)
 	}
 	s2.Stop(context.Background())
+}
+
+// TestHealthStaleAtTheLeaseBound: health reports the heartbeat stale from
+// the moment the node no longer starts an attempt without heartbeating
+// first (leaseHeld), not a moment later.
+func TestHealthStaleAtTheLeaseBound(t *testing.T) {
+	h := newHarness(t, func(*harness) []*jobs.Definition { return nil })
+	now := h.clock.Now()
+	bound := h.s.cfg.InactiveThreshold - h.s.cfg.HeartbeatInterval
+	stale := func() bool {
+		for _, p := range h.s.Health(context.Background()).Problems {
+			if strings.HasPrefix(p, "heartbeat is stale") {
+				return true
+			}
+		}
+		return false
+	}
+	for _, tt := range []struct {
+		age   time.Duration
+		stale bool
+	}{{0, false}, {bound - time.Microsecond, false}, {bound, true}, {bound + time.Second, true}} {
+		h.s.lastHeartbeat.Store(now.Add(-tt.age).UnixNano())
+		if got, held := stale(), h.s.leaseHeld(now); got != tt.stale || held == tt.stale {
+			t.Errorf("last heartbeat %s ago: stale %v, lease held %v; want stale %v", tt.age, got, held, tt.stale)
+		}
+	}
 }
