@@ -168,7 +168,7 @@ type Scheduler struct {
 	draining     bool
 
 	wake chan struct{}
-	// completions feeds the completer; completerDone closes when it ends.
+	// completions feeds the completers; completerDone closes when they end.
 	completions chan *completion
 	// finishing counts the attempts that have ended (and left running)
 	// and whose result is being written.
@@ -355,7 +355,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.lastLoop.Store(now.UnixNano())
 	s.completions = make(chan *completion, s.cfg.Concurrency)
 	s.completerDone = make(chan struct{})
-	go s.completer()
+	go s.completers()
 	s.loops.Add(3)
 	// The loops count their deadlines from now, read here and not in the
 	// goroutines, so their schedule does not depend on when they first run.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
@@ -100,6 +101,81 @@ func TestEndedAttemptFreesItsSlotBeforeItsResultIsWritten(t *testing.T) {
 	for _, id := range ids {
 		if r := h.run(id); r.Status != jobs.StatusCompleted || r.Attempt != 1 {
 			t.Errorf("run %s is %s at attempt %d, want completed at 1", id, r.Status, r.Attempt)
+		}
+	}
+}
+
+// sideBySideWrites is a store that writes transactions side by side
+// (store.ConcurrentWriter) and holds its first RunTransitions until a
+// second one has begun, or 10 s: overlapped says which came first.
+type sideBySideWrites struct {
+	store.Store
+	calls      atomic.Int32
+	second     chan struct{}
+	overlapped chan bool
+}
+
+func (*sideBySideWrites) ConcurrentWrites() {}
+
+func (s *sideBySideWrites) RunTransitions(ctx context.Context, ts []jobs.Transition) ([]store.TransitionResult, error) {
+	switch s.calls.Add(1) {
+	case 1:
+		select {
+		case <-s.second:
+			s.overlapped <- true
+		case <-time.After(10 * time.Second):
+			s.overlapped <- false
+		}
+	case 2:
+		close(s.second)
+	}
+	return s.Store.RunTransitions(ctx, ts)
+}
+
+// TestTwoCompletersSideBySide: on a store that writes side by side, with
+// more results possibly waiting than one batch holds, a batch of results
+// is written while another is; every result is written once.
+func TestTwoCompletersSideBySide(t *testing.T) {
+	const n = 1200
+	var st *sideBySideWrites
+	h := newHarnessWith(t, func(h *harness) {
+		h.cfg.Concurrency = completionBatch + 500
+		h.wrap = func(s store.Store) store.Store {
+			st = &sideBySideWrites{Store: s, second: make(chan struct{}), overlapped: make(chan bool, 1)}
+			return st
+		}
+	}, func(h *harness) []*jobs.Definition { return []*jobs.Definition{job("work", h.succeed)} })
+	ctx := context.Background()
+	ps := make([]store.RunInsertParams, n)
+	for i := range ps {
+		ps[i] = store.RunInsertParams{Job: "work", Trigger: jobs.TriggerManual, Retry: jobs.RetryPolicy{MaxAttempts: 1},
+			Now: h.clock.Now()}
+	}
+	if _, err := h.st.RunsInsert(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	h.loop()
+	if !<-st.overlapped {
+		t.Fatal("the first batch of results was written alone for 10 s: no second completer")
+	}
+	h.attemptsDone(n)
+	seen := map[string]bool{}
+	for _, info := range h.handled(n) {
+		if seen[info.RunID] {
+			t.Fatalf("run %s handled twice", info.RunID)
+		}
+		seen[info.RunID] = true
+	}
+	runs := h.runs("work")
+	if len(runs) != n {
+		t.Fatalf("%d runs, want %d", len(runs), n)
+	}
+	for _, r := range runs {
+		if r.Status != jobs.StatusCompleted || r.Attempt != 1 {
+			t.Fatalf("run %s is %s at attempt %d, want completed at 1", r.ID, r.Status, r.Attempt)
+		}
+		if a, err := h.st.RunAttempts(ctx, r.ID); err != nil || len(a) != 1 {
+			t.Fatalf("run %s: %d attempts, %v; want 1", r.ID, len(a), err)
 		}
 	}
 }

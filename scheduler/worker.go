@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/schedulerd/schedulerd/jobs"
@@ -131,12 +132,35 @@ type completion struct {
 // completionBatch bounds the results one transaction writes.
 const completionBatch = 1000
 
+// completers runs the completers: two when more results may wait than one
+// batch holds (Concurrency above completionBatch) on a store that writes
+// transactions side by side (store.ConcurrentWriter), so that the next
+// batch is written while one is; one otherwise. A second completer on a
+// store whose writes take turns would only wait for the first, and with
+// fewer results waiting than a batch holds it would split batches that
+// one completer writes whole: in the burn-down at concurrency 64 on
+// PostgreSQL two completers did 12% fewer runs per second, at concurrency
+// 2,000 12% more. (Batches lock their runs in the order of the ids, so
+// two never deadlock, and an attempt's result is in one batch only.)
+// completerDone closes when they have all ended.
+func (s *Scheduler) completers() {
+	defer close(s.completerDone)
+	n := 1
+	if _, ok := s.st.(store.ConcurrentWriter); ok && s.cfg.Concurrency > completionBatch {
+		n = 2
+	}
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(s.completer)
+	}
+	wg.Wait()
+}
+
 // completer writes the results of attempts: whatever has accumulated while
 // the previous write ran goes in one transaction, so under load results
 // are written in batches and when idle each is written at once. It ends
 // when s.completions is closed (after the workers are done).
 func (s *Scheduler) completer() {
-	defer close(s.completerDone)
 	batch := make([]*completion, 0, completionBatch)
 	for first := range s.completions {
 		s.awaitBurst()
