@@ -47,6 +47,8 @@ func TestPlansWithoutHotPathIndexes(t *testing.T) {
 		// by id, whatever their number.
 		"claim": {sqlClaim, []any{[]string{"job-1", "job-2"}, nil, 5000, []int32{0, 2}, "node-1", "inc", []int32{5000, 5000}},
 			[]string{"runs_pkey"}},
+		"claim of one job": {sqlClaimOne, []any{[]string{"job-1"}, nil, 5000, []int32{0}, "node-1", "inc", []int32{5000}},
+			[]string{"runs_pkey"}},
 	}
 	for _, st := range []jobs.Status{jobs.StatusPending, jobs.StatusRetrying, jobs.StatusDeadLetter,
 		jobs.StatusCancelled, jobs.StatusRunning, jobs.StatusCompleted} {

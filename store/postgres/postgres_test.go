@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -636,5 +637,57 @@ func BenchmarkScheduleFiresBatch(b *testing.B) {
 			defer s.Close()
 			storetest.BenchFires(b, s, 10000, batch)
 		})
+	}
+}
+
+// TestClaimPassesRunsAnotherClaimHolds: a claim of one job's backlog while
+// another claim holds its first runs (a node of the cluster claiming at
+// the same moment) takes a full batch of the runs after them. Read first
+// and locked after, it took none: the runs it read were all held.
+func TestClaimPassesRunsAnotherClaimHolds(t *testing.T) {
+	s, dsn := openTest(t)
+	ctx := t.Context()
+	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	ps := make([]store.RunInsertParams, 30)
+	for i := range ps {
+		ps[i] = store.RunInsertParams{Job: "a", Trigger: jobs.TriggerManual, Retry: jobs.RetryPolicy{MaxAttempts: 1},
+			Now: at.Add(time.Duration(i) * time.Millisecond)}
+	}
+	if _, err := s.RunsInsert(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	rows, err := tx.Query(ctx, `SELECT id FROM runs WHERE job = 'a' ORDER BY not_before, created_at, id LIMIT 10 FOR UPDATE`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(held) != 10 {
+		t.Fatalf("held %d runs, %v", len(held), err)
+	}
+
+	for _, due := range []bool{false, true} {
+		claimed, err := s.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "i", Jobs: map[string]int{"a": 0},
+			Limit: 10, Now: at.Add(time.Second), Due: due})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(claimed) != 10 {
+			t.Fatalf("due %v: claimed %d runs while another claim holds the first 10, want 10", due, len(claimed))
+		}
+		for _, r := range claimed {
+			if slices.Contains(held, r.ID) {
+				t.Fatalf("due %v: claimed run %s that another claim holds", due, r.ID)
+			}
+		}
 	}
 }

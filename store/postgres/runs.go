@@ -414,39 +414,38 @@ const sqlDueJobs = `SELECT j FROM unnest($1::text[]) AS j CROSS JOIN LATERAL (
 		SELECT 1 FROM runs WHERE job = j AND ` + sqlClaimDue + `
 		ORDER BY not_before, created_at, id LIMIT 1) d`
 
-// sqlClaim claims up to $3 due runs of the jobs $1 whose concurrency limits
-// are $4 (0: none), at most $7 of each, for node $5 and incarnation $6, and
-// returns them with the status each was claimed from. room: how many runs
-// each job may still start; picked: that many of each job's due runs, read
-// in start order from the index and locked as they are read, skipping
-// those that another claim holds (FOR UPDATE SKIP LOCKED, which checks
-// each run again once it is locked), then the first $3 of them all in
-// start order; then the claim, set-based, which writes only the runs
+// sqlClaim and sqlClaimOne claim up to $3 due runs of the jobs $1 whose
+// concurrency limits are $4 (0: none), at most $7 of each, for node $5 and
+// incarnation $6, and return them with the status each was claimed from.
+// room: how many runs each job may still start; picked: the runs to
+// claim; then the claim, set-based, which writes only the runs
 // (claimed_from, the status the run is claimed from, as SET reads the row
 // before the update: the attempt's row and the claim's event are written
 // when the attempt ends). The claim looks the picked runs up as an array:
 // joined to picked, whose size the planner cannot know, they could be
-// hashed and the whole table scanned. Locking while reading lets claimers of the same job
-// at the same moment (nodes of a cluster) each take a full batch: read
-// first and locked after, they read the same first runs, and all but one
-// got few of them or none. A run locked and not picked (another job's came
-// first) is free again when the statement ends, outside a transaction, or
-// when the claim's transaction does. A limited job's running runs are
-// counted in this statement: the caller holds the job's advisory lock.
-var sqlClaim = `WITH room AS (
+// hashed and the whole table scanned. A limited job's running runs are
+// counted in the statement: the caller holds the job's advisory lock.
+//
+// sqlClaim, for several jobs: cand reads room.n of each job's due runs
+// from the index without locks; picked looks them up by id, locks the
+// first $3 in start order that no one else holds (FOR UPDATE SKIP LOCKED,
+// which checks each run again once it is locked), and locks no more than
+// it claims. Claimers of the same jobs at the same moment read the same
+// runs, though, and all but one get few of them or none.
+//
+// sqlClaimOne, for one job: picked locks the job's due runs as it reads
+// them, skipping those another claim holds, so that claimers of one
+// backlog at the same moment (nodes of a cluster) each take a full batch.
+// Over several jobs this would lock up to room.n runs of each job to claim
+// $3 of them all.
+const (
+	sqlClaimRoom = `room AS (
 		SELECT w.job, LEAST(CASE WHEN w.lim > 0
 			THEN w.lim - (SELECT count(*) FROM runs WHERE job = w.job AND status = 'running')
 			ELSE $3 END, w.cap, $3) AS n
 		FROM unnest($1::text[], $4::int4[], $7::int4[]) AS w(job, lim, cap)
-	), picked AS (
-		SELECT c.id FROM room CROSS JOIN LATERAL (
-			SELECT id, not_before, created_at FROM runs
-			WHERE job = room.job AND ` + sqlClaimDue + `
-			ORDER BY not_before, created_at, id LIMIT GREATEST(room.n, 0)
-			FOR UPDATE SKIP LOCKED
-		) c
-		ORDER BY c.not_before, c.created_at, c.id LIMIT $3
-	), r AS (
+	)`
+	sqlClaimUpdate = `r AS (
 		UPDATE runs SET status = 'running', attempt = attempt + 1, node = $5, incarnation = $6,
 			started_at = ` + sqlClaimAt + `, updated_at = ` + sqlClaimAt + `, reason = 'claimed', error = '',
 			exit_code = NULL, cancel_requested = false, progress = 0, progress_message = '',
@@ -455,6 +454,25 @@ var sqlClaim = `WITH room AS (
 		RETURNING ` + runColumns + `, claimed_from
 	)
 	SELECT * FROM r ORDER BY not_before, created_at, id`
+	sqlClaim = `WITH ` + sqlClaimRoom + `, cand AS (
+		SELECT c.id FROM room CROSS JOIN LATERAL (
+			SELECT id FROM runs WHERE job = room.job AND ` + sqlClaimDue + `
+			ORDER BY not_before, created_at, id LIMIT GREATEST(room.n, 0)
+		) c
+	), picked AS (
+		SELECT id FROM runs
+		WHERE id = ANY(ARRAY(SELECT id FROM cand)) AND ` + sqlClaimDue + `
+		ORDER BY not_before, created_at, id LIMIT $3
+		FOR UPDATE SKIP LOCKED
+	), ` + sqlClaimUpdate
+	sqlClaimOne = `WITH ` + sqlClaimRoom + `, picked AS (
+		SELECT c.id FROM room CROSS JOIN LATERAL (
+			SELECT id FROM runs WHERE job = room.job AND ` + sqlClaimDue + `
+			ORDER BY not_before, created_at, id LIMIT GREATEST(room.n, 0)
+			FOR UPDATE SKIP LOCKED
+		) c
+	), ` + sqlClaimUpdate
+)
 
 // sqlDueHeads counts, per job, the first $1 due runs in start order (a
 // range of the runs_due index), the jobs in the order of their first run.
@@ -637,7 +655,11 @@ func (s *Store) claim(ctx context.Context, names []string, caps map[string]int, 
 				return err
 			}
 		}
-		rows, err := c.query(ctx, sqlClaim, names, ts(p.Now), p.Limit, limits, p.Node, p.Incarnation, capOf)
+		q := sqlClaim
+		if len(names) == 1 {
+			q = sqlClaimOne
+		}
+		rows, err := c.query(ctx, q, names, ts(p.Now), p.Limit, limits, p.Node, p.Incarnation, capOf)
 		if err != nil {
 			return err
 		}
