@@ -98,8 +98,13 @@ func (c *cluster) node(id string) *clusterNode {
 
 // start starts a node and waits for READY=1.
 func (c *cluster) start(id string) *proc {
+	return c.startWith(id, true)
+}
+
+// startWith starts a node, and waits for READY=1 if wantReady.
+func (c *cluster) startWith(id string, wantReady bool) *proc {
 	n := c.node(id)
-	d := n.env.start(true)
+	d := n.env.start(wantReady)
 	c.mu.Lock()
 	n.d = d
 	c.mu.Unlock()
@@ -589,8 +594,10 @@ retry = { max_attempts = 3, backoff = "fixed", initial_delay = "0s" }
 				d := c.node(id).d
 				select {
 				case <-d.exited:
+					// Without waiting for READY=1: the restarted node may
+					// claim the killer's next attempt and die before it.
 					if ctx.Err() == nil {
-						c.start(id)
+						c.startWith(id, false)
 					}
 				case <-ctx.Done():
 				}
