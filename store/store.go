@@ -307,7 +307,16 @@ type TransitionResult struct {
 type RunFilter struct {
 	Job    string
 	Status jobs.Status
-	Limit  int // 0: 100
+	Limit  int // 0: 100; at most 10,000
+}
+
+// ListLimit is how many runs a listing with f returns at most: Limit, 100
+// when it is not set, and never more than 10,000.
+func (f RunFilter) ListLimit() int {
+	if f.Limit <= 0 {
+		return 100
+	}
+	return min(f.Limit, 10000)
 }
 
 // ConcurrentWriter is implemented by stores that run write transactions

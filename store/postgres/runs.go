@@ -970,11 +970,7 @@ func (s *Store) RunsList(ctx context.Context, f store.RunFilter) ([]*jobs.Run, e
 // running runs from runs_running, and completed ones, most of the
 // history, from runs_created (or runs_job_created) newest first.
 func runsListQuery(f store.RunFilter) (string, []any) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	limit = min(limit, 10000)
+	limit := f.ListLimit()
 	q := `SELECT ` + runColumns + ` FROM runs WHERE true`
 	var args []any
 	if f.Job != "" {

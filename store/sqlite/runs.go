@@ -786,11 +786,7 @@ func (s *Store) RunsList(ctx context.Context, f store.RunFilter) ([]*jobs.Run, e
 // SQLite uses a partial index only for a query that states its predicate,
 // so the statement does.
 func runsListQuery(f store.RunFilter) (string, []any) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	limit = min(limit, 10000)
+	limit := f.ListLimit()
 	q := `SELECT ` + runColumns + ` FROM runs WHERE 1 = 1`
 	var args []any
 	if f.Job != "" {
