@@ -151,7 +151,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s.prepare(ctx)
 	s.checkpointed, s.wal, s.walLimit = opts.checkpointed, abs+"-wal", cmp.Or(opts.walLimit, walLimit)
 	s.ckptStop, s.ckptDone = make(chan struct{}), make(chan struct{})
-	go s.checkpointLoop(cmp.Or(opts.CheckpointInterval, time.Second))
+	// The commit count is read here, not when the goroutine first runs: a
+	// commit made before then would count as checkpointed, and wait for
+	// the next commit's checkpoint.
+	go s.checkpointLoop(cmp.Or(opts.CheckpointInterval, time.Second), s.commits.Load())
 	return s, nil
 }
 
@@ -173,12 +176,12 @@ type checkpointResult struct {
 // which something was committed, on a reader connection: a passive
 // checkpoint never waits for the writer, and the writer goes on while it
 // runs. A WAL past walLimit is truncated, which waits for the writer's
-// current transaction.
-func (s *Store) checkpointLoop(interval time.Duration) {
+// current transaction. seen is the commit count when the store opened
+// (its migrations): the loop checkpoints once there are commits past it.
+func (s *Store) checkpointLoop(interval time.Duration, seen int64) {
 	defer close(s.ckptDone)
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	seen := s.commits.Load()
 	for {
 		select {
 		case <-s.ckptStop:
