@@ -295,13 +295,19 @@ func openCheckpointing(t *testing.T, path string, walLimit int64) (*Store, <-cha
 	return s, results
 }
 
-// checkpointOf waits for the first checkpoint that covers every commit so
-// far.
+// checkpointOf waits, at most 30 s, for the first checkpoint that covers
+// every commit so far.
 func checkpointOf(t *testing.T, s *Store, results <-chan checkpointResult) checkpointResult {
 	t.Helper()
 	committed := s.commits.Load()
+	timeout := time.After(30 * time.Second)
 	for {
-		res := <-results
+		var res checkpointResult
+		select {
+		case res = <-results:
+		case <-timeout:
+			t.Fatalf("no checkpoint covered the %d commits so far in 30 s", committed)
+		}
 		if res.err != nil {
 			t.Fatalf("checkpoint %s: %v", res.mode, res.err)
 		}
