@@ -45,6 +45,12 @@ const (
 
 func newCluster(t *testing.T, n int, jobsTOML string) *cluster {
 	t.Helper()
+	return newClusterOf(t, n, 16, jobsTOML)
+}
+
+// newClusterOf is newCluster with each node's concurrency.
+func newClusterOf(t *testing.T, n, concurrency int, jobsTOML string) *cluster {
+	t.Helper()
 	pg.Require(t)
 	c := &cluster{t: t, dsn: pg.NewDatabase(t), dir: t.TempDir(), jobs: jobsTOML, nodes: map[string]*clusterNode{}}
 	st, err := postgres.Open(context.Background(), postgres.Options{DSN: c.dsn})
@@ -60,14 +66,14 @@ func newCluster(t *testing.T, n int, jobsTOML string) *cluster {
 node_id = %q
 store = %q
 state_dir = %q
-concurrency = 16
+concurrency = %d
 heartbeat_interval = "1s"
 inactive_threshold = "5s"
 shutdown_grace = "3s"
 log_format = "json"
 log_level = "debug"
 
-%s`, id, c.dsn, filepath.Join(e.dir, "state"), jobsTOML)
+%s`, id, c.dsn, filepath.Join(e.dir, "state"), concurrency, jobsTOML)
 		if err := os.WriteFile(e.config, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -632,4 +638,88 @@ func jsonField(t *testing.T, s, field string) string {
 		t.Fatalf("no %s in %q", field, s)
 	}
 	return v
+}
+
+// TestClusterManyResultsSurviveSignals: nodes whose concurrency is above
+// one batch of results (so each writes its results with two completers)
+// burn down a backlog of one-second processes while one node is SIGKILLed and
+// restarted and the other is SIGTERMed and restarted. Every run completes,
+// none is left running, and each has exactly the attempts its count says,
+// only the last of them completed.
+func TestClusterManyResultsSurviveSignals(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test of about half a minute; run without -short")
+	}
+	const n = 6000
+	c := newClusterOf(t, 2, 1200, `[[job]]
+name = "short"
+shell = "sleep 1"
+retry = { max_attempts = 5, backoff = "fixed", initial_delay = "0s" }
+`)
+	ps := make([]store.RunInsertParams, n)
+	for i := range ps {
+		ps[i] = store.RunInsertParams{Job: "short", Trigger: jobs.TriggerManual, Retry: jobs.RetryPolicy{MaxAttempts: 5}}
+	}
+	if _, err := c.st.RunsInsert(context.Background(), ps); err != nil {
+		t.Fatal(err)
+	}
+	completed := func() int {
+		done := 0
+		for _, r := range c.runs("short") {
+			if r.Status == jobs.StatusCompleted {
+				done++
+			}
+		}
+		return done
+	}
+	// Each signal comes while its node runs attempts.
+	running := func(node string) bool {
+		rs, err := c.st.RunsRunning(context.Background(), node)
+		return err == nil && len(rs) > 0
+	}
+	waitFor(t, "a sixth of the runs to complete, node-1 running more", 60*time.Second, func() bool {
+		return completed() >= n/6 && running("node-1")
+	})
+	c.node("node-1").d.kill()
+	c.start("node-1")
+	waitFor(t, "node-2 to run attempts", 60*time.Second, func() bool { return running("node-2") })
+	c.node("node-2").d.stop()
+	c.start("node-2")
+	waitFor(t, "every run to end", 120*time.Second, func() bool {
+		for _, r := range c.runs("short") {
+			if !r.Status.Terminal() {
+				return false
+			}
+		}
+		return true
+	})
+	runs := c.runs("short")
+	if len(runs) != n {
+		t.Fatalf("%d runs, want %d", len(runs), n)
+	}
+	retried := 0
+	for _, r := range runs {
+		if r.Status != jobs.StatusCompleted {
+			t.Fatalf("run %s is %s at attempt %d, want completed", r.ID, r.Status, r.Attempt)
+		}
+		atts, err := c.st.RunAttempts(context.Background(), r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(atts) != r.Attempt {
+			t.Fatalf("run %s at attempt %d has %d attempt rows", r.ID, r.Attempt, len(atts))
+		}
+		for i, a := range atts {
+			if last := i == len(atts)-1; (a.Status == jobs.StatusCompleted) != last {
+				t.Fatalf("run %s: attempt %d of %d is %s", r.ID, a.Number, len(atts), a.Status)
+			}
+		}
+		if r.Attempt > 1 {
+			retried++
+		}
+	}
+	t.Logf("%d runs completed, %d after a retry", n, retried)
+	if retried == 0 {
+		t.Fatal("no attempt was interrupted: the SIGKILL came while node-1 ran attempts, which must be retried")
+	}
 }
