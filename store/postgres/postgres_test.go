@@ -691,3 +691,51 @@ func TestClaimPassesRunsAnotherClaimHolds(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimOfOneJobIsOneStatement: a claim of one job without a
+// concurrency limit is one statement, also when other jobs' runs are due
+// before its own (it took three: the first due runs, which were not its,
+// then which jobs have due runs, then the claim). A job with a limit keeps the first
+// read, so that a poll with nothing of it due takes no lock.
+func TestClaimOfOneJobIsOneStatement(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := t.Context()
+	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	var ps []store.RunInsertParams
+	for i := range 300 {
+		job := "other"
+		if i >= 290 {
+			job = "a"
+		}
+		ps = append(ps, store.RunInsertParams{Job: job, Trigger: jobs.TriggerManual, Retry: jobs.RetryPolicy{MaxAttempts: 1},
+			Now: at.Add(time.Duration(i) * time.Millisecond)})
+	}
+	if _, err := s.RunsInsert(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(limit int) []*jobs.Run {
+		t.Helper()
+		runs, err := s.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "i", Jobs: map[string]int{"a": limit},
+			Limit: 4, Now: at.Add(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range runs {
+			if r.Job != "a" {
+				t.Fatalf("claimed run %s of job %s", r.ID, r.Job)
+			}
+		}
+		return runs
+	}
+	before := s.Statements()
+	if runs := claim(0); len(runs) != 4 {
+		t.Fatalf("claimed %d runs of the job's 10 due runs behind 290 of another job, want 4", len(runs))
+	}
+	if got := s.Statements() - before; got != 1 {
+		t.Fatalf("a claim of one unlimited job ran %d statements, want 1", got)
+	}
+	// A limited job's claim still keeps its limit.
+	if runs := claim(5); len(runs) != 1 {
+		t.Fatalf("claimed %d runs of a job limited to 5 with 4 running, want 1", len(runs))
+	}
+}

@@ -501,8 +501,9 @@ type dueHead struct {
 // sqlClaim over the due ones): a backlog of one job never hides another
 // job's due runs.
 //
-// A claim with Due set and at most DueScan(Limit) jobs skips the first
-// read and claims from those jobs' due runs at once.
+// A claim with Due set and at most DueScan(Limit) jobs, or of one job
+// without a concurrency limit, skips the first read and claims from those
+// jobs' due runs at once.
 //
 // FOR UPDATE SKIP LOCKED lets nodes claim the same jobs at once without
 // waiting for each other or taking a run twice. When none of the jobs
@@ -530,10 +531,15 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 		return nil, errors.New("claim runs: node and incarnation must be set")
 	}
 	scan := store.DueScan(p.Limit)
-	if p.Due && len(p.Jobs) <= scan {
+	if p.Due && len(p.Jobs) <= scan || oneUnlimited(p.Jobs) {
 		// The caller knows these jobs to have due runs (ticks it fired
 		// ahead): one index probe per job costs less than reading which
-		// jobs the first due runs belong to.
+		// jobs the first due runs belong to. A claim of one job without a
+		// concurrency limit is one statement that reads only that job's
+		// due runs, whether it has any or not: the first read would add a
+		// statement to learn which of the first due runs are its (6% of
+		// the server's busy time in a burn-down of one job's 200,000
+		// runs).
 		return s.claim(ctx, slices.Sorted(maps.Keys(p.Jobs)), nil, p)
 	}
 	heads, seen, err := dueHeads(ctx, s.read(), scan, p.Now)
@@ -590,6 +596,18 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 		return claimed, err
 	}
 	return append(claimed, others...), nil
+}
+
+// oneUnlimited reports whether jobs is one job without a concurrency
+// limit.
+func oneUnlimited(jobs map[string]int) bool {
+	if len(jobs) != 1 {
+		return false
+	}
+	for _, limit := range jobs {
+		return limit <= 0
+	}
+	return false
 }
 
 // dueHeads returns the jobs of the first scan due runs in start order,
