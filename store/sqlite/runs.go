@@ -344,11 +344,11 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 	// Most polls find nothing due: answer those with one read, without
 	// taking the write lock.
 	if !p.Due {
-		heads, err := queryStrings(ctx, s.read(), sqlDueHeads, at, at, scan)
+		due, err := dueAmongHeads(ctx, s.read(), at, scan, p.Jobs)
 		if err != nil {
 			return nil, fail("claim runs", err)
 		}
-		if len(heads) < scan && !slices.ContainsFunc(heads, func(job string) bool { _, ok := p.Jobs[job]; return ok }) {
+		if !due {
 			return nil, nil
 		}
 	}
@@ -399,6 +399,31 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 // sqlDueHeads reads the jobs of the first $3 due runs in start order.
 const sqlDueHeads = `SELECT job FROM runs INDEXED BY runs_due WHERE ` + sqlDue + `
 	ORDER BY not_before, created_at, id LIMIT ?`
+
+// dueAmongHeads reports whether a run of jobs is among the first scan due
+// runs in start order, or scan due runs are there (then a run of jobs may
+// come after them). It stops reading at the first run of jobs: under a
+// backlog that is the first row, where reading all scan rows was 8% of a
+// burn-down's CPU.
+func dueAmongHeads(ctx context.Context, c conn, at int64, scan int, jobs map[string]int) (bool, error) {
+	rows, err := c.query(ctx, sqlDueHeads, at, at, scan)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	read := 0
+	for rows.Next() {
+		var job string
+		if err := rows.Scan(&job); err != nil {
+			return false, err
+		}
+		if _, ok := jobs[job]; ok {
+			return true, nil
+		}
+		read++
+	}
+	return read >= scan, rows.Err()
+}
 
 // claimHeads reads the first scan due runs in start order and returns the
 // first limit of them that room allows (room(job) says how many runs of

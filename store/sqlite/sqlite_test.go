@@ -525,3 +525,48 @@ func TestPlansOfListings(t *testing.T) {
 		}
 	}
 }
+
+// TestDueAmongHeads: the read that lets an idle claim skip the write lock
+// says a claim may find work when a run of its jobs is among the first
+// scan due runs, or scan due runs are there (its jobs' runs may follow).
+func TestDueAmongHeads(t *testing.T) {
+	ctx := t.Context()
+	s := openTest(t, filepath.Join(t.TempDir(), "schedulerd.db"), false)
+	defer s.Close()
+	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	var ps []store.RunInsertParams
+	for i := range 12 {
+		job := "other"
+		if i >= 10 {
+			job = "a"
+		}
+		ps = append(ps, store.RunInsertParams{Job: job, Trigger: jobs.TriggerManual, Retry: jobs.RetryPolicy{MaxAttempts: 1},
+			Now: at.Add(time.Duration(i) * time.Millisecond)})
+	}
+	if _, err := s.RunsInsert(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		job  string
+		scan int
+		want bool
+	}{
+		{"a", 20, true},  // the 11th due run is a's
+		{"a", 11, true},  // the last of the scan
+		{"a", 5, true},   // 5 due runs of others: a's may follow
+		{"b", 20, false}, // 12 due runs, none b's
+		{"b", 12, true},  // as many due runs as the scan: b's may follow
+	} {
+		got, err := dueAmongHeads(ctx, s.read(), at.Add(time.Minute).UnixMicro(), c.scan, map[string]int{c.job: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("job %s, scan %d: %v, want %v", c.job, c.scan, got, c.want)
+		}
+	}
+	// Not yet due: nothing.
+	if got, err := dueAmongHeads(ctx, s.read(), at.Add(-time.Minute).UnixMicro(), 20, map[string]int{"a": 0}); err != nil || got {
+		t.Errorf("before the runs are due: %v, %v", got, err)
+	}
+}
