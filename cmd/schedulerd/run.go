@@ -142,14 +142,18 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := sched.Start(ctx); err != nil {
 		return err
 	}
-	settleMemory()
 	ctl.Start()
 	if hs != nil {
 		hs.Start()
 	}
 	logger.Info("schedulerd running", "version", version, "config", cfg.Path, "node", d.NodeID,
 		"store", storeLogValue(d), "jobs", len(cfg.Jobs))
+	// READY=1 as soon as the scheduler runs and the sockets serve: the
+	// collection that hands the start's garbage back comes after it, so
+	// that systemd does not count that time, or an attempt that ends the
+	// process meanwhile, against the start.
 	notify(daemon.SdNotifyReady, fmt.Sprintf("STATUS=running %d jobs", len(cfg.Jobs)))
+	settleMemory()
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
