@@ -695,8 +695,9 @@ func TestClaimPassesRunsAnotherClaimHolds(t *testing.T) {
 // TestClaimOfOneJobIsOneStatement: a claim of one job without a
 // concurrency limit is one statement, also when other jobs' runs are due
 // before its own (it took three: the first due runs, which were not its,
-// then which jobs have due runs, then the claim). A job with a limit keeps the first
-// read, so that a poll with nothing of it due takes no lock.
+// then which jobs have due runs, then the claim). A job with a limit
+// keeps the first read, so that a poll with nothing of it due takes no
+// lock.
 func TestClaimOfOneJobIsOneStatement(t *testing.T) {
 	s, _ := openTest(t)
 	ctx := t.Context()

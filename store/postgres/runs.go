@@ -531,7 +531,7 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 		return nil, errors.New("claim runs: node and incarnation must be set")
 	}
 	scan := store.DueScan(p.Limit)
-	if p.Due && len(p.Jobs) <= scan || oneUnlimited(p.Jobs) {
+	if (p.Due && len(p.Jobs) <= scan) || oneUnlimited(p.Jobs) {
 		// The caller knows these jobs to have due runs (ticks it fired
 		// ahead): one index probe per job costs less than reading which
 		// jobs the first due runs belong to. A claim of one job without a
