@@ -700,6 +700,7 @@ func TestClaimPassesRunsAnotherClaimHolds(t *testing.T) {
 // lock.
 func TestClaimOfOneJobIsOneStatement(t *testing.T) {
 	s, _ := openTest(t)
+	waitListening(t, s) // its LISTEN counts as a statement
 	ctx := t.Context()
 	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	var ps []store.RunInsertParams
