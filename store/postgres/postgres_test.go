@@ -648,14 +648,7 @@ func TestClaimPassesRunsAnotherClaimHolds(t *testing.T) {
 	s, dsn := openTest(t)
 	ctx := t.Context()
 	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	ps := make([]store.RunInsertParams, 30)
-	for i := range ps {
-		ps[i] = store.RunInsertParams{Job: "a", Trigger: jobs.TriggerManual, Retry: jobs.RetryPolicy{MaxAttempts: 1},
-			Now: at.Add(time.Duration(i) * time.Millisecond)}
-	}
-	if _, err := s.RunsInsert(ctx, ps); err != nil {
-		t.Fatal(err)
-	}
+	storetest.InsertBacklog(t, s, at, slices.Repeat([]string{"a"}, 30)...)
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -703,18 +696,7 @@ func TestClaimOfOneJobIsOneStatement(t *testing.T) {
 	waitListening(t, s) // its LISTEN counts as a statement
 	ctx := t.Context()
 	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	var ps []store.RunInsertParams
-	for i := range 300 {
-		job := "other"
-		if i >= 290 {
-			job = "a"
-		}
-		ps = append(ps, store.RunInsertParams{Job: job, Trigger: jobs.TriggerManual, Retry: jobs.RetryPolicy{MaxAttempts: 1},
-			Now: at.Add(time.Duration(i) * time.Millisecond)})
-	}
-	if _, err := s.RunsInsert(ctx, ps); err != nil {
-		t.Fatal(err)
-	}
+	storetest.InsertBacklog(t, s, at, append(slices.Repeat([]string{"other"}, 290), slices.Repeat([]string{"a"}, 10)...)...)
 	claim := func(limit int) []*jobs.Run {
 		t.Helper()
 		runs, err := s.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "i", Jobs: map[string]int{"a": limit},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -534,18 +535,7 @@ func TestDueAmongHeads(t *testing.T) {
 	s := openTest(t, filepath.Join(t.TempDir(), "schedulerd.db"), false)
 	defer s.Close()
 	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	var ps []store.RunInsertParams
-	for i := range 12 {
-		job := "other"
-		if i >= 10 {
-			job = "a"
-		}
-		ps = append(ps, store.RunInsertParams{Job: job, Trigger: jobs.TriggerManual, Retry: jobs.RetryPolicy{MaxAttempts: 1},
-			Now: at.Add(time.Duration(i) * time.Millisecond)})
-	}
-	if _, err := s.RunsInsert(ctx, ps); err != nil {
-		t.Fatal(err)
-	}
+	storetest.InsertBacklog(t, s, at, append(slices.Repeat([]string{"other"}, 10), slices.Repeat([]string{"a"}, 2)...)...)
 	for _, c := range []struct {
 		job  string
 		scan int

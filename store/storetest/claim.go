@@ -274,17 +274,14 @@ func testClaimReturnsStored(t *testing.T, s store.Store) {
 func testClaimPastTheScan(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	ahead := store.DueScan(1) + 300
-	var ps []store.RunInsertParams
-	for i := range ahead {
-		job := "other"
+	names := make([]string, ahead)
+	for i := range names {
+		names[i] = "other"
 		if i%2 == 0 {
-			job = "busy"
+			names[i] = "busy"
 		}
-		ps = append(ps, manual(job, t0.Add(time.Duration(i)*time.Millisecond)))
 	}
-	if _, err := s.RunsInsert(ctx, ps); err != nil {
-		t.Fatal(err)
-	}
+	InsertBacklog(t, s, t0, names...)
 	late := manual("quiet", t0.Add(time.Hour))
 	quiet := mustInsert(t, s, late)
 	limits := map[string]int{"busy": 1, "quiet": 0}
