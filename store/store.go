@@ -156,7 +156,7 @@ func LostFrom(inc string) (string, bool) { return strings.CutPrefix(inc, lostPre
 // incarnation and hb its heartbeat.
 func NodeMismatch(nodeID, incarnation string, heartbeatAt time.Time, other string, hb time.Time) error {
 	if other != incarnation || heartbeatAt.IsZero() {
-		return NodeFenced(nodeID, incarnation, other)
+		return fmt.Errorf("%w: node %s belongs to incarnation %s, not %s", ErrFenced, nodeID, other, incarnation)
 	}
 	return fmt.Errorf("%w: node %s heartbeated at %s, after %s", ErrFenced, nodeID,
 		hb.UTC().Format(time.RFC3339Nano), heartbeatAt.UTC().Format(time.RFC3339Nano))
@@ -171,12 +171,6 @@ func NodeHeld(id string, held *Node) error {
 		inc, host, pid = held.Incarnation, held.Host, held.PID
 	}
 	return fmt.Errorf("%w: node id %s is held by incarnation %q (host %s, pid %d)", ErrLocked, id, inc, host, pid)
-}
-
-// NodeFenced is the ErrFenced of a write of node nodeID's row by
-// incarnation when the row belongs to the incarnation other.
-func NodeFenced(nodeID, incarnation, other string) error {
-	return fmt.Errorf("%w: node %s belongs to incarnation %s, not %s", ErrFenced, nodeID, other, incarnation)
 }
 
 // Node is a registered daemon process.
