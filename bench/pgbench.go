@@ -90,8 +90,8 @@ func runPgbench(ctx context.Context, e *env) error {
 	rep.Note(secPgbench, "Shapes: the same pgbench method, batched 64, %d clients, on schedulerd's own schema (made by "+
 		"its migrations, seeded with pending runs): the claim and completion statements shaped as schedulerd's "+
 		"writes per run (the runs update at claim and at completion, with its indexes; at completion an attempts "+
-		"row and the claim's and the completion's events), the same with the attempt and the claim's event written "+
-		"at the claim and the attempt finished at completion (as before migration 006), the runs updates alone, and a hot path of one small queue table (claimed rows updated, "+
+		"row, which also stands for the claim's and the completion's events), the same with both events written "+
+		"as rows of events at completion (as before migration 007), the runs updates alone, and a hot path of one small queue table (claimed rows updated, "+
 		"deleted at completion and written as finished history to a table of the runs columns with three "+
 		"indexes: id; job, created; created; no attempts or events rows). What the "+
 		"schema lets the server do, without the engine; the fraction compares schedulerd's 1-node throughput.",

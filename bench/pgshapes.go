@@ -11,7 +11,7 @@ import (
 // per claim and per completion, on schedulerd's own schema (made by its
 // migrations): what the server can do with the rows schedulerd writes per
 // run (the first, which the fraction compares with), with those it wrote
-// before migration 006, with the runs rows alone, and with a hot path of
+// before migration 007, with the runs rows alone, and with a hot path of
 // one small queue table whose rows move at completion to a history table
 // with the runs columns and three indexes (id; job, created; created).
 // They say how far the schema, not the
@@ -21,7 +21,23 @@ var pgbenchShapes = []struct {
 	queue bool // seeded into run_queue, the history row written at completion
 	text  string
 }{
-	{"schedulerd's rows: runs (its indexes); the attempt and both events written at completion", false, `BEGIN;
+	{"schedulerd's rows: runs (its indexes); at completion the attempt, which stands for both events", false, `BEGIN;
+UPDATE runs SET status = 'running', attempt = attempt + 1, node = 'n' || :client_id, incarnation = 'i',
+    started_at = now(), updated_at = now(), reason = 'claimed', claimed_from = status
+  WHERE id IN (SELECT id FROM runs WHERE status IN ('pending', 'retrying') AND not_before <= now()
+    ORDER BY not_before, created_at, id LIMIT 64 FOR UPDATE SKIP LOCKED);
+COMMIT;
+BEGIN;
+WITH c AS (UPDATE runs SET status = 'completed', finished_at = now(), updated_at = now(), reason = 'succeeded', exit_code = 0,
+    claimed_from = NULL
+  WHERE node = 'n' || :client_id AND status = 'running' RETURNING id, attempt, started_at),
+a AS (INSERT INTO attempts (run_id, number, node, incarnation, started_at, finished_at, status, exit_code, reason,
+    claimed_from, end_node)
+  SELECT id, attempt, 'n' || :client_id, 'i', started_at, now(), 'completed', 0, 'succeeded', 'pending', 'n' || :client_id FROM c)
+SELECT count(*) FROM c;
+COMMIT;
+`},
+	{"before migration 007 (PostgreSQL): both events written as rows at completion", false, `BEGIN;
 UPDATE runs SET status = 'running', attempt = attempt + 1, node = 'n' || :client_id, incarnation = 'i',
     started_at = now(), updated_at = now(), reason = 'claimed', claimed_from = status
   WHERE id IN (SELECT id FROM runs WHERE status IN ('pending', 'retrying') AND not_before <= now()
@@ -37,28 +53,6 @@ e AS (INSERT INTO events (run_id, time, node, attempt, from_status, to_status, r
   SELECT id, t, 'n' || :client_id, attempt, f, s, r FROM c
   CROSS JOIN LATERAL (VALUES (1, started_at, 'pending', 'running', 'claimed'), (2, now(), 'running', 'completed', 'succeeded'))
     v(k, t, f, s, r) ORDER BY id, k)
-SELECT count(*) FROM c;
-COMMIT;
-`},
-	{"before migration 006 (PostgreSQL): the attempt and the claim's event written at the claim", false, `BEGIN;
-WITH c AS (UPDATE runs SET status = 'running', attempt = attempt + 1, node = 'n' || :client_id, incarnation = 'i',
-    started_at = now(), updated_at = now(), reason = 'claimed'
-  WHERE id IN (SELECT id FROM runs WHERE status IN ('pending', 'retrying') AND not_before <= now()
-    ORDER BY not_before, created_at, id LIMIT 64 FOR UPDATE SKIP LOCKED)
-  RETURNING id, attempt),
-a AS (INSERT INTO attempts (run_id, number, node, incarnation, started_at, status)
-  SELECT id, attempt, 'n' || :client_id, 'i', now(), 'running' FROM c),
-e AS (INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason)
-  SELECT id, now(), 'n' || :client_id, attempt, 'pending', 'running', 'claimed' FROM c)
-SELECT count(*) FROM c;
-COMMIT;
-BEGIN;
-WITH c AS (UPDATE runs SET status = 'completed', finished_at = now(), updated_at = now(), reason = 'succeeded', exit_code = 0
-  WHERE node = 'n' || :client_id AND status = 'running' RETURNING id, attempt),
-a AS (UPDATE attempts SET finished_at = now(), status = 'completed', exit_code = 0, reason = 'succeeded'
-  FROM c WHERE attempts.run_id = c.id AND attempts.number = c.attempt),
-e AS (INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason)
-  SELECT id, now(), 'n' || :client_id, attempt, 'running', 'completed', 'succeeded' FROM c)
 SELECT count(*) FROM c;
 COMMIT;
 `},

@@ -15,9 +15,11 @@ import (
 // changes collects what a batch of transitions (and of cancel requests)
 // writes, decided in Go under the row locks of the runs, so that it is sent
 // at once with a statement per table: the last state of each run that
-// changed, the attempts that ended, and the events in order (with the
-// claim's event before the end of each attempt whose claim wrote only the
-// run).
+// changed, the attempts that ended, and the events in order. An attempt
+// whose claim wrote only the run (claimed_from) ends with a row that also
+// stands for its claim's event and its end's (migration 007); the end of an
+// attempt whose claim wrote its row and event (a node of an earlier
+// version) writes its end's event.
 type changes struct {
 	runs     []runChange
 	index    map[string]int // position in runs by run id
@@ -62,16 +64,16 @@ func (ch *changes) transition(runs map[string]*jobs.Run, t jobs.Transition, now 
 		return nil, fmt.Errorf("run window: %w", err)
 	}
 	ch.setRun(next, at)
+	runs[t.RunID] = next
 	if cur.Status == jobs.StatusRunning {
 		ch.attempts = append(ch.attempts, attemptEnd{run: cur, at: at, t: t})
 		ch.leaving = true
 		if cur.ClaimedFrom != "" {
-			ch.events = append(ch.events, store.ClaimEvent(cur))
+			return next, nil // the attempt's row stands for both events
 		}
 	}
 	ch.events = append(ch.events, jobs.Event{RunID: cur.ID, Time: at, Node: t.Node, Attempt: cur.Attempt,
 		From: cur.Status, To: t.To, Reason: t.Reason, Message: cleanText(t.Error)})
-	runs[t.RunID] = next
 	return next, nil
 }
 
@@ -98,8 +100,11 @@ func (ch *changes) setRun(run *jobs.Run, at time.Time) {
 
 // The statements of changes. Each takes its rows as arrays, one per column.
 //
-// sqlEndAttempts writes each attempt that ended whole; an attempt whose
-// claim made its row (a node of an earlier version) has that row finished.
+// sqlEndAttempts writes each attempt that ended whole, with the status its
+// claim took the run from and the node that ended it, from which RunEvents
+// reads its claim's and its end's events; an attempt whose claim made its
+// row (a node of an earlier version) has that row finished, and its
+// claimed_from stays NULL: its events are rows of events.
 const (
 	sqlUpdateRuns = `UPDATE runs SET status = u.status, reason = u.reason, error = u.error,
 			exit_code = u.exit_code, not_before = u.not_before, finished_at = u.finished_at,
@@ -109,9 +114,10 @@ const (
 			AS u(id, status, reason, error, exit_code, not_before, finished_at, updated_at, cancel_requested, claimed_from)
 		WHERE runs.id = u.id`
 	sqlEndAttempts = `INSERT INTO attempts (run_id, number, node, incarnation, started_at, finished_at, status,
-			exit_code, error, reason, output, output_bytes, truncated)
+			exit_code, error, reason, output, output_bytes, truncated, claimed_from, end_node)
 		SELECT * FROM unnest($1::text[], $2::int4[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[],
-			$7::text[], $8::int4[], $9::text[], $10::text[], $11::bytea[], $12::int8[], $13::bool[])
+			$7::text[], $8::int4[], $9::text[], $10::text[], $11::bytea[], $12::int8[], $13::bool[], $14::text[],
+			$15::text[])
 		` + sqlAttemptMade
 	// sqlAttemptMade finishes an attempt row that its claim made.
 	sqlAttemptMade = `ON CONFLICT (run_id, number) DO UPDATE SET finished_at = EXCLUDED.finished_at,
@@ -125,30 +131,25 @@ const (
 )
 
 // sqlChangeRun writes one transition of one run: the same writes as
-// sqlUpdateRuns, sqlEndAttempts (when $10) and sqlInsertEvents (the claim's
-// event first when $23 is its from status), in one statement with scalar
-// parameters: one plan of primary-key lookups, where the three statements
-// over arrays are planned each. No transition leads to running, so the run
-// owes no claim's event after it.
+// sqlUpdateRuns, sqlEndAttempts (when $10) and sqlInsertEvents (when $25),
+// in one statement with scalar parameters: one plan of primary-key lookups,
+// where the three statements over arrays are planned each. No transition
+// leads to running, so claimed_from is NULL after it.
 const sqlChangeRun = `WITH r AS (
 		UPDATE runs SET status = $2, reason = $3, error = $4, exit_code = $5, not_before = $6,
 			finished_at = $7, updated_at = $8, cancel_requested = $9, claimed_from = NULL
 		WHERE id = $1 RETURNING id
 	), a AS (
 		INSERT INTO attempts (run_id, number, node, incarnation, started_at, finished_at, status,
-			exit_code, error, reason, output, output_bytes, truncated)
+			exit_code, error, reason, output, output_bytes, truncated, claimed_from, end_node)
 		SELECT $1, $11::int4, $12::text, $13::text, $14::timestamptz, $15::timestamptz, $16::text,
-			$17::int4, $18::text, $19::text, $20::bytea, $21::int8, $22::boolean
+			$17::int4, $18::text, $19::text, $20::bytea, $21::int8, $22::boolean, $23::text, $24::text
 		WHERE $10::boolean
 		` + sqlAttemptMade + `
 	), e AS (
 		INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
-		SELECT $1, time, node, attempt, from_status, to_status, reason, message FROM (VALUES
-			(1, $14::timestamptz, $12::text, $11::int4, $23::text, 'running', 'claimed', ''),
-			(2, $24::timestamptz, $25::text, $26::int4, $27::text, $28::text, $29::text, $30::text))
-			AS v(ord, time, node, attempt, from_status, to_status, reason, message)
-		WHERE ord = 2 OR $23::text IS NOT NULL
-		ORDER BY ord
+		SELECT $1, $26::timestamptz, $27::text, $28::int4, $29::text, $30::text, $31::text, $32::text
+		WHERE $25::boolean
 	)
 	SELECT count(*) FROM r`
 
@@ -158,7 +159,7 @@ func (ch *changes) queue(c *conn, b *pgx.Batch) {
 	if ch.leaving {
 		c.wake()
 	}
-	if len(ch.runs) == 1 && len(ch.attempts) <= 1 && len(ch.events) == 1+ch.claimEvents() {
+	if len(ch.runs) == 1 && len(ch.attempts) <= 1 && len(ch.events) <= 1 && len(ch.attempts)+len(ch.events) > 0 {
 		ch.queueOne(b)
 		return
 	}
@@ -196,6 +197,7 @@ func (ch *changes) queue(c *conn, b *pgx.Batch) {
 			outputs                                              [][]byte
 			outputBytes                                          []int64
 			truncated                                            []bool
+			claimedFrom, endNodes                                []pgtype.Text
 		)
 		for _, a := range ch.attempts {
 			r := a.run
@@ -205,9 +207,11 @@ func (ch *changes) queue(c *conn, b *pgx.Batch) {
 			exitCodes, errs = append(exitCodes, int4Arg(a.t.ExitCode)), append(errs, cleanText(a.t.Error))
 			reasons, outputs = append(reasons, string(a.t.Reason)), append(outputs, bytesOf(a.t.Output))
 			outputBytes, truncated = append(outputBytes, a.t.OutputBytes), append(truncated, a.t.Truncated)
+			from, by := a.derived()
+			claimedFrom, endNodes = append(claimedFrom, from), append(endNodes, by)
 		}
 		b.Queue(sqlEndAttempts, runIDs, numbers, nodes, incarnations, startedAt, finishedAt, statuses, exitCodes, errs,
-			reasons, outputs, outputBytes, truncated)
+			reasons, outputs, outputBytes, truncated, claimedFrom, endNodes)
 	}
 	if len(ch.events) > 0 {
 		var (
@@ -224,31 +228,38 @@ func (ch *changes) queue(c *conn, b *pgx.Batch) {
 	}
 }
 
-// claimEvents is how many of the events are claims' events.
-func (ch *changes) claimEvents() int {
-	n := 0
-	for _, a := range ch.attempts {
-		if a.run.ClaimedFrom != "" {
-			n++
-		}
+// derived is what an attempt's row holds for RunEvents to read its claim's
+// and its end's events from: the status its claim took the run from and
+// the node that ended it; NULL and NULL when the claim wrote the attempt's
+// row and event.
+func (a attemptEnd) derived() (claimedFrom, endNode pgtype.Text) {
+	if a.run.ClaimedFrom == "" {
+		return pgtype.Text{}, pgtype.Text{}
 	}
-	return n
+	return textArg(string(a.run.ClaimedFrom)), pgtype.Text{String: a.t.Node, Valid: true}
 }
 
-// queueOne queues sqlChangeRun for changes of one transition.
+// queueOne queues sqlChangeRun for changes of one run: at most one attempt
+// and at most one event.
 func (ch *changes) queueOne(b *pgx.Batch) {
-	u, e := ch.runs[0], ch.events[len(ch.events)-1]
+	u := ch.runs[0]
 	r := u.run
 	a := attemptEnd{run: &jobs.Run{}}
 	if len(ch.attempts) == 1 {
 		a = ch.attempts[0]
 	}
+	var e jobs.Event
+	if len(ch.events) == 1 {
+		e = ch.events[0]
+	}
+	from, by := a.derived()
 	b.Queue(sqlChangeRun, r.ID, string(r.Status), string(r.Reason), r.Error, int4Arg(r.ExitCode), tsArg(r.NotBefore),
 		tsArg(r.FinishedAt), tsArg(u.updatedAt), r.CancelRequested,
 		len(ch.attempts) == 1, int32(a.run.Attempt), a.run.Node, a.run.Incarnation, tsArg(a.run.StartedAt),
 		tsArg(a.at), string(a.t.To), int4Arg(a.t.ExitCode), cleanText(a.t.Error), string(a.t.Reason),
-		bytesOf(a.t.Output), a.t.OutputBytes, a.t.Truncated, textArg(string(a.run.ClaimedFrom)),
-		tsArg(e.Time), e.Node, int32(e.Attempt), string(e.From), string(e.To), string(e.Reason), e.Message,
+		bytesOf(a.t.Output), a.t.OutputBytes, a.t.Truncated, from, by,
+		len(ch.events) == 1, tsArg(e.Time), e.Node, int32(e.Attempt), string(e.From), string(e.To),
+		string(e.Reason), e.Message,
 	).QueryRow(func(row pgx.Row) error {
 		var n int
 		if err := row.Scan(&n); err != nil {

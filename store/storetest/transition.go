@@ -283,7 +283,7 @@ func testTransitionRace(t *testing.T, s store.Store) {
 // testClaimHistory: a running attempt and its claim's event read the same
 // while the attempt runs (a store may write them only when it ends) as
 // after it, through a cancel request, a retry and a second claim, whether
-// the end is written alone or in a batch.
+// the end is written alone or in a batch, and an end by another node.
 func testClaimHistory(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	wantRunning := func(r *jobs.Run, from jobs.Status, history []jobs.Event) {
@@ -344,6 +344,30 @@ func testClaimHistory(t *testing.T, s store.Store) {
 			t.Fatalf("attempts of %s: %+v, %v", r.Job, attempts, err)
 		}
 		wantCompleted(t, attempts[0], r, end)
+	}
+
+	// A node that recovers a lost attempt names itself in its end's event,
+	// and the cancel of the retry comes after that end in the history,
+	// although its time is earlier: the nodes' clocks differ.
+	mustInsert(t, s, manual("d", t0))
+	d := claimOne(t, s, "d", incA, t0.Add(time.Second))
+	lostAt, cancelAt := t0.Add(10*time.Second), t0.Add(5*time.Second)
+	res := jobs.Result{Err: errors.New("node b went silent")}
+	if r := mustTransition(t, s, jobs.FailAttempt(d, fenceOf(d), nodeA, res, jobs.ReasonNodeLost, lostAt, nil)); r.Status != jobs.StatusRetrying {
+		t.Fatalf("recovered run is %s, want retrying", r.Status)
+	}
+	if _, err := s.RunCancel(ctx, d.ID, nodeB, jobs.ReasonCancelled, cancelAt); err != nil {
+		t.Fatal(err)
+	}
+	wantEvents(t, mustEvents(t, s, d.ID), []jobs.Event{createdEvent(d), claimedEvent(d, jobs.StatusPending),
+		{RunID: d.ID, Time: lostAt, Node: nodeA, Attempt: 1, From: jobs.StatusRunning, To: jobs.StatusRetrying,
+			Reason: jobs.ReasonNodeLost, Message: "node b went silent"},
+		{RunID: d.ID, Time: cancelAt, Node: nodeB, Attempt: 1, From: jobs.StatusRetrying, To: jobs.StatusCancelled,
+			Reason: jobs.ReasonCancelled}})
+	attempts, err = s.RunAttempts(ctx, d.ID)
+	if err != nil || len(attempts) != 1 || attempts[0].Node != nodeB || attempts[0].Status != jobs.StatusRetrying ||
+		attempts[0].Reason != jobs.ReasonNodeLost {
+		t.Fatalf("attempts of d: %+v, %v", attempts, err)
 	}
 }
 

@@ -1,0 +1,13 @@
+-- The claim's event and the end's event of an attempt are read from its
+-- attempt row instead of being written as rows of events. An attempt's row
+-- holds all they say but two things: the status its claim took the run
+-- from (claimed_from) and the node that ended it (end_node), which differs
+-- from the attempt's node when another node recovered the run. pgbench of
+-- the claim and completion statements on this schema did about 10-14% more
+-- runs per second without the two event rows per run.
+--
+-- An attempt row with claimed_from NULL (written by a node of an earlier
+-- version, or by its claim before migration 006) stands for no event: its
+-- events are rows of events. Adding nullable columns without a default
+-- rewrites nothing.
+ALTER TABLE attempts ADD COLUMN claimed_from text, ADD COLUMN end_node text;
