@@ -1018,11 +1018,10 @@ const (
 	sqlRunEvents = `SELECT ` + eventColumns + ` FROM (
 			SELECT attempt AS n, 2 AS k, id AS seq, ` + eventColumns + ` FROM events WHERE run_id = $1
 			UNION ALL
-			SELECT number, 0, 0, run_id, started_at, node, number, claimed_from, 'running', 'claimed', ''
-			FROM attempts WHERE run_id = $1 AND claimed_from IS NOT NULL
-			UNION ALL
-			SELECT number, 1, 0, run_id, finished_at, end_node, number, 'running', status, reason, error
-			FROM attempts WHERE run_id = $1 AND claimed_from IS NOT NULL
+			SELECT number, v.* FROM attempts CROSS JOIN LATERAL (VALUES
+				(0, 0::bigint, run_id, started_at, node, number, claimed_from, 'running', 'claimed', ''),
+				(1, 0, run_id, finished_at, end_node, number, 'running', status, reason, error)) v
+			WHERE run_id = $1 AND claimed_from IS NOT NULL
 			UNION ALL
 			SELECT attempt, 0, 0, id, started_at, node, attempt, claimed_from, 'running', 'claimed', '' FROM runs
 			WHERE id = $1 AND status = 'running' AND claimed_from IS NOT NULL) e
