@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -376,10 +377,32 @@ func TestClusterRecoveryAfterKill(t *testing.T) {
 	if took > limit {
 		t.Errorf("recovery took %s, more than inactive_threshold + heartbeat_interval + 2s = %s", took, limit)
 	}
+	survivor := "node-1"
+	if victim == survivor {
+		survivor = "node-2"
+	}
 	for _, id := range moved {
 		atts, err := c.st.RunAttempts(context.Background(), id)
 		if err != nil || len(atts) < 2 || atts[0].Reason != jobs.ReasonNodeLost {
 			t.Errorf("run %s: first attempt should end node_lost: %+v %v", id, atts, err)
+		}
+		// The history: the victim's claim, the end of its attempt by the
+		// node that recovered it, then the next claim.
+		evs, err := c.st.RunEvents(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var path []string
+		for _, e := range evs {
+			path = append(path, fmt.Sprintf("%d %s->%s %s by %s", e.Attempt, e.From, e.To, e.Reason, e.Node))
+		}
+		want := []string{
+			"1 pending->running claimed by " + victim,
+			"1 running->retrying node_lost by " + survivor,
+			"2 retrying->running claimed by " + survivor,
+		}
+		if len(path) < 4 || !slices.Equal(path[1:4], want) {
+			t.Errorf("run %s: events %q, want after its creation %q", id, path, want)
 		}
 	}
 }
