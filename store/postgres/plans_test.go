@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -108,4 +109,85 @@ func TestEarlierClaims(t *testing.T) {
 				SELECT id, started_at, node, attempt, claimed_from, 'running', 'claimed' FROM runs WHERE id = ANY(`+list+`)`,
 			`UPDATE runs SET claimed_from = NULL WHERE id = ANY(`+list+`)`)
 	})
+}
+
+// TestClaimPlansWithStaleStatistics: the claim of many jobs' due runs (a
+// round of ticks fired ahead, claimed at its tick in parts) reads each
+// job's runs from runs_claim and looks the candidates up by id, also when
+// the statistics were taken while few or no runs waited: 10,000 runs then
+// wait, one per job, which the planner does not know. With such
+// statistics it read, for each job, runs_due (every due run of every job:
+// 460 ms for a claim of 500), or, for the candidates, every waiting run
+// through runs_active and runs_due (130 ms). Without migration 008's
+// runs_due or runs_active one of the two cases fails, and so does the
+// second without sqlPickedDue before 008; with 008, these states no longer
+// bring the status indexes into the candidates' lookup.
+func TestClaimPlansWithStaleStatistics(t *testing.T) {
+	for _, waiting := range []int{0, 100} {
+		t.Run(fmt.Sprintf("%d waiting when analyzed", waiting), func(t *testing.T) {
+			testClaimPlansWithStaleStatistics(t, waiting)
+		})
+	}
+}
+
+func testClaimPlansWithStaleStatistics(t *testing.T, waiting int) {
+	_, dsn := openTest(t)
+	admin(t, dsn,
+		// The history: 30,000 completed runs of 10,000 jobs, and runs that
+		// wait for a later time, analyzed and vacuumed.
+		`INSERT INTO runs (id, job, status, attempt, max_attempts, trigger_kind, scheduled_at, not_before,
+			created_at, updated_at, finished_at, node, retry)
+		SELECT 'h' || lpad(g::text, 12, '0'), 'job-' || lpad((g % 10000)::text, 5, '0'),
+			CASE WHEN g % 30 = 0 THEN 'cancelled' ELSE 'completed' END,
+			1, 1, 'schedule', now() - g * interval '1 minute', now() - g * interval '1 minute',
+			now() - g * interval '1 minute', now(), now(), 'node-1', '{}'
+		FROM generate_series(1, 30000) g`,
+		fmt.Sprintf(`INSERT INTO runs (id, job, status, attempt, max_attempts, trigger_kind, scheduled_at, not_before,
+			created_at, updated_at, node, retry)
+		SELECT 'w' || lpad(g::text, 12, '0'), 'job-' || lpad(g::text, 5, '0'), 'pending',
+			0, 1, 'schedule', now(), now() + interval '1 hour', now(), now(), '', '{}'
+		FROM generate_series(1, %d) g`, waiting),
+		`VACUUM ANALYZE runs`,
+		// Then a round: one waiting run per job, due now.
+		`INSERT INTO runs (id, job, status, attempt, max_attempts, trigger_kind, scheduled_at, not_before,
+			created_at, updated_at, node, retry)
+		SELECT 'r' || lpad(g::text, 12, '0'), 'job-' || lpad(g::text, 5, '0'), 'pending',
+			0, 1, 'schedule', now(), now() - interval '1 second', now(), now(), '', '{}'
+		FROM generate_series(0, 9999) g`)
+
+	part := make([]string, 500)
+	limits, caps := make([]int32, len(part)), make([]int32, len(part))
+	for i := range part {
+		part[i], limits[i], caps[i] = fmt.Sprintf("job-%05d", 2*i), 1, int32(len(part))
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	explain := func(sql string, args ...any) string {
+		t.Helper()
+		rows, err := conn.Query(ctx, "EXPLAIN "+sql, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(lines, "\n")
+	}
+	plan := explain(sqlClaim, part, nil, len(part), limits, "node-1", "inc", caps)
+	for _, ix := range []string{"runs_due", "runs_active", "runs_status_created", "Seq Scan on runs"} {
+		if strings.Contains(plan, ix) {
+			t.Errorf("the claim's plan reads %s; want each job's due runs from runs_claim and the candidates by id:\n%s", ix, plan)
+		}
+	}
+	for _, ix := range []string{"runs_claim", "runs_pkey"} {
+		if !strings.Contains(plan, ix) {
+			t.Errorf("the claim's plan does not read %s:\n%s", ix, plan)
+		}
+	}
 }

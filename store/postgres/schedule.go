@@ -143,7 +143,7 @@ const (
 		JOIN unnest($1::text[], $2::timestamptz[]) AS k(job, scheduled_at)
 			ON o.job = k.job AND o.scheduled_at = k.scheduled_at`
 	sqlLockActiveRuns = `SELECT ` + runColumns + `, now() FROM runs
-		WHERE job = ANY($1::text[]) AND status IN ` + sqlActive + ` ORDER BY id FOR UPDATE`
+		WHERE job = ANY($1::text[]) AND status IN ` + sqlActive + ` AND ` + sqlNamedJobs + ` ORDER BY id FOR UPDATE`
 )
 
 var sqlAdvanceCursors = `UPDATE cursors SET last = u.last, skipped = cursors.skipped + u.skipped,
