@@ -305,6 +305,7 @@ type partClaims struct {
 	all      int
 	mu       sync.Mutex
 	inflight int
+	most     int // the most parts claimed at once
 	overlap  bool
 	parts    int
 	named    map[string]int
@@ -322,7 +323,9 @@ func (s *partClaims) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*job
 	for name := range p.Jobs {
 		s.named[name]++
 	}
-	if s.inflight++; s.inflight == 2 {
+	s.inflight++
+	s.most = max(s.most, s.inflight)
+	if s.inflight == 2 && !s.overlap {
 		s.overlap = true
 		close(s.two)
 	}
@@ -353,6 +356,37 @@ func TestFireAheadClaimsPartsSideBySide(t *testing.T) {
 	defer st.mu.Unlock()
 	if st.parts != 4 || !st.overlap {
 		t.Fatalf("%d parts claimed, side by side: %v; want 4 at once", st.parts, st.overlap)
+	}
+	for i := range n {
+		if name := fmt.Sprintf("job-%03d", i); st.named[name] != 1 {
+			t.Fatalf("%s named by %d parts, want 1", name, st.named[name])
+		}
+	}
+}
+
+// TestFireAheadLargeRoundClaimsPartsSideBySide: on a store whose writes
+// run side by side, a round of more than 4*fireBatch jobs is claimed in
+// parts of fireBatch, sideBySide of them at a time, each over its own
+// jobs, and every tick runs once.
+func TestFireAheadLargeRoundClaimsPartsSideBySide(t *testing.T) {
+	const n = 4*fireBatch + 100
+	var st *partClaims
+	h := manyJobs(t, n, func(s store.Store) store.Store {
+		st = &partClaims{Store: s, all: n, named: map[string]int{}, two: make(chan struct{})}
+		return st
+	})
+	tick := t0.Add(time.Minute)
+	h.advanceTo(tick.Add(-lead))
+	if runs := h.runs(""); len(runs) != n {
+		t.Fatalf("%d runs fired by FireLead before the tick, want %d", len(runs), n)
+	}
+	h.clock.Set(tick)
+	handledOnceEach(h, n, tick)
+	h.attemptsDone(n)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.parts != 5 || !st.overlap || st.most > sideBySide {
+		t.Fatalf("%d parts claimed, at most %d at once; want 5, at most %d and more than one at once", st.parts, st.most, sideBySide)
 	}
 	for i := range n {
 		if name := fmt.Sprintf("job-%03d", i); st.named[name] != 1 {
@@ -392,5 +426,88 @@ func TestFireAheadClaimsPartsInTurn(t *testing.T) {
 	part := (n + 2) / 3
 	if want := []int{part, part, part}; !slices.Equal(st.limits, want) {
 		t.Fatalf("claims marked Due with limits %v, want %v", st.limits, want)
+	}
+}
+
+// TestFireAheadLargeRoundEarlier: a round of more than fireBatch jobs at
+// one tick starts firing earlier, roundLeadStep for each further
+// fireBatch, in transactions of fireBatch, so that all its runs are
+// written by FireLead before the tick; at the tick they are claimed in
+// parts of at most fireBatch, and every tick runs once.
+func TestFireAheadLargeRoundEarlier(t *testing.T) {
+	const n = 3*fireBatch + 100
+	var st *dueClaims
+	h := manyJobs(t, n, func(s store.Store) store.Store {
+		st = &dueClaims{Store: s}
+		return st
+	})
+	tick := t0.Add(time.Minute)
+	h.advanceTo(tick.Add(-lead - 3*roundLeadStep - time.Millisecond))
+	if runs := h.runs(""); len(runs) != 0 {
+		t.Fatalf("%d runs before the round's lead", len(runs))
+	}
+	for i, want := range []int{100, 100 + fireBatch, 100 + 2*fireBatch, n} {
+		h.advanceTo(tick.Add(-lead - time.Duration(3-i)*roundLeadStep))
+		runs := h.runs("")
+		if len(runs) != want {
+			t.Fatalf("%s before the tick: %d runs, want %d", lead+time.Duration(3-i)*roundLeadStep, len(runs), want)
+		}
+		for _, r := range runs {
+			if !r.ScheduledAt.Equal(tick) || !r.NotBefore.Equal(tick) || r.Status != jobs.StatusPending {
+				t.Fatalf("run %s of %s: tick %s, not_before %s, %s; want pending for the tick", r.ID, r.Job, r.ScheduledAt, r.NotBefore, r.Status)
+			}
+		}
+	}
+	h.clock.Set(tick)
+	handledOnceEach(h, n, tick)
+	h.attemptsDone(n)
+	for _, r := range h.runs("") {
+		if r.Status != jobs.StatusCompleted || r.Attempt != 1 {
+			t.Fatalf("run %s of %s is %s at attempt %d", r.ID, r.Job, r.Status, r.Attempt)
+		}
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if want := []int{fireBatch, fireBatch, fireBatch, fireBatch}; !slices.Equal(st.limits, want) {
+		t.Fatalf("claims marked Due with limits %v, want %v", st.limits, want)
+	}
+}
+
+// TestRoundLead: a job's rank among the jobs queued for its tick sets how
+// far ahead it fires, at most maxRoundLead beyond FireLead, and never
+// before the job's previous tick; leaving the tick gives the rank back.
+func TestRoundLead(t *testing.T) {
+	s := &Scheduler{cfg: Config{FireLead: lead}, rounds: map[int64]int32{}}
+	every := func(spec string, last time.Time) *jobState {
+		j := newJobState(&jobs.Definition{Name: spec, Schedule: mustSchedule(t, spec)})
+		j.setCursor(&store.Cursor{Last: last})
+		return &j
+	}
+	tick := t0.Add(time.Minute)
+	want := func(j *jobState, at time.Time) {
+		t.Helper()
+		if got := fromMicros(s.fireAtLocked(j)); !got.Equal(at) {
+			t.Fatalf("job of rank %d fires at %s, want %s", j.rank, got.Format(time.StampMicro), at.Format(time.StampMicro))
+		}
+	}
+	first := every("* * * * *", t0)
+	want(first, tick.Add(-lead))
+	s.rounds[tick.UnixMicro()] = fireBatch
+	want(every("* * * * *", t0), tick.Add(-lead-roundLeadStep))
+	s.rounds[tick.UnixMicro()] = 1_000_000
+	want(every("* * * * *", t0), tick.Add(-lead-maxRoundLead))
+
+	// Every second, its previous tick (the cursor) fired ahead at t0+5s:
+	// rank 20*fireBatch+1 would fire the next 1.25 s ahead, before it.
+	prev := t0.Add(5 * time.Second)
+	s.rounds[prev.Add(time.Second).UnixMicro()] = 20 * fireBatch
+	want(every("* * * * * *", prev), prev)
+
+	// The first job's tick fires; queued for the next, it leaves the count.
+	n := s.rounds[tick.UnixMicro()]
+	first.setCursor(&store.Cursor{Last: tick})
+	want(first, tick.Add(time.Minute-lead))
+	if got := s.rounds[tick.UnixMicro()]; got != n-1 {
+		t.Fatalf("jobs ranked for the tick after the first left: %d, want %d", got, n-1)
 	}
 }

@@ -37,7 +37,8 @@ type Config struct {
 	// FireLead is how long before its tick a tick is fired: its run is
 	// written then, pending until the tick (or until ClaimLead before it),
 	// so that at the tick at most the claim is left to do. Default 250ms;
-	// negative: ticks fire at their time.
+	// a round of more than 500 jobs at one tick begins earlier (see
+	// roundLeadLocked); negative: ticks fire at their time.
 	FireLead time.Duration
 	// ClaimLead is how long before its tick the run of a tick fired ahead
 	// is claimed: its attempt is this node's from then on, started_at the
@@ -144,6 +145,8 @@ type Scheduler struct {
 	byName []*jobState
 	cron   []*jobState
 	ticks  tickHeap
+	// rounds counts, by tick, the jobs ranked for it (roundLeadLocked).
+	rounds map[int64]int32
 	// limits is each declared job's concurrency limit, as claims take it.
 	limits map[string]int
 	// ahead holds, by job name, the cursors read or written later than the
@@ -240,6 +243,7 @@ func New(st store.Store, cfg Config, defs []*jobs.Definition) (*Scheduler, error
 		clock:        cfg.Clock,
 		running:      map[string]*attempt{},
 		ahead:        map[string]int64{},
+		rounds:       map[int64]int32{},
 		aheadAt:      noTick,
 		claimedTo:    noTick,
 		claimAheadAt: noTick,
