@@ -24,7 +24,7 @@ var pgbenchShapes = []struct {
 	{"schedulerd's rows: runs (its indexes); at completion the attempt, which stands for both events", false, `BEGIN;
 UPDATE runs SET status = 'running', attempt = attempt + 1, node = 'n' || :client_id, incarnation = 'i',
     started_at = now(), updated_at = now(), reason = 'claimed', claimed_from = status
-  WHERE id IN (SELECT id FROM runs WHERE status IN ('pending', 'retrying') AND job <> '' AND not_before <= now()
+  WHERE id IN (SELECT id FROM runs WHERE (status || '') IN ('pending', 'retrying') AND not_before <= now()
     ORDER BY not_before, created_at, id LIMIT 64 FOR UPDATE SKIP LOCKED);
 COMMIT;
 BEGIN;
@@ -40,7 +40,7 @@ COMMIT;
 	{"before migration 007 (PostgreSQL): both events written as rows at completion", false, `BEGIN;
 UPDATE runs SET status = 'running', attempt = attempt + 1, node = 'n' || :client_id, incarnation = 'i',
     started_at = now(), updated_at = now(), reason = 'claimed', claimed_from = status
-  WHERE id IN (SELECT id FROM runs WHERE status IN ('pending', 'retrying') AND job <> '' AND not_before <= now()
+  WHERE id IN (SELECT id FROM runs WHERE (status || '') IN ('pending', 'retrying') AND not_before <= now()
     ORDER BY not_before, created_at, id LIMIT 64 FOR UPDATE SKIP LOCKED);
 COMMIT;
 BEGIN;
@@ -59,7 +59,7 @@ COMMIT;
 	{"runs rows only (its indexes), no attempts, no events", false, `BEGIN;
 UPDATE runs SET status = 'running', attempt = attempt + 1, node = 'n' || :client_id, incarnation = 'i',
     started_at = now(), updated_at = now(), reason = 'claimed'
-  WHERE id IN (SELECT id FROM runs WHERE status IN ('pending', 'retrying') AND job <> '' AND not_before <= now()
+  WHERE id IN (SELECT id FROM runs WHERE (status || '') IN ('pending', 'retrying') AND not_before <= now()
     ORDER BY not_before, created_at, id LIMIT 64 FOR UPDATE SKIP LOCKED);
 COMMIT;
 BEGIN;

@@ -121,7 +121,8 @@ func TestEarlierClaims(t *testing.T) {
 // through runs_active and runs_due (130 ms). Without migration 008's
 // runs_due or runs_active one of the two cases fails, and so does the
 // second without sqlPickedDue before 008; with 008, these states no longer
-// bring the status indexes into the candidates' lookup.
+// bring the status indexes into the candidates' lookup. The reads of all
+// jobs' first due runs read runs_due only (migration 009).
 func TestClaimPlansWithStaleStatistics(t *testing.T) {
 	for _, waiting := range []int{0, 100} {
 		t.Run(fmt.Sprintf("%d waiting when analyzed", waiting), func(t *testing.T) {
@@ -188,6 +189,22 @@ func testClaimPlansWithStaleStatistics(t *testing.T, waiting int) {
 	for _, ix := range []string{"runs_claim", "runs_pkey"} {
 		if !strings.Contains(plan, ix) {
 			t.Errorf("the claim's plan does not read %s:\n%s", ix, plan)
+		}
+	}
+
+	// The reads of all jobs' first due runs read runs_due only (migration
+	// 009): with 100 runs waiting when analyzed, they read every waiting
+	// run through runs_active and runs_status_created, and sorted them.
+	for name, sql := range map[string]string{
+		"heads of a claim": explain(sqlDueHeads, 2064, nil),
+		"next due run": explain(`SELECT job, not_before FROM runs WHERE `+sqlWaitingOfAll+
+			` ORDER BY not_before, created_at, id LIMIT $1`, 256),
+	} {
+		for _, ix := range []string{"runs_active", "runs_claim", "runs_status_created", "Seq Scan on runs"} {
+			if strings.Contains(sql, ix) || !strings.Contains(sql, "runs_due") {
+				t.Errorf("the %s: want a plan that reads runs_due only, got\n%s", name, sql)
+				break
+			}
 		}
 	}
 }
