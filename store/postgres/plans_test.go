@@ -81,19 +81,25 @@ func TestPlansWithoutHotPathIndexes(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	for name, p := range plans {
-		rows, err := conn.Query(ctx, "EXPLAIN "+p.sql, p.args...)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		plan := strings.Join(lines, "\n")
+		plan := explain(ctx, t, conn, p.sql, p.args...)
 		if strings.Contains(plan, "Seq Scan on runs") || !slices.ContainsFunc(p.index, func(ix string) bool { return strings.Contains(plan, ix) }) {
 			t.Errorf("%s: want a plan that reads %s and no sequential scan of runs, got\n%s", name, p.index, plan)
 		}
 	}
+}
+
+// explain returns the plan of sql with args, as EXPLAIN prints it.
+func explain(ctx context.Context, t *testing.T, conn *pgx.Conn, sql string, args ...any) string {
+	t.Helper()
+	rows, err := conn.Query(ctx, "EXPLAIN "+sql, args...)
+	if err != nil {
+		t.Fatalf("explain %.60q: %v", sql, err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("explain %.60q: %v", sql, err)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // TestEarlierClaims: attempts whose claim wrote their row and event (nodes
@@ -118,8 +124,8 @@ func TestEarlierClaims(t *testing.T) {
 // wait, one per job, which the planner does not know. With such
 // statistics it read, for each job, runs_due (every due run of every job:
 // 460 ms for a claim of 500), or, for the candidates, every waiting run
-// through runs_active and runs_due (130 ms). Without migration 008's
-// runs_due or runs_active one of the two cases fails, and so does the
+// through runs_active and runs_due (130 ms). Before 009, without 008's
+// runs_due or runs_active one of the two cases failed, and so did the
 // second without sqlPickedDue before 008; with 008, these states no longer
 // bring the status indexes into the candidates' lookup. The reads of all
 // jobs' first due runs read runs_due only (migration 009).
@@ -168,19 +174,7 @@ func testClaimPlansWithStaleStatistics(t *testing.T, waiting int) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	explain := func(sql string, args ...any) string {
-		t.Helper()
-		rows, err := conn.Query(ctx, "EXPLAIN "+sql, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.Join(lines, "\n")
-	}
-	plan := explain(sqlClaim, part, nil, len(part), limits, "node-1", "inc", caps)
+	plan := explain(ctx, t, conn, sqlClaim, part, nil, len(part), limits, "node-1", "inc", caps)
 	for _, ix := range []string{"runs_due", "runs_active", "runs_status_created", "Seq Scan on runs"} {
 		if strings.Contains(plan, ix) {
 			t.Errorf("the claim's plan reads %s; want each job's due runs from runs_claim and the candidates by id:\n%s", ix, plan)
@@ -196,9 +190,8 @@ func testClaimPlansWithStaleStatistics(t *testing.T, waiting int) {
 	// 009): with 100 runs waiting when analyzed, they read every waiting
 	// run through runs_active and runs_status_created, and sorted them.
 	for name, sql := range map[string]string{
-		"heads of a claim": explain(sqlDueHeads, 2064, nil),
-		"next due run": explain(`SELECT job, not_before FROM runs WHERE `+sqlWaitingOfAll+
-			` ORDER BY not_before, created_at, id LIMIT $1`, 256),
+		"heads of a claim": explain(ctx, t, conn, sqlDueHeads, 2064, nil),
+		"next due run":     explain(ctx, t, conn, sqlFirstWaiting, 256),
 	} {
 		for _, ix := range []string{"runs_active", "runs_claim", "runs_status_created", "Seq Scan on runs"} {
 			if strings.Contains(sql, ix) || !strings.Contains(sql, "runs_due") {

@@ -402,9 +402,10 @@ func jobLockKey(job string) int32 {
 // claim reads only the runs it takes: neither the runs waiting for a later
 // time nor the history.
 const (
-	sqlClaimAt  = `COALESCE($2::timestamptz, now())`
-	sqlClaimDue = `status IN ` + sqlWaiting + ` AND not_before <= ` + sqlClaimAt +
-		` AND (not_after IS NULL OR not_after > ` + sqlClaimAt + `)`
+	sqlClaimAt = `COALESCE($2::timestamptz, now())`
+	// sqlDueWindow: a waiting run's window holds the claim's time.
+	sqlDueWindow = `not_before <= ` + sqlClaimAt + ` AND (not_after IS NULL OR not_after > ` + sqlClaimAt + `)`
+	sqlClaimDue  = `status IN ` + sqlWaiting + ` AND ` + sqlDueWindow
 	// sqlNamedJobs is the clause of runs_active's condition (migration
 	// 008), true of every run, that the lock of jobs' active runs states
 	// and a read of one job's due runs does not imply: such a read cannot
@@ -415,15 +416,13 @@ const (
 	// index on waiting runs, and no other read can use runs_due.
 	sqlWaitingOfAll = `(status || '') IN ` + sqlWaiting
 	// sqlDueOfAll is sqlClaimDue for those reads.
-	sqlDueOfAll = sqlWaitingOfAll + ` AND not_before <= ` + sqlClaimAt +
-		` AND (not_after IS NULL OR not_after > ` + sqlClaimAt + `)`
+	sqlDueOfAll = sqlWaitingOfAll + ` AND ` + sqlDueWindow
 	// sqlPickedDue is sqlClaimDue that no index serves (see sqlClaim): the
 	// status as COALESCE(status, ''), which is the status (it is NOT NULL)
 	// but neither the status of the other indexes' conditions nor runs_due's
 	// status || ''. (As status || '', the candidates of a round were looked
 	// up through runs_due: 330 ms for a claim of 500.)
-	sqlPickedDue = `COALESCE(status, '') IN ` + sqlWaiting + ` AND not_before <= ` + sqlClaimAt +
-		` AND (not_after IS NULL OR not_after > ` + sqlClaimAt + `)`
+	sqlPickedDue = `COALESCE(status, '') IN ` + sqlWaiting + ` AND ` + sqlDueWindow
 )
 
 // sqlDueJobs returns those of the jobs $1 that have a due run: per job, the
@@ -884,6 +883,11 @@ func (s *Store) RunsRunning(ctx context.Context, node string) ([]*jobs.Run, erro
 	return runs, nil
 }
 
+// sqlFirstWaiting reads the job and not_before of the first $1 waiting runs
+// of all jobs, in start order (runs_due).
+const sqlFirstWaiting = `SELECT job, not_before FROM runs WHERE ` + sqlWaitingOfAll + `
+	ORDER BY not_before, created_at, id LIMIT $1`
+
 // RunsNextDue returns the earliest not_before of the waiting runs of the
 // jobs named by the keys of declared; zero when there is none.
 func (s *Store) RunsNextDue(ctx context.Context, declared map[string]int) (time.Time, error) {
@@ -897,8 +901,7 @@ func (s *Store) RunsNextDue(ctx context.Context, declared map[string]int) (time.
 	// walked the whole backlog: 57% of the server's time in a 200,000-run
 	// burn-down).
 	const scan = 256
-	rows, err := s.read().query(ctx, `SELECT job, not_before FROM runs WHERE `+sqlWaitingOfAll+`
-		ORDER BY not_before, created_at, id LIMIT $1`, scan)
+	rows, err := s.read().query(ctx, sqlFirstWaiting, scan)
 	if err != nil {
 		return time.Time{}, fail("next due run", err)
 	}
