@@ -395,6 +395,17 @@ func TestFireAheadLargeRoundClaimsPartsSideBySide(t *testing.T) {
 	}
 }
 
+// manyJobsDueClaims is manyJobs on a dueClaims store.
+func manyJobsDueClaims(t *testing.T, n int) (*harness, *dueClaims) {
+	t.Helper()
+	var st *dueClaims
+	h := manyJobs(t, n, func(s store.Store) store.Store {
+		st = &dueClaims{Store: s}
+		return st
+	})
+	return h, st
+}
+
 // dueClaims is a store that records the Limit of each claim marked Due.
 type dueClaims struct {
 	store.Store
@@ -436,11 +447,7 @@ func TestFireAheadClaimsPartsInTurn(t *testing.T) {
 // parts of at most fireBatch, and every tick runs once.
 func TestFireAheadLargeRoundEarlier(t *testing.T) {
 	const n = 3*fireBatch + 100
-	var st *dueClaims
-	h := manyJobs(t, n, func(s store.Store) store.Store {
-		st = &dueClaims{Store: s}
-		return st
-	})
+	h, st := manyJobsDueClaims(t, n)
 	tick := t0.Add(time.Minute)
 	h.advanceTo(tick.Add(-lead - 3*roundLeadStep - time.Millisecond))
 	if runs := h.runs(""); len(runs) != 0 {

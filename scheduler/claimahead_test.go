@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/jobs"
-	"github.com/schedulerd/schedulerd/store"
 )
 
 // reportClaimedAhead starts a harness with a job "report" firing every
@@ -53,11 +52,7 @@ func claimedAhead(h *harness, run *jobs.Run, tick time.Time) {
 // with the tick as its time, and every handler starts at the tick, once.
 func TestClaimAheadRoundInOneClaim(t *testing.T) {
 	const n = 3*splitRound + 5
-	var st *dueClaims
-	h := manyJobs(t, n, func(s store.Store) store.Store {
-		st = &dueClaims{Store: s}
-		return st
-	})
+	h, st := manyJobsDueClaims(t, n)
 	tick := t0.Add(time.Minute)
 	h.advanceTo(tick.Add(-lead))
 	sleepsUntil(h, tick.Add(-claimLead))
