@@ -79,7 +79,7 @@ func testKilledDuringBurst(t *testing.T, e *env, daemon string, openStore func()
 	end := time.Now().Truncate(burstPeriod)
 
 	st := openStore()
-	waitBurstTicks(t, st, nJobs, start, end)
+	waitBurstTicks(t, st, nJobs, burstPeriod, start, end)
 	d.stop()
 	runs, retried := checkBurstRuns(t, st, witness)
 	t.Logf("%d kills part way through a burst, %d while catching up; %d runs over %s, %d retried",
@@ -119,7 +119,7 @@ func TestClusterKilledDuringBurstEveryTickOnce(t *testing.T) {
 		c.start(id)
 	}
 	end := time.Now().Truncate(burstPeriod)
-	waitBurstTicks(t, c.st, nJobs, start, end)
+	waitBurstTicks(t, c.st, nJobs, burstPeriod, start, end)
 	for _, id := range c.ids() {
 		c.node(id).d.stop()
 	}
@@ -142,17 +142,23 @@ const burstPeriod = 5 * time.Second
 // second, each appending "JOB TICK RUN" to witness, with every missed tick
 // caught up.
 func burstWitnessJobs(n int, witness string) string {
+	return witnessJobsEvery(n, burstPeriod, witness)
+}
+
+// witnessJobsEvery is burstWitnessJobs with the jobs due every period (whole
+// seconds that divide a minute).
+func witnessJobsEvery(n int, period time.Duration, witness string) string {
 	var cfg strings.Builder
 	for i := range n {
 		fmt.Fprintf(&cfg, `[[job]]
 name = "b%03d"
-schedule = "*/5 * * * * *"
+schedule = "*/%d * * * * *"
 timezone = "UTC"
 shell = 'echo "$SCHEDULERD_JOB $SCHEDULERD_SCHEDULED_AT $SCHEDULERD_RUN_ID" >> %s'
 catchup = "all"
 misfire_grace = "5m"
 retry = { max_attempts = 5, backoff = "fixed", initial_delay = "1s" }
-`, i, witness)
+`, i, int(period/time.Second), witness)
 	}
 	return cfg.String()
 }
@@ -171,9 +177,9 @@ type burstTick struct {
 	tick int64
 }
 
-// waitBurstTicks waits until every tick of the n burst jobs after start,
-// up to end, has a run that ended.
-func waitBurstTicks(t *testing.T, st store.Store, n int, start, end time.Time) {
+// waitBurstTicks waits until every tick of the n burst jobs, due every
+// period, after start up to end, has a run that ended.
+func waitBurstTicks(t *testing.T, st store.Store, n int, period time.Duration, start, end time.Time) {
 	t.Helper()
 	waitFor(t, "every tick run to its end", 90*time.Second, func() bool {
 		runs, err := st.RunsList(context.Background(), store.RunFilter{Limit: 10000})
@@ -187,7 +193,7 @@ func waitBurstTicks(t *testing.T, st store.Store, n int, start, end time.Time) {
 			}
 		}
 		for i := range n {
-			for tk := start.Truncate(burstPeriod).Add(burstPeriod); !tk.After(end); tk = tk.Add(burstPeriod) {
+			for tk := start.Truncate(period).Add(period); !tk.After(end); tk = tk.Add(period) {
 				if !ended[burstTick{fmt.Sprintf("b%03d", i), tk.Unix()}] {
 					return false
 				}
@@ -236,7 +242,7 @@ func checkBurstRuns(t *testing.T, st store.Store, witness string) (runs []*jobs.
 	}
 	for _, r := range runs {
 		if !seen[r.ID] {
-			t.Errorf("run %s (%s tick %s) completed with no witness line", r.ID, r.Job, r.ScheduledAt.UTC().Format(time.RFC3339))
+			t.Errorf("run %s (%s tick %s, %s) has no witness line", r.ID, r.Job, r.ScheduledAt.UTC().Format(time.RFC3339), r.Status)
 		}
 	}
 	return runs, retried
