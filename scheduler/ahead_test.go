@@ -518,3 +518,113 @@ func TestRoundLead(t *testing.T) {
 		t.Fatalf("jobs ranked for the tick after the first left: %d, want %d", got, n-1)
 	}
 }
+
+// TestLeadStepFollowsFireCost: the step between the fires of a large round
+// is roundLeadStep, or 5/4 of what a fire of fireBatch took when that is
+// longer; a slower fire counts at once, a faster one a quarter of the way,
+// and fires of fewer than fireBatch/2 jobs do not count.
+func TestLeadStepFollowsFireCost(t *testing.T) {
+	s := &Scheduler{cfg: Config{FireLead: lead}, rounds: map[int64]int32{}}
+	step := func(want time.Duration) {
+		t.Helper()
+		if got := time.Duration(s.leadStepLocked()) * time.Microsecond; got != want {
+			t.Fatalf("step %s, want %s (fire cost %dµs)", got, want, s.fireCost)
+		}
+	}
+	step(roundLeadStep)
+	s.noteFireCostLocked(30*time.Millisecond, fireBatch) // 37.5 ms
+	step(roundLeadStep)
+	s.noteFireCostLocked(40*time.Millisecond, fireBatch/2) // 80 ms for fireBatch
+	step(100 * time.Millisecond)
+	s.noteFireCostLocked(time.Second, fireBatch/2-1) // too few to count
+	step(100 * time.Millisecond)
+	s.noteFireCostLocked(0, fireBatch) // 80 - 80/4 = 60 ms
+	step(75 * time.Millisecond)
+	s.noteFireCostLocked(0, fireBatch) // 45 ms
+	step(56250 * time.Microsecond)
+	s.noteFireCostLocked(0, fireBatch) // 33.75 ms
+	step(roundLeadStep)
+
+	// The lead of a rank uses the step.
+	s.noteFireCostLocked(200*time.Millisecond, fireBatch) // step 250 ms
+	j := newJobState(&jobs.Definition{Name: "j", Schedule: mustSchedule(t, "* * * * *")})
+	j.setCursor(&store.Cursor{Last: t0})
+	tick := t0.Add(time.Minute)
+	s.rounds[tick.UnixMicro()] = 2 * fireBatch
+	if got, want := fromMicros(s.fireAtLocked(&j)), tick.Add(-lead-500*time.Millisecond); !got.Equal(want) {
+		t.Fatalf("rank %d fires at %s, want %s", j.rank, got.Format(time.StampMicro), want.Format(time.StampMicro))
+	}
+}
+
+// slowFires is a store whose fires of fireBatch/2 jobs or more take took
+// on the fake clock.
+type slowFires struct {
+	store.Store
+	clock *FakeClock
+	took  time.Duration
+}
+
+func (s *slowFires) ScheduleFires(ctx context.Context, ps []store.FireParams) ([]*store.FireResult, error) {
+	if len(ps) >= fireBatch/2 {
+		s.clock.Advance(s.took)
+	}
+	return s.Store.ScheduleFires(ctx, ps)
+}
+
+// TestLargeRoundLeadOnSlowFires: when a fire of fireBatch takes 80 ms,
+// longer than roundLeadStep, the next round of 1,600 jobs at one tick
+// starts firing 5/4 of that per further fireBatch earlier, 100 ms, so that
+// it is still written before the tick; every tick runs once.
+func TestLargeRoundLeadOnSlowFires(t *testing.T) {
+	const (
+		n    = 3*fireBatch + 100
+		took = 80 * time.Millisecond
+		step = took * 5 / 4
+	)
+	h := newHarnessWith(t, func(h *harness) {
+		h.cfg.Concurrency = 2 * n
+		h.wrap = func(s store.Store) store.Store { return &slowFires{Store: s, clock: h.clock, took: took} }
+	}, func(h *harness) []*jobs.Definition {
+		var defs []*jobs.Definition
+		for i := range n {
+			defs = append(defs, minutely(t, fmt.Sprintf("job-%03d", i), h.succeed))
+		}
+		return defs
+	})
+	// The first round is fired with the step known then, and takes 80 ms
+	// per fire of fireBatch.
+	tick := t0.Add(time.Minute)
+	h.advanceTo(tick)
+	handledOnceEach(h, n, tick)
+	h.attemptsDone(n)
+
+	tick = tick.Add(time.Minute)
+	ofTick := func() int {
+		k := 0
+		for _, r := range h.runs("") {
+			if r.ScheduledAt.Equal(tick) {
+				k++
+			}
+		}
+		return k
+	}
+	h.advanceTo(tick.Add(-lead - 3*step - time.Millisecond))
+	if k := ofTick(); k != 0 {
+		t.Fatalf("%d runs of the tick before the round's lead", k)
+	}
+	for i, want := range []int{100, 100 + fireBatch, 100 + 2*fireBatch, n} {
+		at := tick.Add(-lead - time.Duration(3-i)*step)
+		h.advanceTo(at)
+		if k := ofTick(); k != want {
+			t.Fatalf("%s before the tick: %d runs of it, want %d", tick.Sub(at), k, want)
+		}
+	}
+	h.advanceTo(tick)
+	handledOnceEach(h, n, tick)
+	h.attemptsDone(n)
+	for _, r := range h.runs("") {
+		if r.Status != jobs.StatusCompleted || r.Attempt != 1 {
+			t.Fatalf("run %s of %s (tick %s) is %s at attempt %d", r.ID, r.Job, r.ScheduledAt, r.Status, r.Attempt)
+		}
+	}
+}

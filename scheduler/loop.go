@@ -139,9 +139,14 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 	// after its cursor: a tick that did not fire is due again at once.
 	fireQueued := func(batch []*jobState, ahead bool) error {
 		s.fireMu.Lock()
+		began := s.clock.Now()
 		err := s.fire(ctx, batch, now, ahead)
+		took := s.clock.Now().Sub(began)
 		s.fireMu.Unlock()
 		s.mu.Lock()
+		if err == nil {
+			s.noteFireCostLocked(took, len(batch))
+		}
 		for _, j := range batch {
 			s.queueLocked(j)
 		}

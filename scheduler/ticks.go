@@ -166,19 +166,47 @@ func (s *Scheduler) fireAtLocked(j *jobState) int64 {
 // so that its runs are written before the tick and only the claim is left
 // then. Each job queued for a tick gets a rank among the jobs queued for
 // it, in the order they are queued; the first fireBatch ranks fire
-// FireLead ahead, and each further fireBatch roundLeadStep earlier than
-// the one before. The round is then written in transactions of fireBatch,
-// roundLeadStep apart (time enough to write each: 25-50 ms on the
-// benchmark's machine), the last one FireLead before the tick. With 10,000
-// jobs at one second the first fire came 250 ms ahead, the fires still
-// ran 830 ms after the tick on PostgreSQL, and the claims of the runs
-// fired by then took 370 ms in one statement: the p99 lag was 0.8-1.2 s.
-// Now the round's fires begin 1.2 s ahead. The extra lead is at most
-// maxRoundLead.
+// FireLead ahead, and each further fireBatch one step earlier than the
+// one before. The round is then written in transactions of fireBatch, a
+// step apart, the last one FireLead before the tick. With 10,000 jobs at
+// one second the first fire came 250 ms ahead, the fires still ran 830 ms
+// after the tick on PostgreSQL, and the claims of the runs fired by then
+// took 370 ms in one statement: the p99 lag was 0.8-1.2 s. Now the round's
+// fires begin 1.2 s ahead. The extra lead is at most maxRoundLead.
+//
+// The step is roundLeadStep (a fire of fireBatch takes 25-50 ms on the
+// benchmark's machine), or 5/4 of the time the store takes to write a fire
+// of fireBatch when that is longer (leadStepLocked): on a slower store the
+// round starts earlier, so that it is still written before the tick.
 const (
 	roundLeadStep = 50 * time.Millisecond
 	maxRoundLead  = 10 * time.Second
 )
+
+// noteFireCostLocked follows the time the store took for a fire of n jobs,
+// scaled to fireBatch: a slower fire counts at once, a faster one moves the
+// estimate a quarter of the way down, so that one quick fire does not undo
+// what several slow ones showed. Fires of fewer than fireBatch/2 jobs are
+// not counted: their fixed costs would be scaled up with them. s.mu is
+// held.
+func (s *Scheduler) noteFireCostLocked(took time.Duration, n int) {
+	if n < fireBatch/2 || took < 0 {
+		return
+	}
+	c := took.Microseconds() * fireBatch / int64(n)
+	if c > s.fireCost {
+		s.fireCost = c
+	} else {
+		s.fireCost -= (s.fireCost - c) / 4
+	}
+}
+
+// leadStepLocked is how much earlier each further fireBatch of a large
+// round fires: roundLeadStep, or 5/4 of the fire cost if that is longer.
+// s.mu is held.
+func (s *Scheduler) leadStepLocked() int64 {
+	return max(roundLeadStep.Microseconds(), s.fireCost*5/4)
+}
 
 // roundLeadLocked is how much further ahead than FireLead the job's tick
 // at tick is fired, from its rank among the jobs queued for that tick,
@@ -190,7 +218,7 @@ func (s *Scheduler) roundLeadLocked(j *jobState, tick int64) int64 {
 		s.rounds[tick] = n
 		j.rank, j.rankOf = n, tick
 	}
-	return min(int64((j.rank-1)/fireBatch)*roundLeadStep.Microseconds(), maxRoundLead.Microseconds())
+	return min(int64((j.rank-1)/fireBatch)*s.leadStepLocked(), maxRoundLead.Microseconds())
 }
 
 // unrankLocked takes the job out of the count of its ranked tick. s.mu is
