@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -261,17 +262,18 @@ func (s *Scheduler) recoverDead(ctx context.Context, now time.Time) {
 		if err != nil {
 			return
 		}
-		recovered := 0
-		for _, r := range runs {
-			if live != lost && r.Incarnation == live {
-				continue
-			}
-			f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}
-			res := jobs.Result{Err: fmt.Errorf("node %s silent for %s", n.ID, age.Round(time.Second))}
-			t := jobs.FailAttempt(r, f, s.cfg.NodeID, res, jobs.ReasonNodeLost, now, s.cfg.Rand)
-			if _, err := s.transition(ctx, r, t); err == nil {
-				recovered++
-			}
+		if live != lost {
+			runs = slices.DeleteFunc(runs, func(r *jobs.Run) bool { return r.Incarnation == live })
+		}
+		res := jobs.Result{Err: fmt.Errorf("node %s silent for %s", n.ID, age.Round(time.Second))}
+		recovered, err := s.failAttempts(ctx, runs, res, jobs.ReasonNodeLost, now)
+		if err != nil {
+			// The node's row stays, marked lost, until every run is
+			// resolved: the next round recovers what is left. (Deleted now,
+			// it would leave those runs running with no node to judge.)
+			s.log.WarnContext(ctx, "recovering the runs of a silent node", "lost_node", n.ID, "lost_incarnation", n.Incarnation,
+				"recovered_runs", recovered, "error", err)
+			continue
 		}
 		if err := s.st.NodeDelete(ctx, n.ID, lost); err == nil || recovered > 0 {
 			s.log.WarnContext(ctx, "recovered the runs of a silent node", "lost_node", n.ID, "lost_incarnation", n.Incarnation,

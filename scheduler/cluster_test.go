@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -430,5 +431,155 @@ func TestHealthStaleAtTheLeaseBound(t *testing.T) {
 		if got, held := stale(), h.s.leaseHeld(now); got != tt.stale || held == tt.stale {
 			t.Errorf("last heartbeat %s ago: stale %v, lease held %v; want stale %v", tt.age, got, held, tt.stale)
 		}
+	}
+}
+
+// transitionCalls is a store that records the transitions written one by
+// one and the sizes of the batches, and fails the next batch when failNext
+// is set (as an unreachable store would: nothing written).
+type transitionCalls struct {
+	store.Store
+	mu       sync.Mutex
+	single   int
+	batches  []int
+	failNext atomic.Bool
+}
+
+func (c *transitionCalls) RunTransition(ctx context.Context, t jobs.Transition) (*jobs.Run, error) {
+	c.mu.Lock()
+	c.single++
+	c.mu.Unlock()
+	return c.Store.RunTransition(ctx, t)
+}
+
+func (c *transitionCalls) RunTransitions(ctx context.Context, ts []jobs.Transition) ([]store.TransitionResult, error) {
+	if c.failNext.Swap(false) {
+		return nil, errUnreachable
+	}
+	c.mu.Lock()
+	c.batches = append(c.batches, len(ts))
+	c.mu.Unlock()
+	return c.Store.RunTransitions(ctx, ts)
+}
+
+// calls returns the transitions written one by one and the batch sizes.
+func (c *transitionCalls) calls() (int, []int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.single, slices.Clone(c.batches)
+}
+
+// claimManyAs inserts n runs of job and claims them all as node/inc at at,
+// as a process that then died would leave them.
+func claimManyAs(t *testing.T, st store.Store, job, node, inc string, n int, at time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	for range n {
+		if _, err := st.RunInsert(ctx, store.RunInsertParams{Job: job, Trigger: jobs.TriggerManual, ScheduledAt: at, NotBefore: at,
+			Retry: jobs.RetryPolicy{MaxAttempts: 2, Backoff: jobs.BackoffFixed, InitialDelay: time.Second}, Now: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claimed, err := st.RunsClaim(ctx, store.ClaimParams{Node: node, Incarnation: inc, Jobs: map[string]int{job: 0}, Limit: n, Now: at})
+	if err != nil || len(claimed) != n {
+		t.Fatalf("claim as %s/%s: %d runs, %v", node, inc, len(claimed), err)
+	}
+}
+
+// recoveryHarness is a harness on a transitionCalls store whose file holds,
+// before node-a starts, n runs of job "work" that died running as
+// node/inc (node-b is registered with its last heartbeat at hb).
+func recoveryHarness(t *testing.T, n int, node, inc string, hb time.Time) (*harness, **transitionCalls) {
+	t.Helper()
+	calls := new(*transitionCalls)
+	mk := func(h *harness) []*jobs.Definition { return []*jobs.Definition{job("work", h.blockUntil(nil))} }
+	h := newHarnessWith(t, func(h *harness) {
+		h.wrap = func(st store.Store) store.Store { *calls = &transitionCalls{Store: st}; return *calls }
+	}, mk)
+	h.stop()
+	st, err := sqliteOpen(h.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if node == "node-b" {
+		if _, err := st.NodeRegister(context.Background(), store.NodeRegisterParams{ID: "node-b", Incarnation: inc, Host: "elsewhere", PID: 1, Now: hb}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claimManyAs(t, st, "work", node, inc, n, hb)
+	st.Close()
+	h.cfg.InactiveThreshold = 2 * time.Minute
+	h.start(mk(h))
+	return h, calls
+}
+
+// wantRecovered checks that every run is retrying with reason, and that
+// they were written in batches of want, none one by one.
+func wantRecovered(t *testing.T, h *harness, c *transitionCalls, reason jobs.Reason, want []int) {
+	t.Helper()
+	runs := h.runs("work")
+	total := 0
+	for _, k := range want {
+		total += k
+	}
+	if len(runs) != total {
+		t.Fatalf("%d runs, want %d", len(runs), total)
+	}
+	for _, r := range runs {
+		if r.Status != jobs.StatusRetrying || r.Reason != reason || r.Attempt != 1 {
+			t.Fatalf("run %s: %s %s at attempt %d, want retrying %s after attempt 1", r.ID, r.Status, r.Reason, r.Attempt, reason)
+		}
+	}
+	if single, batches := c.calls(); single != 0 || !slices.Equal(batches, want) {
+		t.Fatalf("transitions one by one: %d, in batches of %v; want none and %v", single, batches, want)
+	}
+}
+
+// TestRecoverManyRunsInBatches: the running attempts of a silent node, and
+// those this node's previous process left, are ended recoverBatch per
+// transaction, each through the retry flow.
+func TestRecoverManyRunsInBatches(t *testing.T) {
+	const n = 2*recoverBatch + 100
+	t.Run("silent node", func(t *testing.T) {
+		h, calls := recoveryHarness(t, n, "node-b", "b-1", t0.Add(-10*time.Minute))
+		for i := 1; i <= 5; i++ { // connected for 2m at the fifth
+			h.heartbeatAt(t0.Add(time.Duration(i) * 30 * time.Second))
+		}
+		wantRecovered(t, h, *calls, jobs.ReasonNodeLost, []int{recoverBatch, recoverBatch, 100})
+		nodes, err := h.st.NodesList(context.Background(), false)
+		if err != nil || len(nodes) != 1 || nodes[0].ID != "node-a" {
+			t.Fatalf("nodes after recovery: %v %v", nodes, err)
+		}
+	})
+	t.Run("previous process", func(t *testing.T) {
+		h, calls := recoveryHarness(t, n, "node-a", "dead-process", t0)
+		wantRecovered(t, h, *calls, jobs.ReasonInterrupted, []int{recoverBatch, recoverBatch, 100})
+	})
+}
+
+// TestSilentNodeKeptUntilItsRunsAreRecovered: when the write that recovers
+// a silent node's runs fails, the node's row stays (marked lost) and its
+// runs running; the next round recovers them, then deletes the row. (Were
+// the row deleted, the runs would stay running with no node to judge.)
+func TestSilentNodeKeptUntilItsRunsAreRecovered(t *testing.T) {
+	h, calls := recoveryHarness(t, 3, "node-b", "b-1", t0.Add(-10*time.Minute))
+	for i := 1; i <= 4; i++ {
+		h.heartbeatAt(t0.Add(time.Duration(i) * 30 * time.Second))
+	}
+	(*calls).failNext.Store(true)
+	h.heartbeatAt(t0.Add(150 * time.Second)) // connected for 2m: recovery, whose write fails
+	for _, r := range h.runs("work") {
+		if r.Status != jobs.StatusRunning || r.Node != "node-b" {
+			t.Fatalf("run %s after the failed recovery: %s on %q, want running on node-b", r.ID, r.Status, r.Node)
+		}
+	}
+	nodes, err := h.st.NodesList(context.Background(), false)
+	if err != nil || len(nodes) != 2 {
+		t.Fatalf("nodes after the failed recovery: %v %v; want node-a and node-b", nodes, err)
+	}
+	h.heartbeatAt(t0.Add(180 * time.Second))
+	wantRecovered(t, h, *calls, jobs.ReasonNodeLost, []int{3})
+	if nodes, err := h.st.NodesList(context.Background(), false); err != nil || len(nodes) != 1 || nodes[0].ID != "node-a" {
+		t.Fatalf("nodes after recovery: %v %v", nodes, err)
 	}
 }

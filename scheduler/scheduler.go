@@ -437,18 +437,53 @@ func (s *Scheduler) recoverOwn(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("list interrupted runs: %w", err)
 	}
-	for _, r := range runs {
-		if r.Incarnation == s.Incarnation() {
-			continue
-		}
-		f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}
-		res := jobs.Result{Err: errors.New("the node's previous process ended while the attempt ran")}
-		t := jobs.FailAttempt(r, f, s.cfg.NodeID, res, jobs.ReasonInterrupted, now, s.cfg.Rand)
-		if _, err := s.transition(ctx, r, t); err != nil && !errors.Is(err, store.ErrFenced) {
-			return fmt.Errorf("resolve interrupted run %s: %w", r.ID, err)
-		}
+	runs = slices.DeleteFunc(runs, func(r *jobs.Run) bool { return r.Incarnation == s.Incarnation() })
+	res := jobs.Result{Err: errors.New("the node's previous process ended while the attempt ran")}
+	_, err = s.failAttempts(ctx, runs, res, jobs.ReasonInterrupted, now)
+	if err != nil {
+		return fmt.Errorf("resolve interrupted runs: %w", err)
 	}
 	return nil
+}
+
+// recoverBatch bounds the attempts one recovery transaction ends.
+const recoverBatch = 500
+
+// failAttempts ends the running attempts of runs that no process runs any
+// more (this node's previous process's, or a silent node's) through the
+// retry flow with res and reason, recoverBatch per transaction: a node
+// that ran 2,000 attempts is recovered in four writes, not 2,000. Each
+// transition is fenced by the dead attempt, as s.transition's: a run that
+// another node recovered meanwhile is left to it. It returns how many
+// attempts it ended, and the first failure: of a batch (whose transitions
+// wrote nothing), or of a run.
+func (s *Scheduler) failAttempts(ctx context.Context, runs []*jobs.Run, res jobs.Result, reason jobs.Reason, now time.Time) (ended int, err error) {
+	for part := range slices.Chunk(runs, recoverBatch) {
+		ts := make([]jobs.Transition, len(part))
+		for i, r := range part {
+			f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}
+			ts[i] = jobs.FailAttempt(r, f, s.cfg.NodeID, res, reason, now, s.cfg.Rand)
+			ts[i].Time = s.storeNow(ts[i].Time)
+		}
+		results, berr := s.st.RunTransitions(ctx, ts)
+		if berr != nil {
+			return ended, berr
+		}
+		for i, rr := range results {
+			r := part[i]
+			switch {
+			case rr.Err == nil:
+				ended++
+				s.logRun(ctx, rr.Run, r.Status, "")
+			case errors.Is(rr.Err, store.ErrFenced):
+				s.log.WarnContext(ctx, "stale attempt write rejected", "job", r.Job, "run", r.ID, "attempt", r.Attempt,
+					"to", ts[i].To, "reason", ts[i].Reason)
+			case err == nil:
+				err = fmt.Errorf("run %s: %w", r.ID, rr.Err)
+			}
+		}
+	}
+	return ended, err
 }
 
 // syncJobs reads the cursors of cron jobs (creating missing ones at now, so
