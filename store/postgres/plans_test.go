@@ -73,33 +73,39 @@ func TestPlansWithoutHotPathIndexes(t *testing.T) {
 		}
 	}
 
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	explain := explainer(t, dsn)
 	for name, p := range plans {
-		plan := explain(ctx, t, conn, p.sql, p.args...)
+		plan := explain(p.sql, p.args...)
 		if strings.Contains(plan, "Seq Scan on runs") || !slices.ContainsFunc(p.index, func(ix string) bool { return strings.Contains(plan, ix) }) {
 			t.Errorf("%s: want a plan that reads %s and no sequential scan of runs, got\n%s", name, p.index, plan)
 		}
 	}
 }
 
-// explain returns the plan of sql with args, as EXPLAIN prints it.
-func explain(ctx context.Context, t *testing.T, conn *pgx.Conn, sql string, args ...any) string {
+// explainer connects to dsn until the test ends (30 s at most) and
+// returns a function that gives the plan of sql with args, as EXPLAIN
+// prints it.
+func explainer(t *testing.T, dsn string) func(sql string, args ...any) string {
 	t.Helper()
-	rows, err := conn.Query(ctx, "EXPLAIN "+sql, args...)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		t.Fatalf("explain %.60q: %v", sql, err)
+		t.Fatal(err)
 	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatalf("explain %.60q: %v", sql, err)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return func(sql string, args ...any) string {
+		t.Helper()
+		rows, err := conn.Query(ctx, "EXPLAIN "+sql, args...)
+		if err != nil {
+			t.Fatalf("explain %.60q: %v", sql, err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatalf("explain %.60q: %v", sql, err)
+		}
+		return strings.Join(lines, "\n")
 	}
-	return strings.Join(lines, "\n")
 }
 
 // TestEarlierClaims: attempts whose claim wrote their row and event (nodes
@@ -167,14 +173,8 @@ func testClaimPlansWithStaleStatistics(t *testing.T, waiting int) {
 	for i := range part {
 		part[i], limits[i], caps[i] = fmt.Sprintf("job-%05d", 2*i), 1, int32(len(part))
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	plan := explain(ctx, t, conn, sqlClaim, part, nil, len(part), limits, "node-1", "inc", caps)
+	explain := explainer(t, dsn)
+	plan := explain(sqlClaim, part, nil, len(part), limits, "node-1", "inc", caps)
 	for _, ix := range []string{"runs_due", "runs_active", "runs_status_created", "Seq Scan on runs"} {
 		if strings.Contains(plan, ix) {
 			t.Errorf("the claim's plan reads %s; want each job's due runs from runs_claim and the candidates by id:\n%s", ix, plan)
@@ -190,8 +190,8 @@ func testClaimPlansWithStaleStatistics(t *testing.T, waiting int) {
 	// 009): with 100 runs waiting when analyzed, they read every waiting
 	// run through runs_active and runs_status_created, and sorted them.
 	for name, sql := range map[string]string{
-		"heads of a claim": explain(ctx, t, conn, sqlDueHeads, 2064, nil),
-		"next due run":     explain(ctx, t, conn, sqlFirstWaiting, 256),
+		"heads of a claim": explain(sqlDueHeads, 2064, nil),
+		"next due run":     explain(sqlFirstWaiting, 256),
 	} {
 		for _, ix := range []string{"runs_active", "runs_claim", "runs_status_created", "Seq Scan on runs"} {
 			if strings.Contains(sql, ix) || !strings.Contains(sql, "runs_due") {
