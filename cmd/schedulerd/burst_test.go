@@ -13,7 +13,6 @@ import (
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
-	"github.com/schedulerd/schedulerd/store/postgres"
 )
 
 // TestKilledDuringBurstEveryTickOnce is guarantees 1, 2 and 6 when the
@@ -36,14 +35,7 @@ func TestKilledDuringBurstEveryTickOnce(t *testing.T) {
 	t.Run("postgres", func(t *testing.T) {
 		pg.Require(t)
 		dsn := pg.NewDatabase(t)
-		open := func() store.Store {
-			st, err := postgres.Open(context.Background(), postgres.Options{DSN: dsn})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
-			return st
-		}
+		open := func() store.Store { return openPostgres(t, dsn) }
 		testKilledDuringBurst(t, newEnv(t), fmt.Sprintf("store = %q", dsn), open)
 	})
 }

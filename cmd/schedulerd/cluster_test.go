@@ -18,7 +18,6 @@ import (
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
-	"github.com/schedulerd/schedulerd/store/postgres"
 )
 
 // cluster is several schedulerd processes sharing one PostgreSQL database,
@@ -54,12 +53,7 @@ func newClusterOf(t *testing.T, n, concurrency int, jobsTOML string) *cluster {
 	t.Helper()
 	pg.Require(t)
 	c := &cluster{t: t, dsn: pg.NewDatabase(t), dir: t.TempDir(), jobs: jobsTOML, nodes: map[string]*clusterNode{}}
-	st, err := postgres.Open(context.Background(), postgres.Options{DSN: c.dsn})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.st = st
-	t.Cleanup(func() { st.Close() })
+	c.st = openPostgres(t, c.dsn)
 	for i := 1; i <= n; i++ {
 		id := fmt.Sprintf("node-%d", i)
 		e := newEnv(t)

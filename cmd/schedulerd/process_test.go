@@ -19,6 +19,7 @@ import (
 	"github.com/schedulerd/schedulerd/internal/pgtest"
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/postgres"
 	"github.com/schedulerd/schedulerd/store/sqlite"
 )
 
@@ -201,6 +202,18 @@ func (e *env) openStore() store.Store {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// openPostgres opens the PostgreSQL database dsn that the test's daemons
+// use, closed when the test ends.
+func openPostgres(t *testing.T, dsn string) store.Store {
+	t.Helper()
+	st, err := postgres.Open(context.Background(), postgres.Options{DSN: dsn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
 	return st
 }
 

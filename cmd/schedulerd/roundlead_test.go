@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/schedulerd/schedulerd/store"
-	"github.com/schedulerd/schedulerd/store/postgres"
 )
 
 // TestKilledInsideRoundLeadEveryTickOnce is guarantees 1 and 2 when the
@@ -49,14 +48,7 @@ func TestKilledInsideRoundLeadEveryTickOnce(t *testing.T) {
 	t.Run("postgres", func(t *testing.T) {
 		pg.Require(t)
 		dsn := pg.NewDatabase(t)
-		open := func() store.Store {
-			st, err := postgres.Open(context.Background(), postgres.Options{DSN: dsn})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
-			return st
-		}
+		open := func() store.Store { return openPostgres(t, dsn) }
 		conn, err := pgx.Connect(context.Background(), dsn)
 		if err != nil {
 			t.Fatal(err)
