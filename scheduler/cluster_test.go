@@ -489,13 +489,10 @@ func claimManyAs(t *testing.T, st store.Store, job, node, inc string, n int, at 
 // recoveryHarness is a harness on a transitionCalls store whose file holds,
 // before node-a starts, n runs of job "work" that died running as
 // node/inc (node-b is registered with its last heartbeat at hb).
-func recoveryHarness(t *testing.T, n int, node, inc string, hb time.Time) (*harness, **transitionCalls) {
+func recoveryHarness(t *testing.T, n int, node, inc string, hb time.Time) (*harness, *transitionCalls) {
 	t.Helper()
-	calls := new(*transitionCalls)
 	mk := func(h *harness) []*jobs.Definition { return []*jobs.Definition{job("work", h.blockUntil(nil))} }
-	h := newHarnessWith(t, func(h *harness) {
-		h.wrap = func(st store.Store) store.Store { *calls = &transitionCalls{Store: st}; return *calls }
-	}, mk)
+	h := newHarness(t, mk) // makes the file
 	h.stop()
 	st, err := sqliteOpen(h.path)
 	if err != nil {
@@ -509,6 +506,8 @@ func recoveryHarness(t *testing.T, n int, node, inc string, hb time.Time) (*harn
 	claimManyAs(t, st, "work", node, inc, n, hb)
 	st.Close()
 	h.cfg.InactiveThreshold = 2 * time.Minute
+	calls := &transitionCalls{}
+	h.wrap = func(st store.Store) store.Store { calls.Store = st; return calls }
 	h.start(mk(h))
 	return h, calls
 }
@@ -545,7 +544,7 @@ func TestRecoverManyRunsInBatches(t *testing.T) {
 		for i := 1; i <= 5; i++ { // connected for 2m at the fifth
 			h.heartbeatAt(t0.Add(time.Duration(i) * 30 * time.Second))
 		}
-		wantRecovered(t, h, *calls, jobs.ReasonNodeLost, []int{recoverBatch, recoverBatch, 100})
+		wantRecovered(t, h, calls, jobs.ReasonNodeLost, []int{recoverBatch, recoverBatch, 100})
 		nodes, err := h.st.NodesList(context.Background(), false)
 		if err != nil || len(nodes) != 1 || nodes[0].ID != "node-a" {
 			t.Fatalf("nodes after recovery: %v %v", nodes, err)
@@ -553,7 +552,7 @@ func TestRecoverManyRunsInBatches(t *testing.T) {
 	})
 	t.Run("previous process", func(t *testing.T) {
 		h, calls := recoveryHarness(t, n, "node-a", "dead-process", t0)
-		wantRecovered(t, h, *calls, jobs.ReasonInterrupted, []int{recoverBatch, recoverBatch, 100})
+		wantRecovered(t, h, calls, jobs.ReasonInterrupted, []int{recoverBatch, recoverBatch, 100})
 	})
 }
 
@@ -566,7 +565,7 @@ func TestSilentNodeKeptUntilItsRunsAreRecovered(t *testing.T) {
 	for i := 1; i <= 4; i++ {
 		h.heartbeatAt(t0.Add(time.Duration(i) * 30 * time.Second))
 	}
-	(*calls).failNext.Store(true)
+	calls.failNext.Store(true)
 	h.heartbeatAt(t0.Add(150 * time.Second)) // connected for 2m: recovery, whose write fails
 	for _, r := range h.runs("work") {
 		if r.Status != jobs.StatusRunning || r.Node != "node-b" {
@@ -578,7 +577,7 @@ func TestSilentNodeKeptUntilItsRunsAreRecovered(t *testing.T) {
 		t.Fatalf("nodes after the failed recovery: %v %v; want node-a and node-b", nodes, err)
 	}
 	h.heartbeatAt(t0.Add(180 * time.Second))
-	wantRecovered(t, h, *calls, jobs.ReasonNodeLost, []int{3})
+	wantRecovered(t, h, calls, jobs.ReasonNodeLost, []int{3})
 	if nodes, err := h.st.NodesList(context.Background(), false); err != nil || len(nodes) != 1 || nodes[0].ID != "node-a" {
 		t.Fatalf("nodes after recovery: %v %v", nodes, err)
 	}
