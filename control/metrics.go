@@ -21,6 +21,9 @@ type Metrics struct {
 	Results                    map[string]int64 // results written, by the run status they wrote
 	StaleWrites                int64
 	StoreStatements            int64 // -1 when the store does not count them
+	// FireBatch is how long the store takes to write the runs of 500 cron
+	// ticks; 0 until measured.
+	FireBatch time.Duration
 }
 
 // MetricsSource is an Engine with figures for /metrics. They are read
@@ -80,6 +83,9 @@ func writeMetrics(w io.Writer, m Metrics) {
 	}
 	one("schedulerd_stale_writes_rejected_total", "counter",
 		"Results refused because the attempt had been taken from this node (fencing).", m.StaleWrites)
+	one("schedulerd_fire_batch_seconds", "gauge",
+		"Time the store takes to write the runs of 500 cron ticks (median of the last three fires of 250 or more); 0 until measured.",
+		fmt.Sprintf("%.6f", m.FireBatch.Seconds()))
 	if m.StoreStatements >= 0 {
 		one("schedulerd_store_statements_total", "counter", "SQL statements this process sent to its store.", m.StoreStatements)
 	}

@@ -25,7 +25,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		Node: `web"1`, Incarnation: "inc\n2", Version: `v\1`, Jobs: 3, Concurrency: 8, Running: 2, Fenced: true,
 		LastHeartbeat: time.UnixMilli(1_700_000_000_250), TicksFired: 41, AttemptsStarted: 40,
 		Results:     map[string]int64{"completed": 37, "dead_letter": 1, "retrying": 2, "cancelled": 0},
-		StaleWrites: 1, StoreStatements: 1234,
+		StaleWrites: 1, StoreStatements: 1234, FireBatch: 37500 * time.Microsecond,
 	}}
 	srv := httptest.NewServer(HealthHandler(eng))
 	defer srv.Close()
@@ -53,6 +53,7 @@ func TestMetricsEndpoint(t *testing.T) {
 			"schedulerd_results_total{status=\"dead_letter\"} 1\nschedulerd_results_total{status=\"retrying\"} 2\n",
 		"schedulerd_stale_writes_rejected_total 1\n",
 		"schedulerd_store_statements_total 1234\n",
+		"# TYPE schedulerd_fire_batch_seconds gauge\nschedulerd_fire_batch_seconds 0.037500\n",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, text)

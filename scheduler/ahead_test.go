@@ -520,33 +520,43 @@ func TestRoundLead(t *testing.T) {
 }
 
 // TestLeadStepFollowsFireCost: the step between the fires of a large round
-// is roundLeadStep, or 5/4 of what a fire of fireBatch took when that is
-// longer; a slower fire counts at once, a faster one a quarter of the way,
-// and fires of fewer than fireBatch/2 jobs do not count.
+// is roundLeadStep, or 5/4 of what a fire of fireBatch takes when that is
+// longer: the median of the last three fires counted (the lower of two),
+// so that one stalled or quick fire alone does not move it; fires of fewer
+// than fireBatch/2 jobs do not count.
 func TestLeadStepFollowsFireCost(t *testing.T) {
 	s := &Scheduler{cfg: Config{FireLead: lead}, rounds: map[int64]int32{}}
 	step := func(want time.Duration) {
 		t.Helper()
 		if got := time.Duration(s.leadStepLocked()) * time.Microsecond; got != want {
-			t.Fatalf("step %s, want %s (fire cost %dµs)", got, want, s.fireCost)
+			t.Fatalf("step %s, want %s (fire cost %dµs, last fires %v)", got, want, s.fireCost, s.fireCosts[:s.fireCostsN])
 		}
 	}
 	step(roundLeadStep)
-	s.noteFireCostLocked(30*time.Millisecond, fireBatch) // 37.5 ms
-	step(roundLeadStep)
-	s.noteFireCostLocked(40*time.Millisecond, fireBatch/2) // 80 ms for fireBatch
+	s.noteFireCostLocked(80*time.Millisecond, fireBatch) // the first fire counts alone
 	step(100 * time.Millisecond)
+	s.noteFireCostLocked(15*time.Millisecond, fireBatch/2) // 30 ms for fireBatch; the lower of two
+	step(roundLeadStep)
 	s.noteFireCostLocked(time.Second, fireBatch/2-1) // too few to count
-	step(100 * time.Millisecond)
-	s.noteFireCostLocked(0, fireBatch) // 80 - 80/4 = 60 ms
-	step(75 * time.Millisecond)
-	s.noteFireCostLocked(0, fireBatch) // 45 ms
-	step(56250 * time.Microsecond)
-	s.noteFireCostLocked(0, fireBatch) // 33.75 ms
 	step(roundLeadStep)
+	s.noteFireCostLocked(time.Second, fireBatch) // one stall: 30, 80, 1000
+	step(100 * time.Millisecond)
+	s.noteFireCostLocked(40*time.Millisecond, fireBatch) // 30, 40, 1000 (the 80 ms fire is the oldest, out)
+	step(roundLeadStep)
+	s.noteFireCostLocked(400*time.Millisecond, fireBatch) // 40, 400, 1000
+	step(500 * time.Millisecond)
+	s.noteFireCostLocked(400*time.Millisecond, fireBatch) // a slower store: 400, 400, 1000
+	step(500 * time.Millisecond)
+	s.noteFireCostLocked(10*time.Millisecond, fireBatch) // one quick fire: 10, 400, 400
+	step(500 * time.Millisecond)
+	s.noteFireCostLocked(10*time.Millisecond, fireBatch) // 10, 10, 400
+	step(roundLeadStep)
+	s.noteFireCostLocked(-time.Millisecond, fireBatch) // a clock step back does not count
+	step(roundLeadStep)
+	s.noteFireCostLocked(200*time.Millisecond, fireBatch)
+	s.noteFireCostLocked(200*time.Millisecond, fireBatch) // 10, 200, 200: step 250 ms
 
 	// The lead of a rank uses the step.
-	s.noteFireCostLocked(200*time.Millisecond, fireBatch) // step 250 ms
 	j := newJobState(&jobs.Definition{Name: "j", Schedule: mustSchedule(t, "* * * * *")})
 	j.setCursor(&store.Cursor{Last: t0})
 	tick := t0.Add(time.Minute)
@@ -597,6 +607,9 @@ func TestLargeRoundLeadOnSlowFires(t *testing.T) {
 	h.advanceTo(tick)
 	handledOnceEach(h, n, tick)
 	h.attemptsDone(n)
+	if got := h.s.Metrics().FireBatch; got != took {
+		t.Fatalf("fire of %d measured as %s, want %s", fireBatch, got, took)
+	}
 
 	tick = tick.Add(time.Minute)
 	ofTick := func() int {

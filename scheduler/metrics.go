@@ -50,12 +50,16 @@ type Metrics struct {
 	// StaleWrites are results refused because the attempt had been taken
 	// from this node (fencing).
 	StaleWrites int64
+	// FireBatch is how long the store takes to write a fire of 500 cron
+	// ticks (noteFireCostLocked); 0 until one of 250 or more was written.
+	FireBatch time.Duration
 }
 
 // Metrics returns this process's figures.
 func (s *Scheduler) Metrics() Metrics {
 	s.mu.Lock()
 	nJobs := len(s.all)
+	fireBatch := time.Duration(s.fireCost) * time.Microsecond
 	s.mu.Unlock()
 	c := &s.count
 	return Metrics{
@@ -67,6 +71,6 @@ func (s *Scheduler) Metrics() Metrics {
 			jobs.StatusCompleted: c.completed.Load(), jobs.StatusRetrying: c.retrying.Load(),
 			jobs.StatusDeadLetter: c.deadLetter.Load(), jobs.StatusCancelled: c.cancelled.Load(),
 		},
-		StaleWrites: c.staleWrites.Load(),
+		StaleWrites: c.staleWrites.Load(), FireBatch: fireBatch,
 	}
 }

@@ -147,10 +147,14 @@ type Scheduler struct {
 	ticks  tickHeap
 	// rounds counts, by tick, the jobs ranked for it (roundLeadLocked).
 	rounds map[int64]int32
-	// fireCost is how long the store took to write a fire of fireBatch
-	// jobs, in microseconds, as noteFireCostLocked follows it; 0 before
-	// the first large fire.
-	fireCost int64
+	// fireCost is how long the store takes to write a fire of fireBatch
+	// jobs, in microseconds: the median of fireCosts, the last fires
+	// noteFireCostLocked counted (fireCostsN of them, the next written at
+	// fireCostsAt); 0 before the first large fire.
+	fireCost    int64
+	fireCosts   [3]int64
+	fireCostsN  int
+	fireCostsAt int
 	// limits is each declared job's concurrency limit, as claims take it.
 	limits map[string]int
 	// ahead holds, by job name, the cursors read or written later than the

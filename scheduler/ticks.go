@@ -183,22 +183,25 @@ const (
 	maxRoundLead  = 10 * time.Second
 )
 
-// noteFireCostLocked follows the time the store took for a fire of n jobs,
-// scaled to fireBatch: a slower fire counts at once, a faster one moves the
-// estimate a quarter of the way down, so that one quick fire does not undo
-// what several slow ones showed. Fires of fewer than fireBatch/2 jobs are
-// not counted: their fixed costs would be scaled up with them. s.mu is
-// held.
+// noteFireCostLocked counts the time the store took for a fire of n jobs,
+// scaled to fireBatch, among the last three, and sets the fire cost to
+// their median: one fire alone, slowed by a stall (a checkpoint, a pause
+// of the machine) or quick, never moves it; two in a row do. Fires of
+// fewer than fireBatch/2 jobs are not counted: their fixed costs would be
+// scaled up with them. s.mu is held.
 func (s *Scheduler) noteFireCostLocked(took time.Duration, n int) {
 	if n < fireBatch/2 || took < 0 {
 		return
 	}
-	c := took.Microseconds() * fireBatch / int64(n)
-	if c > s.fireCost {
-		s.fireCost = c
-	} else {
-		s.fireCost -= (s.fireCost - c) / 4
-	}
+	s.fireCosts[s.fireCostsAt] = took.Microseconds() * fireBatch / int64(n)
+	s.fireCostsAt = (s.fireCostsAt + 1) % len(s.fireCosts)
+	s.fireCostsN = min(s.fireCostsN+1, len(s.fireCosts))
+	c := s.fireCosts
+	sorted := c[:s.fireCostsN]
+	slices.Sort(sorted)
+	// The lower median when there are two: the first fire of a process
+	// (cold caches) is often its slowest.
+	s.fireCost = sorted[(len(sorted)-1)/2]
 }
 
 // leadStepLocked is how much earlier each further fireBatch of a large

@@ -148,7 +148,7 @@ func (e *engine) Metrics() control.Metrics {
 		Node: m.Node, Incarnation: m.Incarnation, Version: m.Version, Jobs: m.Jobs, Concurrency: m.Concurrency,
 		Running: m.Running, Fenced: m.Fenced, LastHeartbeat: m.LastHeartbeat, LastLoop: m.LastLoop,
 		TicksFired: m.TicksFired, AttemptsStarted: m.AttemptsStarted, Results: results,
-		StaleWrites: m.StaleWrites, StoreStatements: stmts,
+		StaleWrites: m.StaleWrites, StoreStatements: stmts, FireBatch: m.FireBatch,
 	}
 }
 

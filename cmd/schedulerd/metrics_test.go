@@ -83,6 +83,10 @@ retry = { max_attempts = 1 }
 		m["schedulerd_store_statements_total"] <= 0 {
 		t.Fatalf("/metrics after two ticks and one failed trigger: %v", m)
 	}
+	// Two jobs: no fire of 250 ticks or more, so no fire cost measured.
+	if v, ok := m["schedulerd_fire_batch_seconds"]; !ok || v != 0 {
+		t.Errorf("schedulerd_fire_batch_seconds %v (present %v), want 0", v, ok)
+	}
 	if age := time.Since(time.UnixMilli(int64(m["schedulerd_last_heartbeat_timestamp_seconds"] * 1000))); age < 0 || age > time.Minute {
 		t.Errorf("last heartbeat %s ago", age)
 	}
