@@ -91,9 +91,14 @@ func runPgbench(ctx context.Context, e *env) error {
 		"its migrations, seeded with pending runs): the claim and completion statements shaped as schedulerd's "+
 		"writes per run (the runs update at claim and at completion, with its indexes; at completion an attempts "+
 		"row, which also stands for the claim's and the completion's events), the same with both events written "+
-		"as rows of events at completion (as before migration 007), the runs updates alone, and a hot path of one small queue table (claimed rows updated, "+
+		"as rows of events at completion (as before migration 007), the runs updates alone, a hot path of one small queue table (claimed rows updated, "+
 		"deleted at completion and written as finished history to a table of the runs columns with three "+
-		"indexes: id; job, created; created; no attempts or events rows). What the "+
+		"indexes: id; job, created; created; no attempts or events rows), and the two ways the product could keep "+
+		"its live runs apart, each with the attempt row at completion: a small queue table of the claim's columns "+
+		"beside runs, whose runs row is then written at insert and at completion only (not at the claim); and "+
+		"the live runs whole (every runs column) in a queue table with the 8 indexes of runs that serve live runs, "+
+		"moved at completion to a history table with the 5 that serve finished ones (id; job, created; created; "+
+		"status, created; finished). What the "+
 		"schema lets the server do, without the engine; the fraction compares schedulerd's 1-node throughput.",
 		2*o.sizes.pgbenchClients)
 	rep.Note(secPgbench, "Each shape runs %d times, each on a fresh database, and the best rate counts, as for "+
@@ -103,7 +108,7 @@ func runPgbench(ctx context.Context, e *env) error {
 	for i, sh := range pgbenchShapes {
 		var r float64
 		for range shapeTries {
-			got, err := pgbenchShapeRun(ctx, e, bin, sh.name, sh.queue, sh.text, 2*o.sizes.pgbenchClients)
+			got, err := pgbenchShapeRun(ctx, e, bin, sh.name, sh.setup, sh.done, sh.left, sh.text, 2*o.sizes.pgbenchClients)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("shape %s: %w", sh.name, err))
 				continue
