@@ -522,8 +522,8 @@ func TestRoundLead(t *testing.T) {
 // TestLeadStepFollowsFireCost: the step between the fires of a large round
 // is roundLeadStep, or 5/4 of what a fire of fireBatch takes when that is
 // longer: the median of the last three fires counted (the lower of two),
-// so that one stalled or quick fire alone does not move it; fires of fewer
-// than fireBatch/2 jobs do not count.
+// so that one stalled or quick fire among them does not move it; fires of
+// fewer than fireBatch/2 jobs do not count.
 func TestLeadStepFollowsFireCost(t *testing.T) {
 	s := &Scheduler{cfg: Config{FireLead: lead}, rounds: map[int64]int32{}}
 	step := func(want time.Duration) {

@@ -185,10 +185,11 @@ const (
 
 // noteFireCostLocked counts the time the store took for a fire of n jobs,
 // scaled to fireBatch, among the last three, and sets the fire cost to
-// their median: one fire alone, slowed by a stall (a checkpoint, a pause
-// of the machine) or quick, never moves it; two in a row do. Fires of
-// fewer than fireBatch/2 jobs are not counted: their fixed costs would be
-// scaled up with them. s.mu is held.
+// their median: one of the three, slowed by a stall (a checkpoint, a pause
+// of the machine) or quick, does not move it; two of them do. The first
+// fire of a process counts alone. Fires of fewer than fireBatch/2 jobs are
+// not counted: their fixed costs would be scaled up with them. s.mu is
+// held.
 func (s *Scheduler) noteFireCostLocked(took time.Duration, n int) {
 	if n < fireBatch/2 || took < 0 {
 		return
@@ -196,7 +197,7 @@ func (s *Scheduler) noteFireCostLocked(took time.Duration, n int) {
 	s.fireCosts[s.fireCostsAt] = took.Microseconds() * fireBatch / int64(n)
 	s.fireCostsAt = (s.fireCostsAt + 1) % len(s.fireCosts)
 	s.fireCostsN = min(s.fireCostsN+1, len(s.fireCosts))
-	c := s.fireCosts
+	c := s.fireCosts // a copy: the ring keeps its order
 	sorted := c[:s.fireCostsN]
 	slices.Sort(sorted)
 	// The lower median when there are two: the first fire of a process
