@@ -51,7 +51,7 @@ type sizes struct {
 	scaleCap       time.Duration
 	memory         []int // schedules
 	pgbenchClients int
-	pgbenchRuns    int // per client count, per run (batched: 4 times as many)
+	pgbenchRuns    int // per client count, per run (batched: throughputRuns, the burn-down's)
 }
 
 var fullSizes = sizes{

@@ -67,9 +67,12 @@ func runPgbench(ctx context.Context, e *env) error {
 		"(not_before, id), seeded with the runs to do plus 10%%. Per run: one statement claims the oldest due "+
 		"row (FOR UPDATE SKIP LOCKED) and one completes it, each its own transaction, as schedulerd's separate "+
 		"claim and completion are. Batched: 64 rows per claim and per completion. No history, no events, no "+
-		"attempts table: the least a durable claim-and-complete can write. The rate is pgbench's tps (without "+
+		"attempts table: the least a durable claim-and-complete can write. A per-run pass does %s runs; a batched "+
+		"pass (and each shape below) %s, figure 1's backlog, as passes slow down the longer they run. "+
+		"The rate is pgbench's tps (without "+
 		"connection time) times the batch. The fraction compares schedulerd's 1-node and 2-node PostgreSQL "+
-		"throughput of figure 1 (same run) with the best of these.", min(runtime.NumCPU(), o.sizes.pgbenchClients), clients)
+		"throughput of figure 1 (same run) with the best of these.", min(runtime.NumCPU(), o.sizes.pgbenchClients), clients,
+		thousands(int64(o.sizes.pgbenchRuns)), thousands(int64(o.sizes.throughputRuns)))
 	rep.Note(secPgbench, "Checks: exactly the expected number of rows completed, each at attempt 1, none left running.")
 
 	best := map[int]float64{} // by batch
@@ -181,10 +184,11 @@ func pgbenchRun(ctx context.Context, e *env, bin, name, script string, batch, cl
 		return 0, err
 	}
 	defer b.db.close()
-	// Batches go faster: give them more work, so that each run lasts a while.
+	// Batched, the pass is the burn-down's backlog: passes slow down as
+	// they go on (dead rows), so the fraction compares equal work.
 	total := o.sizes.pgbenchRuns
 	if batch > 1 {
-		total *= 4
+		total = o.sizes.throughputRuns
 	}
 	perClient := max(total/(clients*batch), 1)
 	runs := perClient * clients * batch

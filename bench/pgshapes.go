@@ -198,7 +198,7 @@ func pgbenchShapeRun(ctx context.Context, e *env, bin string, name string, setup
 	}
 	defer b.close(context.WithoutCancel(ctx))
 	const batch = 64
-	perClient := max(4*o.sizes.pgbenchRuns/(clients*batch), 1)
+	perClient := max(o.sizes.throughputRuns/(clients*batch), 1) // the burn-down's backlog, as the batched ceiling
 	runs := perClient * clients * batch
 	seed := runs + runs/10 + batch*clients
 	for _, q := range append(slices.Clone(setup), `VACUUM ANALYZE`) {
