@@ -29,13 +29,7 @@ var pgbenchShapes = []struct {
 	left  string   // the rows left claimed, which must be none
 	text  string
 }{
-	{"schedulerd's rows: runs (its indexes); at completion the attempt, which stands for both events", []string{seedRuns}, "runs", leftRuns, `BEGIN;
-UPDATE runs SET status = 'running', attempt = attempt + 1, node = 'n' || :client_id, incarnation = 'i',
-    started_at = now(), updated_at = now(), reason = 'claimed', claimed_from = status
-  WHERE id IN (SELECT id FROM runs WHERE (status || '') IN ('pending', 'retrying') AND not_before <= now()
-    ORDER BY not_before, created_at, id LIMIT 64 FOR UPDATE SKIP LOCKED);
-COMMIT;
-BEGIN;
+	{"schedulerd's rows: runs (its indexes); at completion the attempt, which stands for both events", []string{seedRuns}, "runs", leftRuns, claimByStatus("runs") + `BEGIN;
 WITH c AS (UPDATE runs SET status = 'completed', finished_at = now(), updated_at = now(), reason = 'succeeded', exit_code = 0,
     claimed_from = NULL
   WHERE node = 'n' || :client_id AND status = 'running' RETURNING id, attempt, started_at),
@@ -45,13 +39,7 @@ a AS (INSERT INTO attempts (run_id, number, node, incarnation, started_at, finis
 SELECT count(*) FROM c;
 COMMIT;
 `},
-	{"before migration 007 (PostgreSQL): both events written as rows at completion", []string{seedRuns}, "runs", leftRuns, `BEGIN;
-UPDATE runs SET status = 'running', attempt = attempt + 1, node = 'n' || :client_id, incarnation = 'i',
-    started_at = now(), updated_at = now(), reason = 'claimed', claimed_from = status
-  WHERE id IN (SELECT id FROM runs WHERE (status || '') IN ('pending', 'retrying') AND not_before <= now()
-    ORDER BY not_before, created_at, id LIMIT 64 FOR UPDATE SKIP LOCKED);
-COMMIT;
-BEGIN;
+	{"before migration 007 (PostgreSQL): both events written as rows at completion", []string{seedRuns}, "runs", leftRuns, claimByStatus("runs") + `BEGIN;
 WITH c AS (UPDATE runs SET status = 'completed', finished_at = now(), updated_at = now(), reason = 'succeeded', exit_code = 0,
     claimed_from = NULL
   WHERE node = 'n' || :client_id AND status = 'running' RETURNING id, attempt, started_at),
@@ -76,12 +64,7 @@ UPDATE runs SET status = 'completed', finished_at = now(), updated_at = now(), r
 COMMIT;
 `},
 	{"a queue table claimed, its rows moved at completion to a history table of 3 indexes", narrowQueue, "run_history",
-		leftNarrow, `BEGIN;
-UPDATE run_queue SET node = 'n' || :client_id, attempt = attempt + 1, started_at = now()
-  WHERE id IN (SELECT id FROM run_queue WHERE node = '' AND not_before <= now()
-    ORDER BY not_before, created_at, id LIMIT 64 FOR UPDATE SKIP LOCKED);
-COMMIT;
-BEGIN;
+		leftNarrow, claimNarrow + `BEGIN;
 WITH d AS (DELETE FROM run_queue WHERE node = 'n' || :client_id RETURNING *)
 INSERT INTO run_history (id, job, status, attempt, max_attempts, trigger_kind, scheduled_at, not_before, created_at,
     started_at, finished_at, updated_at, node, incarnation, retry, reason, exit_code)
@@ -90,12 +73,7 @@ INSERT INTO run_history (id, job, status, attempt, max_attempts, trigger_kind, s
 COMMIT;
 `},
 	{"a small queue table claimed beside runs; the runs row written at completion only, and the attempt",
-		append([]string{seedRuns}, splitQueue...), "runs", leftNarrow, `BEGIN;
-UPDATE run_queue SET node = 'n' || :client_id, attempt = attempt + 1, started_at = now()
-  WHERE id IN (SELECT id FROM run_queue WHERE node = '' AND not_before <= now()
-    ORDER BY not_before, created_at, id LIMIT 64 FOR UPDATE SKIP LOCKED);
-COMMIT;
-BEGIN;
+		append([]string{seedRuns}, splitQueue...), "runs", leftNarrow, claimNarrow + `BEGIN;
 WITH d AS (DELETE FROM run_queue WHERE node = 'n' || :client_id RETURNING id, attempt, started_at, node),
 u AS (UPDATE runs r SET status = 'completed', attempt = d.attempt, started_at = d.started_at, finished_at = now(),
     updated_at = now(), node = d.node, incarnation = 'i', reason = 'succeeded', exit_code = 0 FROM d WHERE r.id = d.id),
@@ -106,13 +84,7 @@ SELECT count(*) FROM d;
 COMMIT;
 `},
 	{"live runs whole in a queue table (its 8 indexes), moved at completion to history (5 indexes), and the attempt",
-		liveQueue, "run_history", `SELECT COUNT(*) FROM run_queue WHERE status <> 'pending'`, `BEGIN;
-UPDATE run_queue SET status = 'running', attempt = attempt + 1, node = 'n' || :client_id, incarnation = 'i',
-    started_at = now(), updated_at = now(), reason = 'claimed', claimed_from = status
-  WHERE id IN (SELECT id FROM run_queue WHERE (status || '') IN ('pending', 'retrying') AND not_before <= now()
-    ORDER BY not_before, created_at, id LIMIT 64 FOR UPDATE SKIP LOCKED);
-COMMIT;
-BEGIN;
+		liveQueue, "run_history", `SELECT COUNT(*) FROM run_queue WHERE status <> 'pending'`, claimByStatus("run_queue") + `BEGIN;
 WITH d AS (DELETE FROM run_queue WHERE node = 'n' || :client_id AND status = 'running' RETURNING *),
 h AS (INSERT INTO run_history (id, job, status, attempt, max_attempts, trigger_kind, scheduled_at, not_before, not_after,
     created_at, started_at, finished_at, updated_at, node, incarnation, exit_code, error, reason, dedup_id, rerun_of,
@@ -127,6 +99,28 @@ SELECT count(*) FROM d;
 COMMIT;
 `},
 }
+
+// claimByStatus is schedulerd's claim of 64 due runs by their status, on
+// table (runs, or a queue table of its columns), as its own transaction:
+// the shapes that claim so claim alike, and differ in what they write.
+func claimByStatus(table string) string {
+	return fmt.Sprintf(`BEGIN;
+UPDATE %[1]s SET status = 'running', attempt = attempt + 1, node = 'n' || :client_id, incarnation = 'i',
+    started_at = now(), updated_at = now(), reason = 'claimed', claimed_from = status
+  WHERE id IN (SELECT id FROM %[1]s WHERE (status || '') IN ('pending', 'retrying') AND not_before <= now()
+    ORDER BY not_before, created_at, id LIMIT 64 FOR UPDATE SKIP LOCKED);
+COMMIT;
+`, table)
+}
+
+// claimNarrow is the claim of 64 due rows of the small queue table
+// (narrowTable), as its own transaction.
+const claimNarrow = `BEGIN;
+UPDATE run_queue SET node = 'n' || :client_id, attempt = attempt + 1, started_at = now()
+  WHERE id IN (SELECT id FROM run_queue WHERE node = '' AND not_before <= now()
+    ORDER BY not_before, created_at, id LIMIT 64 FOR UPDATE SKIP LOCKED);
+COMMIT;
+`
 
 // The seeding and the extra tables of pgbenchShapes.
 const (
