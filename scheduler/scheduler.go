@@ -480,8 +480,7 @@ func (s *Scheduler) failAttempts(ctx context.Context, runs []*jobs.Run, res jobs
 				ended++
 				s.logRun(ctx, rr.Run, r.Status, "")
 			case errors.Is(rr.Err, store.ErrFenced):
-				s.log.WarnContext(ctx, "stale attempt write rejected", "job", r.Job, "run", r.ID, "attempt", r.Attempt,
-					"to", ts[i].To, "reason", ts[i].Reason)
+				s.logFenced(ctx, r, ts[i])
 			case err == nil:
 				err = fmt.Errorf("run %s: %w", r.ID, rr.Err)
 			}
@@ -706,12 +705,18 @@ func (s *Scheduler) transition(ctx context.Context, r *jobs.Run, t jobs.Transiti
 	nr, err := s.st.RunTransition(ctx, t)
 	if err != nil {
 		if errors.Is(err, store.ErrFenced) {
-			s.log.WarnContext(ctx, "stale attempt write rejected", "job", r.Job, "run", r.ID, "attempt", r.Attempt, "to", t.To, "reason", t.Reason)
+			s.logFenced(ctx, r, t)
 		}
 		return nil, err
 	}
 	s.logRun(ctx, nr, r.Status, "")
 	return nr, nil
+}
+
+// logFenced logs the transition t of r that the store refused because r's
+// attempt is no longer the one t was fenced by.
+func (s *Scheduler) logFenced(ctx context.Context, r *jobs.Run, t jobs.Transition) {
+	s.log.WarnContext(ctx, "stale attempt write rejected", "job", r.Job, "run", r.ID, "attempt", r.Attempt, "to", t.To, "reason", t.Reason)
 }
 
 func (s *Scheduler) logRun(ctx context.Context, r *jobs.Run, from jobs.Status, msg string) {
