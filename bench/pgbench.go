@@ -204,13 +204,14 @@ func pgbenchRun(ctx context.Context, e *env, bin, name, script string, batch, cl
 			return 0, err
 		}
 	}
-	tps, wall, err := pgbenchExec(ctx, bin, filepath.Join(e.dir, fmt.Sprintf("pgbench-%d.sql", batch)), script, dsn, clients, perClient)
+	pass, err := pgbenchExec(ctx, bin, filepath.Join(e.dir, fmt.Sprintf("pgbench-%d.sql", batch)), script, dsn, clients, perClient,
+		postmasterPID(ctx, b))
 	if err != nil {
 		return 0, err
 	}
-	r := tps * float64(batch)
-	rep.Rawf(secPgbench, "%s, %d clients: %s runs in %s (wall, with connections): %.0f tps x %d = %s runs/s",
-		name, clients, thousands(int64(runs)), wall.Round(time.Millisecond), tps, batch, num(r))
+	r := pass.tps * float64(batch)
+	rep.Rawf(secPgbench, "%s, %d clients: %s runs in %s (wall, with connections): %.0f tps x %d = %s runs/s; %s",
+		name, clients, thousands(int64(runs)), pass.wall.Round(time.Millisecond), pass.tps, batch, num(r), pass.perRun(runs))
 
 	done, err := b.db.int(ctx, `SELECT COUNT(*) FROM bench_q WHERE status = 'completed'`)
 	if err != nil {
@@ -226,28 +227,62 @@ func pgbenchRun(ctx context.Context, e *env, bin, name, script string, batch, cl
 	return r, nil
 }
 
+// pgbenchPass is what one pgbench command did.
+type pgbenchPass struct {
+	tps    float64       // pgbench's tps without connection time
+	wall   time.Duration // the whole command, with connections
+	client time.Duration // pgbench's own CPU time
+	server time.Duration // the server's CPU time over the command (0: unknown)
+}
+
+// perRun describes the CPU each run cost the server and pgbench.
+func (p pgbenchPass) perRun(runs int) string {
+	if runs <= 0 {
+		return ""
+	}
+	s := fmt.Sprintf("pgbench CPU %.1f µs/run", float64(p.client.Microseconds())/float64(runs))
+	if p.server > 0 {
+		s = fmt.Sprintf("server CPU %.1f µs/run (%.2f cores), ", float64(p.server.Microseconds())/float64(runs),
+			p.server.Seconds()/p.wall.Seconds()) + s
+	}
+	return s
+}
+
 // pgbenchExec writes script to path and runs it with pgbench on dsn:
-// clients clients, perClient transactions each. It returns pgbench's tps
-// without connection time, and the wall time of the whole command.
-func pgbenchExec(ctx context.Context, bin, path, script, dsn string, clients, perClient int) (float64, time.Duration, error) {
+// clients clients, perClient transactions each. postmaster is the server's
+// process, whose tree's CPU time is measured over the command (0: none).
+func pgbenchExec(ctx context.Context, bin, path, script, dsn string, clients, perClient, postmaster int) (pgbenchPass, error) {
+	var p pgbenchPass
 	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
-		return 0, 0, err
+		return p, err
 	}
 	threads := min(clients, runtime.NumCPU())
 	cmd := exec.CommandContext(ctx, bin, "-n", "-M", "simple", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(threads),
 		"-t", strconv.Itoa(perClient), "-f", path, dsn)
+	var pg0 int64
+	if postmaster > 0 {
+		pg0, _ = processTreeTicks(postmaster)
+	}
 	t0 := time.Now()
 	out, err := cmd.CombinedOutput()
-	wall := time.Since(t0)
+	p.wall = time.Since(t0)
+	if postmaster > 0 && pg0 > 0 {
+		if t, err := processTreeTicks(postmaster); err == nil && t > pg0 {
+			p.server = time.Duration(t-pg0) * time.Second / clockTicks
+		}
+	}
+	if cmd.ProcessState != nil {
+		p.client = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
 	if err != nil {
-		return 0, wall, fmt.Errorf("pgbench: %w: %s", err, tail(out))
+		return p, fmt.Errorf("pgbench: %w: %s", err, tail(out))
 	}
 	m := tpsRE.FindSubmatch(out)
 	if m == nil {
-		return 0, wall, fmt.Errorf("pgbench: no tps in its output: %s", tail(out))
+		return p, fmt.Errorf("pgbench: no tps in its output: %s", tail(out))
 	}
-	tps, _ := strconv.ParseFloat(string(m[1]), 64)
-	return tps, wall, nil
+	p.tps, _ = strconv.ParseFloat(string(m[1]), 64)
+	return p, nil
 }
 
 // tail returns the end of a command's output, for errors.

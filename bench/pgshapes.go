@@ -203,14 +203,14 @@ func pgbenchShapeRun(ctx context.Context, e *env, bin string, name string, setup
 			return 0, err
 		}
 	}
-	tps, wall, err := pgbenchExec(ctx, bin, filepath.Join(e.dir, fmt.Sprintf("pgshape-%d.sql", time.Now().UnixNano())),
-		script, b.dsn, clients, perClient)
+	pass, err := pgbenchExec(ctx, bin, filepath.Join(e.dir, fmt.Sprintf("pgshape-%d.sql", time.Now().UnixNano())),
+		script, b.dsn, clients, perClient, postmasterPID(ctx, b))
 	if err != nil {
 		return 0, err
 	}
-	r := tps * batch
-	rep.Rawf(secPgbench, "shape %s, %d clients: %s runs in %s (wall, with connections): %.0f tps x %d = %s runs/s",
-		name, clients, thousands(int64(runs)), wall.Round(time.Millisecond), tps, batch, num(r))
+	r := pass.tps * batch
+	rep.Rawf(secPgbench, "shape %s, %d clients: %s runs in %s (wall, with connections): %.0f tps x %d = %s runs/s; %s",
+		name, clients, thousands(int64(runs)), pass.wall.Round(time.Millisecond), pass.tps, batch, num(r), pass.perRun(runs))
 
 	done, err := b.db.int(ctx, `SELECT COUNT(*) FROM `+doneTable+` WHERE status = 'completed' AND attempt = 1`)
 	if err != nil {

@@ -408,6 +408,12 @@ func burnDown(ctx context.Context, e *env, sp burnSpec) error {
 		pgCPU := float64(pgTicks) / clockTicks
 		cpuLine += fmt.Sprintf(", PostgreSQL server %.1f s (%.2f cores)", pgCPU, pgCPU/elapsed.Seconds())
 	}
+	if completed > 0 {
+		cpuLine += fmt.Sprintf("; per run: this process %.1f µs", 1e6*cpu.Seconds()/float64(completed))
+		if pm > 0 {
+			cpuLine += fmt.Sprintf(", the server %.1f µs", 1e6*float64(pgTicks)/clockTicks/float64(completed))
+		}
+	}
 	if completed > 0 && stmts >= 0 {
 		cpuLine += fmt.Sprintf("; %.1f SQL statements per run", float64(stmts)/float64(completed))
 	}
