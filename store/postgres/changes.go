@@ -30,6 +30,11 @@ type changes struct {
 	leaving bool
 }
 
+// newChanges returns changes sized for n transitions.
+func newChanges(n int) changes {
+	return changes{runs: make([]runChange, 0, n), index: make(map[string]int, n), attempts: make([]attemptEnd, 0, n)}
+}
+
 // runChange is the state a run is written with.
 type runChange struct {
 	run       *jobs.Run
@@ -165,19 +170,19 @@ func (ch *changes) queue(c *conn, b *pgx.Batch) {
 	}
 	if n := len(ch.runs); n > 0 {
 		var (
-			ids, statuses, reasons, errs     []string
-			exitCodes                        []pgtype.Int4
-			notBefore, finishedAt, updatedAt []pgtype.Timestamptz
-			cancelRequested                  []bool
-			claimedFrom                      []pgtype.Text
+			ids, statuses, reasons, errs     = make(textArray, n), make(textArray, n), make(textArray, n), make(textArray, n)
+			exitCodes                        = make(int4Array, n)
+			notBefore, finishedAt, updatedAt = make(tsArray, n), make(tsArray, n), make(tsArray, n)
+			cancelRequested                  = make(boolArray, n)
+			claimedFrom                      = make(nullArray, n)
 		)
-		for _, u := range ch.runs {
+		for i, u := range ch.runs {
 			r := u.run
-			ids, statuses, reasons = append(ids, r.ID), append(statuses, string(r.Status)), append(reasons, string(r.Reason))
-			errs, exitCodes = append(errs, r.Error), append(exitCodes, int4Arg(r.ExitCode))
-			notBefore, finishedAt = append(notBefore, tsArg(r.NotBefore)), append(finishedAt, tsArg(r.FinishedAt))
-			updatedAt, cancelRequested = append(updatedAt, tsArg(u.updatedAt)), append(cancelRequested, r.CancelRequested)
-			claimedFrom = append(claimedFrom, textArg(string(r.ClaimedFrom)))
+			ids[i], statuses[i], reasons[i] = text(r.ID), text(r.Status), text(r.Reason)
+			errs[i], exitCodes[i] = text(r.Error), int4Arg(r.ExitCode)
+			notBefore[i], finishedAt[i] = tsArg(r.NotBefore), tsArg(r.FinishedAt)
+			updatedAt[i], cancelRequested[i] = tsArg(u.updatedAt), boolOf(r.CancelRequested)
+			claimedFrom[i] = textArg(string(r.ClaimedFrom))
 		}
 		b.Queue(sqlUpdateRuns, ids, statuses, reasons, errs, exitCodes, notBefore, finishedAt, updatedAt,
 			cancelRequested, claimedFrom).Exec(func(tag pgconn.CommandTag) error {
@@ -188,41 +193,42 @@ func (ch *changes) queue(c *conn, b *pgx.Batch) {
 			return nil
 		})
 	}
-	if len(ch.attempts) > 0 {
+	if n := len(ch.attempts); n > 0 {
 		var (
-			runIDs, nodes, incarnations, statuses, errs, reasons []string
-			numbers                                              []int32
-			startedAt, finishedAt                                []pgtype.Timestamptz
-			exitCodes                                            []pgtype.Int4
-			outputs                                              [][]byte
-			outputBytes                                          []int64
-			truncated                                            []bool
-			claimedFrom, endNodes                                []pgtype.Text
+			runIDs, nodes, incarnations, statuses = make(textArray, n), make(textArray, n), make(textArray, n), make(textArray, n)
+			errs, reasons                         = make(textArray, n), make(textArray, n)
+			numbers                               = make(int4Array, n)
+			startedAt, finishedAt                 = make(tsArray, n), make(tsArray, n)
+			exitCodes                             = make(int4Array, n)
+			outputs                               = make(byteArray, n)
+			outputBytes                           = make(int8Array, n)
+			truncated                             = make(boolArray, n)
+			claimedFrom, endNodes                 = make(nullArray, n), make(nullArray, n)
 		)
-		for _, a := range ch.attempts {
+		for i, a := range ch.attempts {
 			r := a.run
-			runIDs, numbers, nodes = append(runIDs, r.ID), append(numbers, int32(r.Attempt)), append(nodes, r.Node)
-			incarnations, startedAt = append(incarnations, r.Incarnation), append(startedAt, tsArg(r.StartedAt))
-			finishedAt, statuses = append(finishedAt, tsArg(a.at)), append(statuses, string(a.t.To))
-			exitCodes, errs = append(exitCodes, int4Arg(a.t.ExitCode)), append(errs, cleanText(a.t.Error))
-			reasons, outputs = append(reasons, string(a.t.Reason)), append(outputs, bytesOf(a.t.Output))
-			outputBytes, truncated = append(outputBytes, a.t.OutputBytes), append(truncated, a.t.Truncated)
-			from, by := a.derived()
-			claimedFrom, endNodes = append(claimedFrom, from), append(endNodes, by)
+			runIDs[i], numbers[i], nodes[i] = text(r.ID), int4Of(r.Attempt), text(r.Node)
+			incarnations[i], startedAt[i] = text(r.Incarnation), tsArg(r.StartedAt)
+			finishedAt[i], statuses[i] = tsArg(a.at), text(a.t.To)
+			exitCodes[i], errs[i] = int4Arg(a.t.ExitCode), text(cleanText(a.t.Error))
+			reasons[i], outputs[i] = text(a.t.Reason), bytea(a.t.Output)
+			outputBytes[i], truncated[i] = pgtype.Int8{Int64: a.t.OutputBytes, Valid: true}, boolOf(a.t.Truncated)
+			claimedFrom[i], endNodes[i] = a.derived()
 		}
 		b.Queue(sqlEndAttempts, runIDs, numbers, nodes, incarnations, startedAt, finishedAt, statuses, exitCodes, errs,
 			reasons, outputs, outputBytes, truncated, claimedFrom, endNodes)
 	}
-	if len(ch.events) > 0 {
+	if n := len(ch.events); n > 0 {
 		var (
-			runIDs, nodes, from, to, reasons, messages []string
-			times                                      []pgtype.Timestamptz
-			attempts                                   []int32
+			runIDs, nodes, from, to, reasons, messages = make(textArray, n), make(textArray, n), make(textArray, n),
+				make(textArray, n), make(textArray, n), make(textArray, n)
+			times    = make(tsArray, n)
+			attempts = make(int4Array, n)
 		)
-		for _, e := range ch.events {
-			runIDs, times, nodes = append(runIDs, e.RunID), append(times, tsArg(e.Time)), append(nodes, e.Node)
-			attempts, from, to = append(attempts, int32(e.Attempt)), append(from, string(e.From)), append(to, string(e.To))
-			reasons, messages = append(reasons, string(e.Reason)), append(messages, e.Message)
+		for i, e := range ch.events {
+			runIDs[i], times[i], nodes[i] = text(e.RunID), tsArg(e.Time), text(e.Node)
+			attempts[i], from[i], to[i] = int4Of(e.Attempt), text(e.From), text(e.To)
+			reasons[i], messages[i] = text(e.Reason), text(e.Message)
 		}
 		b.Queue(sqlInsertEvents, runIDs, times, nodes, attempts, from, to, reasons, messages)
 	}

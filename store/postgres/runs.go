@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
@@ -219,27 +218,31 @@ func queueInsertRuns(c *conn, b *pgx.Batch, rs []newRun, made []*jobs.Run) {
 	if len(rs) == 0 {
 		return
 	}
+	n := len(rs)
 	var (
-		ids, jobNames, triggers, dedupIDs, rerunOfs, retries, nodes []string
-		nows, scheduled, notBefore, notAfter                        []pgtype.Timestamptz
-		maxAttempts                                                 []int32
-		payloads                                                    [][]byte
+		ids, jobNames, triggers, dedupIDs = make(textArray, n), make(textArray, n), make(textArray, n), make(textArray, n)
+		rerunOfs, retries, nodes          = make(textArray, n), make(textArray, n), make(textArray, n)
+		nows, scheduled                   = make(tsArray, n), make(tsArray, n)
+		notBefore, notAfter               = make(tsArray, n), make(tsArray, n)
+		maxAttempts                       = make(int4Array, n)
+		payloads                          = make(byteArray, n)
 	)
-	index := make(map[string]int, len(rs))
+	index := make(map[string]int, n)
 	for i, r := range rs {
 		p := r.p
 		index[r.id] = i
-		ids, jobNames, triggers = append(ids, r.id), append(jobNames, p.Job), append(triggers, string(p.Trigger))
-		nows, scheduled = append(nows, tsArg(r.now)), append(scheduled, tsArg(p.ScheduledAt))
-		notBefore, notAfter = append(notBefore, tsArg(p.NotBefore)), append(notAfter, tsArg(p.NotAfter))
-		maxAttempts = append(maxAttempts, int32(max(p.Retry.MaxAttempts, 1)))
-		dedupIDs, rerunOfs = append(dedupIDs, p.DedupID), append(rerunOfs, p.RerunOf)
-		payloads, retries, nodes = append(payloads, bytesOf(p.Payload)), append(retries, r.retry), append(nodes, p.Node)
+		ids[i], jobNames[i], triggers[i] = text(r.id), text(p.Job), text(p.Trigger)
+		nows[i], scheduled[i] = tsArg(r.now), tsArg(p.ScheduledAt)
+		notBefore[i], notAfter[i] = tsArg(p.NotBefore), tsArg(p.NotAfter)
+		maxAttempts[i] = int4Of(max(p.Retry.MaxAttempts, 1))
+		dedupIDs[i], rerunOfs[i] = text(p.DedupID), text(p.RerunOf)
+		payloads[i], retries[i], nodes[i] = bytea(p.Payload), text(r.retry), text(p.Node)
 	}
 	b.Queue(sqlInsertRuns, ids, jobNames, triggers, nows, scheduled, notBefore, notAfter, maxAttempts,
 		dedupIDs, rerunOfs, payloads, retries, nodes).Query(func(rows pgx.Rows) error {
+		sc := newRunScanner()
 		for rows.Next() {
-			run, err := scanRun(rows)
+			run, err := sc.scan(rows)
 			if err != nil {
 				return err
 			}
@@ -317,7 +320,7 @@ func transitions(ctx context.Context, c *conn, ts []jobs.Transition) ([]store.Tr
 		return nil, err
 	}
 	results := make([]store.TransitionResult, len(ts))
-	var ch changes
+	ch := newChanges(len(ts))
 	for i, t := range ts {
 		results[i].Run, results[i].Err = ch.transition(runs, t, now)
 	}
@@ -350,7 +353,7 @@ const (
 // lockRuns reads the runs of ids that exist, by id, under their row
 // locks, and the database clock (zero when there is none).
 func lockRuns(ctx context.Context, c *conn, ids []string) (map[string]*jobs.Run, time.Time, error) {
-	q, arg := sqlLockRuns, any(ids)
+	q, arg := sqlLockRuns, any(textsOf(ids))
 	if len(ids) > 0 && !slices.ContainsFunc(ids, func(id string) bool { return id != ids[0] }) {
 		q, arg = sqlLockRun, ids[0]
 	}
@@ -376,8 +379,9 @@ func scanRunsNow(rows pgx.Rows, err error) ([]*jobs.Run, time.Time, error) {
 		runs []*jobs.Run
 		now  time.Time
 	)
+	sc := newRunScanner(&now)
 	for rows.Next() {
-		run, err := scanRun(rowFunc(func(dest ...any) error { return rows.Scan(append(dest, &now)...) }))
+		run, err := sc.scan(rows)
 		if err != nil {
 			return nil, time.Time{}, err
 		}
@@ -708,14 +712,16 @@ func (s *Store) claim(ctx context.Context, names []string, caps map[string]int, 
 			return err
 		}
 		defer rows.Close()
+		var from string
+		sc := newRunScanner(&from)
 		for rows.Next() {
-			run, from, err := scanClaimed(rows)
+			run, err := sc.scan(rows)
 			if err != nil {
 				return err
 			}
 			// The statement only takes waiting runs; the state machine
 			// still has the last word.
-			if err := jobs.ValidateTransition(from, jobs.StatusRunning); err != nil {
+			if err := jobs.ValidateTransition(jobs.Status(from), jobs.StatusRunning); err != nil {
 				return fmt.Errorf("run %s: %w", run.ID, err)
 			}
 			claimed = append(claimed, run)
@@ -733,18 +739,6 @@ func (s *Store) claim(ctx context.Context, names []string, caps map[string]int, 
 	}
 	return claimed, nil
 }
-
-// scanClaimed reads a claimed run and the status it was claimed from.
-func scanClaimed(rows pgx.Rows) (*jobs.Run, jobs.Status, error) {
-	var from string
-	run, err := scanRun(rowFunc(func(dest ...any) error { return rows.Scan(append(dest, &from)...) }))
-	return run, jobs.Status(from), err
-}
-
-// rowFunc adapts a Scan function to pgx.Row.
-type rowFunc func(dest ...any) error
-
-func (f rowFunc) Scan(dest ...any) error { return f(dest...) }
 
 // qualified prefixes each column of a column list with table.
 func qualified(table, columns string) string {
