@@ -11,6 +11,9 @@ type Clock interface {
 	Now() time.Time
 	// NewTimer returns a timer that fires once after d.
 	NewTimer(d time.Duration) Timer
+	// AfterFunc calls f in its own goroutine after d, unless stop is
+	// called first; stop reports whether it prevented the call.
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
 }
 
 // Timer is a stoppable one-shot timer.
@@ -27,6 +30,9 @@ func (RealClock) Now() time.Time { return time.Now() }
 
 // NewTimer returns a time.Timer.
 func (RealClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+// AfterFunc is time.AfterFunc: no goroutine waits for it.
+func (RealClock) AfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 
 type realTimer struct{ t *time.Timer }
 
@@ -75,6 +81,27 @@ func (c *FakeClock) NewTimer(d time.Duration) Timer {
 	default:
 	}
 	return t
+}
+
+// AfterFunc calls f in its own goroutine once Advance or Set moves the
+// time past d from now.
+func (c *FakeClock) AfterFunc(d time.Duration, f func()) func() bool {
+	t := c.NewTimer(d).(*fakeTimer)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-t.ch:
+			f()
+		case <-done:
+		}
+	}()
+	return func() bool {
+		stopped := t.Stop()
+		if stopped {
+			close(done)
+		}
+		return stopped
+	}
 }
 
 // Advance moves the time forward by d.

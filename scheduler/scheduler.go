@@ -720,6 +720,13 @@ func (s *Scheduler) logFenced(ctx context.Context, r *jobs.Run, t jobs.Transitio
 }
 
 func (s *Scheduler) logRun(ctx context.Context, r *jobs.Run, from jobs.Status, msg string) {
+	level := slog.LevelInfo
+	if r.Status == jobs.StatusDeadLetter || r.Status == jobs.StatusRetrying {
+		level = slog.LevelWarn
+	}
+	if !s.log.Enabled(ctx, level) {
+		return
+	}
 	attrs := []any{"job", r.Job, "run", r.ID, "attempt", r.Attempt, "status", r.Status, "reason", r.Reason}
 	if from != "" {
 		attrs = append(attrs, "from", from)
@@ -735,10 +742,6 @@ func (s *Scheduler) logRun(ctx context.Context, r *jobs.Run, from jobs.Status, m
 	}
 	if msg == "" {
 		msg = "run " + string(r.Status)
-	}
-	level := slog.LevelInfo
-	if r.Status == jobs.StatusDeadLetter || r.Status == jobs.StatusRetrying {
-		level = slog.LevelWarn
 	}
 	s.log.Log(ctx, level, msg, attrs...)
 }

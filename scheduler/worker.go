@@ -52,7 +52,7 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 			res = jobs.Result{Err: fmt.Errorf("job %q is no longer declared on this node", r.Job), StartFailed: true}
 		default:
 			s.count.attemptsStarted.Add(1)
-			res = s.execute(ctx, r, d)
+			res = s.execute(ctx, cancel, r, d)
 		}
 		cancel(nil)
 		if res.Reason == "" && !res.Ok() {
@@ -281,21 +281,13 @@ func (s *Scheduler) finish(r *jobs.Run, t jobs.Transition) {
 	}
 }
 
-// execute runs one attempt of r and returns its result.
-func (s *Scheduler) execute(ctx context.Context, r *jobs.Run, d *jobs.Definition) jobs.Result {
+// execute runs one attempt of r and returns its result. cancel stops the
+// attempt's ctx: the timeout calls it with its reason, from a timer of the
+// clock rather than a goroutine that waits for one.
+func (s *Scheduler) execute(ctx context.Context, cancel context.CancelCauseFunc, r *jobs.Run, d *jobs.Definition) jobs.Result {
 	if d.Timeout > 0 {
-		tctx, cancel := context.WithCancelCause(ctx)
-		defer cancel(nil)
-		tm := s.clock.NewTimer(d.Timeout)
-		defer tm.Stop()
-		go func() {
-			select {
-			case <-tm.C():
-				cancel(stopCause{jobs.ReasonTimeout})
-			case <-tctx.Done():
-			}
-		}()
-		ctx = tctx
+		stop := s.clock.AfterFunc(d.Timeout, func() { cancel(stopCause{jobs.ReasonTimeout}) })
+		defer stop()
 	}
 	info := jobs.Info{
 		RunID: r.ID, Job: r.Job, Attempt: r.Attempt, ScheduledAt: r.ScheduledAt,
