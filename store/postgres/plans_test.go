@@ -19,8 +19,10 @@ import (
 // migration 004 took off the claim and completion path (runs_node_running,
 // and runs_status_created for running and completed runs) read indexes,
 // not the whole table, on a history of 30,000 runs; and that a job's
-// active runs are read from runs_active; and that a claim reads no more
-// than its runs.
+// active runs are read from runs_active; that a claim reads no more than
+// its runs; and that listings of all runs, of completed runs and of each
+// job's newest run read run_order in its order (migration 010), not the
+// whole of runs or run_order, and sort nothing.
 func TestPlansWithoutHotPathIndexes(t *testing.T) {
 	_, dsn := openTest(t)
 	admin(t, dsn,
@@ -35,7 +37,7 @@ func TestPlansWithoutHotPathIndexes(t *testing.T) {
 			CASE WHEN g % 1000 IN (1, 2, 3) THEN NULL ELSE now() END,
 			CASE WHEN g % 1000 = 2 THEN 'node-' || (g % 3) ELSE '' END, '{}'
 		FROM generate_series(1, 30000) g`,
-		`ANALYZE runs`)
+		`ANALYZE runs`, `ANALYZE run_order`)
 
 	plans := map[string]struct {
 		sql   string
@@ -57,13 +59,15 @@ func TestPlansWithoutHotPathIndexes(t *testing.T) {
 			q, args := runsListQuery(store.RunFilter{Job: job, Status: st})
 			index := []string{"runs_status_created"}
 			switch {
+			case st == jobs.StatusCompleted && job == "":
+				index = []string{"run_order_created"}
 			case st == jobs.StatusCompleted:
-				index = []string{"runs_created"}
+				index = []string{"run_order_job_created"}
 			case st == jobs.StatusRunning:
 				index = []string{"runs_running"}
 			}
-			if job != "" { // the job's own runs may come first
-				index = append(index, "runs_job_created", "runs_claim")
+			if job != "" && st != jobs.StatusCompleted { // the job's own runs may come first
+				index = append(index, "runs_claim", "runs_active")
 			}
 			plans["list "+string(st)+" of "+job] = struct {
 				sql   string
@@ -72,11 +76,30 @@ func TestPlansWithoutHotPathIndexes(t *testing.T) {
 			}{q, args, index}
 		}
 	}
+	for _, job := range []string{"", "job-7"} {
+		q, args := runsListQuery(store.RunFilter{Job: job})
+		index := "run_order_created"
+		if job != "" {
+			index = "run_order_job_created"
+		}
+		plans["list all of "+job] = struct {
+			sql   string
+			args  []any
+			index []string
+		}{q, args, []string{index}}
+	}
+	plans["last runs"] = struct {
+		sql   string
+		args  []any
+		index []string
+	}{sqlJobsLastRun, []any{[]string{"job-1", "job-2"}}, []string{"run_order_job_created"}}
 
 	explain := explainer(t, dsn)
 	for name, p := range plans {
 		plan := explain(p.sql, p.args...)
-		if strings.Contains(plan, "Seq Scan on runs") || !slices.ContainsFunc(p.index, func(ix string) bool { return strings.Contains(plan, ix) }) {
+		// A listing from run_order reads it in its order: no sort.
+		ordered := strings.HasPrefix(p.index[0], "run_order") && strings.Contains(plan, "Sort")
+		if strings.Contains(plan, "Seq Scan on run") || ordered || !slices.ContainsFunc(p.index, func(ix string) bool { return strings.Contains(plan, ix) }) {
 			t.Errorf("%s: want a plan that reads %s and no sequential scan of runs, got\n%s", name, p.index, plan)
 		}
 	}

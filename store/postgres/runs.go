@@ -1007,24 +1007,32 @@ func (s *Store) RunsList(ctx context.Context, f store.RunFilter) ([]*jobs.Run, e
 }
 
 // runsListQuery is the statement of RunsList (f.Status valid or empty).
-// The status is a constant, not a parameter: the plan is made for it, so
-// that a rare status is read from the partial runs_status_created index,
-// running runs from runs_running, and completed ones, most of the
-// history, from runs_created (or runs_job_created) newest first.
+// The status is a constant, not a parameter: the plan is made for it. All
+// runs, and completed ones (most of the history), are read newest first
+// from run_order (migration 010), of all jobs or of f.Job, each run then
+// by its id; a rare status from the partial runs_status_created index, and
+// running runs from runs_running.
 func runsListQuery(f store.RunFilter) (string, []any) {
-	limit := f.ListLimit()
-	q := `SELECT ` + runColumns + ` FROM runs WHERE true`
 	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if f.Status == "" || f.Status == jobs.StatusCompleted {
+		q := `SELECT ` + qualified("r", runColumns) + ` FROM run_order o JOIN runs r ON r.id = o.id WHERE true`
+		if f.Job != "" {
+			q += ` AND o.job = ` + arg(f.Job)
+		}
+		if f.Status != "" {
+			q += ` AND r.status = '` + string(f.Status) + `'`
+		}
+		return q + ` ORDER BY o.created_at DESC, o.id DESC LIMIT ` + arg(f.ListLimit()), args
+	}
+	q := `SELECT ` + runColumns + ` FROM runs WHERE status = '` + string(f.Status) + `'`
 	if f.Job != "" {
-		args = append(args, f.Job)
-		q += fmt.Sprintf(` AND job = $%d`, len(args))
+		q += ` AND job = ` + arg(f.Job)
 	}
-	if f.Status != "" {
-		q += ` AND status = '` + string(f.Status) + `'`
-	}
-	args = append(args, limit)
-	q += fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT $%d`, len(args))
-	return q, args
+	return q + ` ORDER BY created_at DESC, id DESC LIMIT ` + arg(f.ListLimit()), args
 }
 
 // sqlRunEvents and sqlRunAttempts read a run's events and attempts, and
@@ -1096,14 +1104,19 @@ func (s *Store) RunAttempts(ctx context.Context, id string) ([]*jobs.Attempt, er
 	return attempts, nil
 }
 
+// sqlJobsLastRun reads the newest run of each job of $1: its id from
+// run_order, then the run.
+const sqlJobsLastRun = `SELECT r.* FROM unnest($1::text[]) AS j CROSS JOIN LATERAL (
+		SELECT ` + runColumns + ` FROM runs WHERE id = (SELECT o.id FROM run_order o WHERE o.job = j
+			ORDER BY o.created_at DESC, o.id DESC LIMIT 1)) r`
+
 // JobsLastRun returns the newest run of each named job that has one.
 func (s *Store) JobsLastRun(ctx context.Context, jobNames []string) (map[string]*jobs.Run, error) {
 	out := map[string]*jobs.Run{}
 	if len(jobNames) == 0 {
 		return out, nil
 	}
-	runs, err := scanRuns(s.read().query(ctx, `SELECT r.* FROM unnest($1::text[]) AS j CROSS JOIN LATERAL (
-		SELECT `+runColumns+` FROM runs WHERE job = j ORDER BY created_at DESC, id DESC LIMIT 1) r`, jobNames))
+	runs, err := scanRuns(s.read().query(ctx, sqlJobsLastRun, jobNames))
 	if err != nil {
 		return nil, fail("last runs", err)
 	}
