@@ -36,7 +36,8 @@ func runOrderDiff(t *testing.T, dsn string) (diff, runs int) {
 
 // TestRunOrderFollowsRuns: run_order holds exactly each run's id, job and
 // creation time through every way runs are made and removed: one run, a
-// batch, a statement of SQL, pruning, a DELETE, a TRUNCATE.
+// batch, a statement of SQL (also from a session whose search_path lacks
+// the tables), pruning, a DELETE, a TRUNCATE.
 func TestRunOrderFollowsRuns(t *testing.T) {
 	s, dsn := openTest(t)
 	ctx := t.Context()
@@ -63,6 +64,14 @@ func TestRunOrderFollowsRuns(t *testing.T) {
 	admin(t, dsn, `INSERT INTO runs (id, job, status, max_attempts, trigger_kind, scheduled_at, not_before, created_at, updated_at, retry)
 		SELECT 'sql-' || g, 'sql', 'pending', 1, 'manual', now(), now(), now(), now(), '{}' FROM generate_series(1, 20) g`)
 	check("SQL", 71)
+	// A session whose search_path does not find the tables.
+	admin(t, dsn, `SET search_path = pg_catalog`,
+		`INSERT INTO public.runs (id, job, status, max_attempts, trigger_kind, scheduled_at, not_before, created_at, updated_at, retry)
+		VALUES ('other-path', 'sql', 'pending', 1, 'manual', now(), now(), now(), now(), '{}')`,
+		`DELETE FROM public.runs WHERE id = 'other-path'`,
+		`INSERT INTO public.runs (id, job, status, max_attempts, trigger_kind, scheduled_at, not_before, created_at, updated_at, retry)
+		VALUES ('other-path', 'sql', 'pending', 1, 'manual', now(), now(), now(), now(), '{}')`)
+	check("another search_path", 72)
 
 	// Finish the batch's runs and prune them.
 	claimed, err := s.RunsClaim(ctx, store.ClaimParams{Jobs: map[string]int{"batch-0": 0, "batch-1": 0, "batch-2": 0},
@@ -78,12 +87,12 @@ func TestRunOrderFollowsRuns(t *testing.T) {
 	if _, err := s.RunTransitions(ctx, ts); err != nil {
 		t.Fatal(err)
 	}
-	check("finished", 71)
+	check("finished", 72)
 	if n, err := s.RunsPrune(ctx, time.Now().Add(time.Hour)); err != nil || n != 50 {
 		t.Fatalf("prune: %d runs, %v", n, err)
 	}
-	check("pruned", 21)
-	admin(t, dsn, `DELETE FROM runs WHERE job = 'sql' AND id < 'sql-2'`) // sql-1, sql-10 .. sql-19
+	check("pruned", 22)
+	admin(t, dsn, `DELETE FROM runs WHERE job = 'sql' AND id < 'sql-2'`) // other-path, sql-1, sql-10 .. sql-19
 	check("DELETE", 10)
 	admin(t, dsn, `TRUNCATE runs CASCADE`)
 	check("TRUNCATE", 0)

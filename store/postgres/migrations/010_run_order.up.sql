@@ -12,7 +12,8 @@
 --
 -- Triggers keep run_order whole, whoever writes runs (nodes of an earlier
 -- version during a rolling upgrade among them): one statement per statement
--- that inserts, deletes or truncates runs, over the rows it inserted or deleted. They
+-- that inserts, deletes or truncates runs, over the rows it inserted or deleted,
+-- finding run_order by the search_path this migration ran with. They
 -- are created before run_order is filled: their lock on runs waits for the
 -- transactions that are writing runs and holds new writes back until this
 -- migration commits, so the fill reads every run and no insert is missed.
@@ -22,21 +23,21 @@ CREATE TABLE run_order (
 	created_at timestamptz NOT NULL
 );
 
-CREATE FUNCTION run_order_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION run_order_insert() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
 	INSERT INTO run_order (id, job, created_at) SELECT id, job, created_at FROM made;
 	RETURN NULL;
 END
 $$;
 
-CREATE FUNCTION run_order_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION run_order_delete() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
 	DELETE FROM run_order WHERE id = ANY(ARRAY(SELECT id FROM gone));
 	RETURN NULL;
 END
 $$;
 
-CREATE FUNCTION run_order_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION run_order_truncate() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
 	TRUNCATE run_order;
 	RETURN NULL;
