@@ -29,8 +29,9 @@ func runThroughput(ctx context.Context, e *env) error {
 		"concurrency %d, the engine's other defaults) and burn the backlog down. Concurrency %d is what "+
 		"River's benchmark (riverbench, the source of the 45,000 runs/s target) gives its one queue; one "+
 		"more 1-node run at concurrency %d, without a target, shows what smaller batches cost. The clock runs from the "+
-		"first node's Start to the moment the last completion is committed (the handler count reaches "+
-		"the total, then the store shows no active run); the rate is the number of runs the store shows "+
+		"first node's Start to the moment the last completion is committed (the nodes' counts of completed "+
+		"results, which a node adds to once the transaction that wrote them has committed, read from memory "+
+		"every 5 ms, reach the total); the rate is the number of runs the store shows "+
 		"completed divided by that time. A run is capped at %s: the rate is then what the store shows "+
 		"completed after the nodes stopped, over the time until they stopped. Command jobs run `/bin/true` "+
 		"(%s runs, capped at %s). PostgreSQL: the planner statistics are those of the empty queue "+
@@ -136,6 +137,16 @@ type node struct {
 	id    string
 	st    store.Store
 	sched *scheduler.Scheduler
+}
+
+// completedBy is how many results of completed runs the nodes have
+// written.
+func completedBy(nodes []*node) int64 {
+	var n int64
+	for _, nd := range nodes {
+		n += nd.sched.Metrics().Results[jobs.StatusCompleted]
+	}
+	return n
 }
 
 // nodeConfig is the engine config of an in-process benchmark node.
@@ -320,9 +331,8 @@ func burnDown(ctx context.Context, e *env, sp burnSpec) error {
 	}
 	capped := false
 	var end time.Time
-	tick := time.NewTicker(10 * time.Millisecond)
+	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	lastPoll := time.Time{}
 	for end.IsZero() {
 		select {
 		case <-ctx.Done():
@@ -334,22 +344,14 @@ func burnDown(ctx context.Context, e *env, sp burnSpec) error {
 				end = now
 				continue
 			}
-			// The handler count says when the last run started; the store
-			// then says when its completion is committed. Command jobs are
-			// slow enough to ask the store four times a second.
-			if !sp.command && log.n.Load() < int64(sp.runs) {
-				continue
-			}
-			if sp.command && now.Sub(lastPoll) < 250*time.Millisecond {
-				continue
-			}
-			lastPoll = now
-			active, err := b.db.int(ctx, `SELECT COUNT(*) FROM runs WHERE status IN ('pending', 'running', 'retrying')`)
-			if err != nil {
-				stopNodes(nodes)
-				return err
-			}
-			if active == 0 {
+			// A node counts a result once the transaction that wrote it
+			// has committed: the nodes' counts say when the last
+			// completion is committed, from memory, so that asking costs
+			// the server nothing while it burns the backlog down (the
+			// store's count of active runs, asked every 10 ms, took 4% of
+			// the server's busy time). The store's statuses are read
+			// after the nodes stopped.
+			if completedBy(nodes) >= int64(sp.runs) {
 				end = time.Now()
 			}
 		}
