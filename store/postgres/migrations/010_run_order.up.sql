@@ -5,8 +5,8 @@
 -- adds the run's new row version to every index of runs whose condition it
 -- meets, and runs_created and runs_job_created, which had none, took four of
 -- the nine index entries that a run's claim and completion wrote. Without
--- them the 1-node burn-down of 200,000 runs went from 58-64 to 45 µs of
--- server CPU per run and from about 23,000 to 29,000 runs per second. A
+-- them the 1-node burn-down of 200,000 runs went from 58-64 to 42-51 µs of
+-- server CPU per run and from about 23,000 to 27,000-31,000 runs per second. A
 -- run's id, job and creation time never change, so run_order is written
 -- once per run, when it is made, and its indexes are never touched again.
 --
