@@ -406,14 +406,14 @@ func burnDown(ctx context.Context, e *env, sp burnSpec) error {
 	rep.Rawf(secThroughput, "%s, %s: %s completed in %s = %s runs/s%s; statuses %v", b.name, what,
 		thousands(completed), elapsed.Round(time.Millisecond), num(r), map[bool]string{true: " (capped)"}[capped], counts)
 	cpuLine := fmt.Sprintf("%s, %s: CPU of this process %.1f s (%.2f cores)", b.name, what, cpu.Seconds(), cpu.Seconds()/elapsed.Seconds())
+	pgCPU := float64(pgTicks) / clockTicks
 	if pm > 0 {
-		pgCPU := float64(pgTicks) / clockTicks
 		cpuLine += fmt.Sprintf(", PostgreSQL server %.1f s (%.2f cores)", pgCPU, pgCPU/elapsed.Seconds())
 	}
 	if completed > 0 {
 		cpuLine += fmt.Sprintf("; per run: this process %.1f µs", 1e6*cpu.Seconds()/float64(completed))
 		if pm > 0 {
-			cpuLine += fmt.Sprintf(", the server %.1f µs", 1e6*float64(pgTicks)/clockTicks/float64(completed))
+			cpuLine += fmt.Sprintf(", the server %.1f µs", 1e6*pgCPU/float64(completed))
 		}
 	}
 	if completed > 0 && stmts >= 0 {

@@ -438,7 +438,8 @@ const sqlDueJobs = `SELECT j FROM unnest($1::text[]) AS j CROSS JOIN LATERAL (
 
 // sqlClaim and sqlClaimOne claim up to $3 due runs of the jobs $1 whose
 // concurrency limits are $4 (0: none), at most $7 of each, for node $5 and
-// incarnation $6, and return them with the status each was claimed from.
+// incarnation $6, and return them, each with the status it was claimed
+// from in claimed_from.
 // room: how many runs each job may still start; picked: the runs to
 // claim; then the claim, set-based, which writes only the runs
 // (claimed_from, the status the run is claimed from, as SET reads the row
@@ -481,7 +482,7 @@ const (
 			exit_code = NULL, cancel_requested = false, progress = 0, progress_message = '',
 			claimed_from = status
 		WHERE id = ANY(ARRAY(SELECT id FROM picked))
-		RETURNING ` + runColumns + `, claimed_from
+		RETURNING ` + runColumns + `
 	)
 	SELECT * FROM r ORDER BY not_before, created_at, id`
 	sqlClaim = `WITH ` + sqlClaimRoom + `, cand AS (
@@ -712,8 +713,7 @@ func (s *Store) claim(ctx context.Context, names []string, caps map[string]int, 
 			return err
 		}
 		defer rows.Close()
-		var from string
-		sc := newRunScanner(&from)
+		sc := newRunScanner()
 		for rows.Next() {
 			run, err := sc.scan(rows)
 			if err != nil {
@@ -721,7 +721,7 @@ func (s *Store) claim(ctx context.Context, names []string, caps map[string]int, 
 			}
 			// The statement only takes waiting runs; the state machine
 			// still has the last word.
-			if err := jobs.ValidateTransition(jobs.Status(from), jobs.StatusRunning); err != nil {
+			if err := jobs.ValidateTransition(run.ClaimedFrom, jobs.StatusRunning); err != nil {
 				return fmt.Errorf("run %s: %w", run.ID, err)
 			}
 			claimed = append(claimed, run)

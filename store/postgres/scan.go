@@ -92,7 +92,6 @@ func newRunScanner(extra ...any) *runScanner {
 // scan reads one row into a new run.
 func (s *runScanner) scan(row pgx.Row) (*jobs.Run, error) {
 	s.r = jobs.Run{}
-	s.payload = s.payload[:0]
 	if err := row.Scan(s.dest...); err != nil {
 		return nil, err
 	}
