@@ -1,0 +1,70 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestTimeoutStopsProcessGroup: a real daemon runs a command job past its
+// timeout. The attempt ends with the reason timeout, and the job's process
+// group is gone: the shell, which ignores SIGTERM, by SIGKILL after
+// kill_grace, and a grandchild in the group with it.
+func TestTimeoutStopsProcessGroup(t *testing.T) {
+	e := newEnv(t)
+	pids := filepath.Join(e.dir, "pids")
+	e.writeConfig(fmt.Sprintf(`[[job]]
+name = "hang"
+shell = 'trap "" TERM; sleep 600 & echo "$$ $!" > "$PIDS"; wait'
+env = { PIDS = %q }
+timeout = "1s"
+kill_grace = "1s"
+retry = { max_attempts = 1 }
+`, pids))
+	d := e.start(true)
+	id := jsonOne(t, e.ok("trigger", "hang", "--json"))["id"].(string)
+	var fin map[string]any
+	waitFor(t, "the run to end", 20*time.Second, func() bool {
+		fin = jsonOne(t, e.ok("runs", "show", id, "--json"))
+		return fin["status"] != "pending" && fin["status"] != "running"
+	})
+	if fin["status"] != "dead_letter" || fin["reason"] != "timeout" {
+		t.Fatalf("run ended %v", fin)
+	}
+	b, err := os.ReadFile(pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) != 2 {
+		t.Fatalf("pids file %q", b)
+	}
+	for _, f := range fields {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "process "+f+" of the job to be gone", 10*time.Second, func() bool { return gone(pid) })
+	}
+	d.stop()
+}
+
+// gone reports whether process pid has exited: no such process, or a
+// zombie that only waits for its parent (or init) to reap it.
+func gone(pid int) bool {
+	if syscall.Kill(pid, 0) == syscall.ESRCH {
+		return true
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return os.IsNotExist(err)
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
