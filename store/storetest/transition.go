@@ -375,15 +375,18 @@ func testClaimHistory(t *testing.T, s store.Store) {
 // version, whose claim wrote the attempt's row and the claim's event:
 // earlier gives the running runs ids that shape, in the store's own SQL.
 // Each attempt then ends with one row and one claim's event, alone or in a
-// batch.
+// batch, also in a batch with attempts that this version claimed (d, e).
 func EarlierClaims(t *testing.T, s store.Store, earlier func(ids []string)) {
 	ctx := t.Context()
 	var runs []*jobs.Run
 	var ids []string
-	for _, job := range []string{"a", "b", "c"} {
+	for _, job := range []string{"a", "b", "c", "d", "e"} {
 		mustInsert(t, s, manual(job, t0))
 		r := claimOne(t, s, job, incA, t0.Add(time.Second))
-		runs, ids = append(runs, r), append(ids, r.ID)
+		runs = append(runs, r)
+		if job < "d" {
+			ids = append(ids, r.ID)
+		}
 	}
 	earlier(ids)
 	for _, r := range runs {
