@@ -499,3 +499,71 @@ func testManyJobNames(t *testing.T, s store.Store) {
 		t.Fatalf("RunsClaim with %d limited jobs = %d runs, %v", len(limits), len(runs), err)
 	}
 }
+
+// testPruneInPages: a prune of more runs than one page of a store's
+// batches, made over a span of time and mixed with runs that stay (still
+// running, finished after the horizon, made after it), deletes exactly the
+// runs that finished before the horizon.
+func testPruneInPages(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const n = 2500
+	horizon := t0.Add(time.Hour)
+	ps := make([]store.RunInsertParams, n)
+	for i := range ps {
+		// Made one second apart, ten at each second: pages end inside a
+		// second's runs too.
+		ps[i] = manual("bulk", t0.Add(time.Duration(i/10)*time.Second))
+	}
+	if _, err := s.RunsInsert(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	limits := map[string]int{"bulk": 0}
+	claimed, err := s.RunsClaim(ctx, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: limits, Limit: n, Now: horizon})
+	if err != nil || len(claimed) != n {
+		t.Fatalf("RunsClaim: %d runs, %v; want %d", len(claimed), err, n)
+	}
+	var (
+		ts          []jobs.Transition
+		gone, stays []string
+	)
+	for i, r := range claimed {
+		switch {
+		case i%5 != 0: // finished before the horizon
+			ts = append(ts, jobs.Complete(fenceOf(r), nodeA, jobs.Result{}, r.CreatedAt.Add(time.Minute)))
+			gone = append(gone, r.ID)
+		case i%10 == 5: // finished after it
+			ts = append(ts, jobs.Complete(fenceOf(r), nodeA, jobs.Result{}, horizon.Add(time.Minute)))
+			stays = append(stays, r.ID)
+		default: // still running
+			stays = append(stays, r.ID)
+		}
+	}
+	res, err := s.RunTransitions(ctx, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	later := mustInsert(t, s, manual("later", horizon.Add(time.Second)))
+	later = complete(t, s, claimOne(t, s, "later", incA, horizon.Add(time.Second)), horizon.Add(2*time.Second))
+	stays = append(stays, later.ID)
+
+	got, err := s.RunsPrune(ctx, horizon)
+	if err != nil || got != len(gone) {
+		t.Fatalf("RunsPrune = %d, %v; want %d", got, err, len(gone))
+	}
+	for _, id := range gone {
+		if _, err := s.RunGet(ctx, id); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("run %s finished before the horizon: RunGet error %v, want not found", id, err)
+		}
+	}
+	for _, id := range stays {
+		mustGet(t, s, id)
+	}
+	if got, err := s.RunsPrune(ctx, horizon); err != nil || got != 0 {
+		t.Fatalf("second RunsPrune = %d, %v", got, err)
+	}
+}

@@ -67,6 +67,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Progress", testProgress},
 		{"RunsRunningAndNextDue", testRunsRunningAndNextDue},
 		{"Prune", testPrune},
+		{"PruneInPages", testPruneInPages},
 		{"ListAndLastRun", testListAndLastRun},
 		{"ListDefaultLimit", testListDefaultLimit},
 		{"Nodes", testNodes},
