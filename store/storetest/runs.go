@@ -547,8 +547,8 @@ func testPruneInPages(t *testing.T, s store.Store) {
 			t.Fatal(r.Err)
 		}
 	}
-	later := mustInsert(t, s, manual("later", horizon.Add(time.Second)))
-	later = complete(t, s, claimOne(t, s, "later", incA, horizon.Add(time.Second)), horizon.Add(2*time.Second))
+	mustInsert(t, s, manual("later", horizon.Add(time.Second)))
+	later := complete(t, s, claimOne(t, s, "later", incA, horizon.Add(time.Second)), horizon.Add(2*time.Second))
 	stays = append(stays, later.ID)
 
 	got, err := s.RunsPrune(ctx, horizon)
