@@ -89,7 +89,8 @@ func Finish(run *Run, f Fence, node string, res Result, now time.Time, rnd func(
 	switch {
 	case res.Reason == ReasonCancelled || res.Reason == ReasonReplaced:
 		t := Cancel(f.RunID, node, res.Reason, now)
-		t.Fence, t.ExitCode = &f, res.ExitCode
+		fence := f // f itself stays on the stack on the other paths
+		t.Fence, t.ExitCode = &fence, res.ExitCode
 		t.Output, t.OutputBytes, t.Truncated = res.Output, res.OutputBytes, res.Truncated
 		return t
 	case res.Ok():

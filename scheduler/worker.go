@@ -115,8 +115,12 @@ func stoppedBeforeStart(ctx context.Context) jobs.Result {
 // stopReason is the reason an attempt's context was stopped for, when the
 // scheduler stopped it (a stopCause).
 func stopReason(ctx context.Context) (jobs.Reason, bool) {
+	cause := context.Cause(ctx)
+	if cause == nil { // not stopped: no stopCause to allocate
+		return "", false
+	}
 	var sc stopCause
-	if errors.As(context.Cause(ctx), &sc) {
+	if errors.As(cause, &sc) {
 		return sc.reason, true
 	}
 	return "", false
