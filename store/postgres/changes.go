@@ -142,10 +142,12 @@ const (
 )
 
 // sqlChangeRun writes one transition of one run: the same writes as
-// sqlUpdateRuns, sqlEndAttempts (when $10) and sqlInsertEvents (when $25),
-// in one statement with scalar parameters: one plan of primary-key lookups,
-// where the three statements over arrays are planned each. No transition
-// leads to running, so claimed_from is NULL after it.
+// sqlUpdateRuns, sqlFinishMadeAttempts (when $10; its ON CONFLICT finishes
+// the row of an attempt whose claim made it, and inserts any other) and
+// sqlInsertEvents (when $25), in one statement with scalar parameters: one
+// plan of primary-key lookups, where the three statements over arrays are
+// planned each. No transition leads to running, so claimed_from is NULL
+// after it.
 const sqlChangeRun = `WITH r AS (
 		UPDATE runs SET status = $2, reason = $3, error = $4, exit_code = $5, not_before = $6,
 			finished_at = $7, updated_at = $8, cancel_requested = $9, claimed_from = NULL

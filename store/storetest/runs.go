@@ -510,15 +510,16 @@ func testPruneInPages(t *testing.T, s store.Store) {
 	horizon := t0.Add(time.Hour)
 	ps := make([]store.RunInsertParams, n)
 	for i := range ps {
-		// Made one second apart, ten at each second: pages end inside a
-		// second's runs too.
+		// Ten runs made at each second, over 250 seconds: pages end
+		// inside a second's runs too.
 		ps[i] = manual("bulk", t0.Add(time.Duration(i/10)*time.Second))
 	}
 	if _, err := s.RunsInsert(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
 	limits := map[string]int{"bulk": 0}
-	claimed, err := s.RunsClaim(ctx, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: limits, Limit: n, Now: horizon})
+	claimed, err := s.RunsClaim(ctx, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: limits, Limit: n,
+		Now: t0.Add(5 * time.Minute)})
 	if err != nil || len(claimed) != n {
 		t.Fatalf("RunsClaim: %d runs, %v; want %d", len(claimed), err, n)
 	}
@@ -529,7 +530,7 @@ func testPruneInPages(t *testing.T, s store.Store) {
 	for i, r := range claimed {
 		switch {
 		case i%5 != 0: // finished before the horizon
-			ts = append(ts, jobs.Complete(fenceOf(r), nodeA, jobs.Result{}, r.CreatedAt.Add(time.Minute)))
+			ts = append(ts, jobs.Complete(fenceOf(r), nodeA, jobs.Result{}, t0.Add(10*time.Minute)))
 			gone = append(gone, r.ID)
 		case i%10 == 5: // finished after it
 			ts = append(ts, jobs.Complete(fenceOf(r), nodeA, jobs.Result{}, horizon.Add(time.Minute)))
