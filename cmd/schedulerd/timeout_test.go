@@ -6,9 +6,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/schedulerd/schedulerd/internal/proctest"
 )
 
 // TestTimeoutStopsProcessGroup: a real daemon runs a command job past its
@@ -49,22 +50,7 @@ retry = { max_attempts = 1 }
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "process "+f+" of the job to be gone", 10*time.Second, func() bool { return gone(pid) })
+		waitFor(t, "process "+f+" of the job to be gone", 10*time.Second, func() bool { return !proctest.Alive(pid) })
 	}
 	d.stop()
-}
-
-// gone reports whether process pid has exited: no such process, or a
-// zombie that only waits for its parent (or init) to reap it.
-func gone(pid int) bool {
-	if syscall.Kill(pid, 0) == syscall.ESRCH {
-		return true
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return os.IsNotExist(err)
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
 }

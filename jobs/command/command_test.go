@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/schedulerd/schedulerd/internal/proctest"
 )
 
 func envOf(out string) map[string]string {
@@ -473,11 +475,11 @@ func TestStop(t *testing.T) {
 				t.Errorf("Duration %v shorter than KillGrace %v although SIGKILL was needed", res.Duration, grace)
 			}
 			pgid := pids["L"]
-			if !eventually(2*time.Second, func() bool { return !groupAlive(pgid) }) {
+			if !eventually(2*time.Second, func() bool { return !proctest.GroupAlive(pgid) }) {
 				t.Errorf("process group %d still has live members after Run returned", pgid)
 			}
 			for tag, pid := range pids {
-				if alive(pid) {
+				if proctest.Alive(pid) {
 					t.Errorf("process %s (pid %d) still alive after Run returned", tag, pid)
 				}
 			}
@@ -536,12 +538,12 @@ func TestBackgroundProcesses(t *testing.T) {
 			}
 			pid := f.waitPids(t, tt.tag)[tt.tag]
 			if tt.escapes {
-				if !alive(pid) {
+				if !proctest.Alive(pid) {
 					t.Logf("escaped process %d already gone", pid)
 				}
 				return
 			}
-			if !eventually(2*time.Second, func() bool { return !alive(pid) }) {
+			if !eventually(2*time.Second, func() bool { return !proctest.Alive(pid) }) {
 				t.Errorf("background process %d outlived the run", pid)
 			}
 		})

@@ -1,14 +1,11 @@
 package command
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -35,56 +32,6 @@ func runBounded(t *testing.T, ctx context.Context, spec Spec) Result {
 		t.Fatalf("Run(%+v) did not return within %v", spec, hangLimit)
 		return Result{}
 	}
-}
-
-// procState returns the state letter of pid from /proc, or "" if there is
-// no such process.
-func procState(pid int) (state string, pgrp int) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return "", 0
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return "", 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 3 {
-		return "", 0
-	}
-	pgrp, _ = strconv.Atoi(f[2])
-	return f[0], pgrp
-}
-
-// alive reports whether pid names a process that has not exited. Zombies
-// count as gone: whoever inherited them may not reap them promptly.
-func alive(pid int) bool {
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-		return false
-	}
-	st, _ := procState(pid)
-	return st != "" && st != "Z" && st != "X"
-}
-
-// groupAlive reports whether any non-exited process is in group pgid.
-func groupAlive(pgid int) bool {
-	if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
-		return false
-	}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return true
-	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if st, pg := procState(pid); pg == pgid && st != "" && st != "Z" && st != "X" {
-			return true
-		}
-	}
-	return false
 }
 
 // eventually polls cond until it holds or timeout passes.
