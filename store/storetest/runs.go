@@ -524,30 +524,21 @@ func testPruneInPages(t *testing.T, s store.Store) {
 		t.Fatalf("RunsClaim: %d runs, %v; want %d", len(claimed), err, n)
 	}
 	var (
-		ts          []jobs.Transition
-		gone, stays []string
+		before, after []*jobs.Run
+		gone, stays   []string
 	)
 	for i, r := range claimed {
 		switch {
 		case i%5 != 0: // finished before the horizon
-			ts = append(ts, jobs.Complete(fenceOf(r), nodeA, jobs.Result{}, t0.Add(10*time.Minute)))
-			gone = append(gone, r.ID)
+			before, gone = append(before, r), append(gone, r.ID)
 		case i%10 == 5: // finished after it
-			ts = append(ts, jobs.Complete(fenceOf(r), nodeA, jobs.Result{}, horizon.Add(time.Minute)))
-			stays = append(stays, r.ID)
+			after, stays = append(after, r), append(stays, r.ID)
 		default: // still running
 			stays = append(stays, r.ID)
 		}
 	}
-	res, err := s.RunTransitions(ctx, ts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range res {
-		if r.Err != nil {
-			t.Fatal(r.Err)
-		}
-	}
+	completeAll(t, s, before, t0.Add(10*time.Minute))
+	completeAll(t, s, after, horizon.Add(time.Minute))
 	mustInsert(t, s, manual("later", horizon.Add(time.Second)))
 	later := complete(t, s, claimOne(t, s, "later", incA, horizon.Add(time.Second)), horizon.Add(2*time.Second))
 	stays = append(stays, later.ID)
