@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// pgbenchShapes are claim-and-complete pgbench scripts, batched 64 runs
-// per claim and per completion, on schedulerd's own schema (made by its
+// pgbenchShapes are claim-and-complete pgbench scripts, batched
+// shapeBatch runs per claim and per completion, on schedulerd's own schema (made by its
 // migrations): what the server can do with the rows schedulerd writes per
 // run (the first, which the fraction compares with), with those it wrote
 // before migration 007, with the runs rows alone, with a hot path of one
@@ -22,6 +22,20 @@ import (
 // moved at completion to a history table with those of the history. They
 // say how far the schema, not the engine, is from the minimal queue of
 // pgbenchScripts, and what a change of schema would give.
+// shapeBatch and shapeClients are how the shapes run: as many runs per
+// claim and per completion as the engine's batches hold in the burn-down
+// (claims of about 1,250 runs, completions of up to 1,000), and two
+// clients, as the engine's one claimer and its completers keep about two
+// statements running on the server. More clients make the shapes dearer
+// per run than the engine's statements are: each claim skips the runs
+// the others hold, and each completion finds its runs among all running
+// ones. (At 64 runs per batch and 8 clients, the first shape did 20,037
+// runs/s on a host where it does 53,000-55,000 so.)
+const (
+	shapeBatch   = 1000
+	shapeClients = 2
+)
+
 var pgbenchShapes = []struct {
 	name  string
 	setup []string // statements after the migrations; %[1]d is the number of runs to seed
@@ -56,7 +70,7 @@ COMMIT;
 UPDATE runs SET status = 'running', attempt = attempt + 1, node = 'n' || :client_id, incarnation = 'i',
     started_at = now(), updated_at = now(), reason = 'claimed'
   WHERE id IN (SELECT id FROM runs WHERE (status || '') IN ('pending', 'retrying') AND not_before <= now()
-    ORDER BY not_before, created_at, id LIMIT 64 FOR UPDATE SKIP LOCKED);
+    ORDER BY not_before, created_at, id LIMIT :batch FOR UPDATE SKIP LOCKED);
 COMMIT;
 BEGIN;
 UPDATE runs SET status = 'completed', finished_at = now(), updated_at = now(), reason = 'succeeded', exit_code = 0
@@ -100,7 +114,7 @@ COMMIT;
 `},
 }
 
-// claimByStatus is schedulerd's claim of 64 due runs by their status, on
+// claimByStatus is schedulerd's claim of :batch due runs by their status, on
 // table (runs, or a queue table of its columns), as its own transaction:
 // the shapes that claim so claim alike, and differ in what they write.
 func claimByStatus(table string) string {
@@ -108,17 +122,17 @@ func claimByStatus(table string) string {
 UPDATE %[1]s SET status = 'running', attempt = attempt + 1, node = 'n' || :client_id, incarnation = 'i',
     started_at = now(), updated_at = now(), reason = 'claimed', claimed_from = status
   WHERE id IN (SELECT id FROM %[1]s WHERE (status || '') IN ('pending', 'retrying') AND not_before <= now()
-    ORDER BY not_before, created_at, id LIMIT 64 FOR UPDATE SKIP LOCKED);
+    ORDER BY not_before, created_at, id LIMIT :batch FOR UPDATE SKIP LOCKED);
 COMMIT;
 `, table)
 }
 
-// claimNarrow is the claim of 64 due rows of the small queue table
+// claimNarrow is the claim of :batch due rows of the small queue table
 // (narrowTable), as its own transaction.
 const claimNarrow = `BEGIN;
 UPDATE run_queue SET node = 'n' || :client_id, attempt = attempt + 1, started_at = now()
   WHERE id IN (SELECT id FROM run_queue WHERE node = '' AND not_before <= now()
-    ORDER BY not_before, created_at, id LIMIT 64 FOR UPDATE SKIP LOCKED);
+    ORDER BY not_before, created_at, id LIMIT :batch FOR UPDATE SKIP LOCKED);
 COMMIT;
 `
 
@@ -191,7 +205,8 @@ func pgbenchShapeRun(ctx context.Context, e *env, bin string, name string, setup
 		return 0, err
 	}
 	defer b.close(context.WithoutCancel(ctx))
-	const batch = 64
+	const batch = shapeBatch
+	script = fmt.Sprintf("\\set batch %d\n", batch) + script
 	perClient := max(o.sizes.throughputRuns/(clients*batch), 1) // the burn-down's backlog, as the batched ceiling
 	runs := perClient * clients * batch
 	seed := runs + runs/10 + batch*clients
