@@ -723,3 +723,80 @@ func TestClaimOfOneJobIsOneStatement(t *testing.T) {
 		t.Fatalf("claimed %d runs of a job limited to 5 with 4 running, want 1", len(runs))
 	}
 }
+
+// TestEndsAtOnce: a batch of attempts that end their runs is one statement
+// (besides the transaction, its commit and the wakeup), without a read of
+// the runs first; a transition of the batch that statement does not write
+// (a stale fence) goes the locked way and gets its error. A run ended so
+// keeps claimed_from, which RunGet does not report once the run has left
+// running.
+func TestEndsAtOnce(t *testing.T) {
+	s, dsn := openTest(t)
+	waitListening(t, s) // its LISTEN counts as a statement
+	ctx := t.Context()
+	ps := make([]store.RunInsertParams, 5)
+	for i := range ps {
+		ps[i] = manual("ends")
+	}
+	if _, err := s.RunsInsert(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := s.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "i", Jobs: map[string]int{"ends": 0}, Limit: 5,
+		Now: t0.Add(time.Minute)})
+	if err != nil || len(claimed) != 5 {
+		t.Fatalf("RunsClaim = %d runs, %v", len(claimed), err)
+	}
+	fence := func(r *jobs.Run) jobs.Fence { return jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation} }
+	end := t0.Add(2 * time.Minute)
+
+	before := s.Statements()
+	var ts []jobs.Transition
+	for _, r := range claimed[:3] {
+		ts = append(ts, jobs.Complete(fence(r), "n", jobs.Result{ExitCode: new(int)}, end))
+	}
+	results, err := s.RunTransitions(ctx, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, res := range results {
+		if res.Err != nil || res.Run.ID != ts[i].RunID || res.Run.Status != jobs.StatusCompleted || !res.Run.FinishedAt.Equal(end) {
+			t.Fatalf("result %d: %+v", i, res)
+		}
+	}
+	if got := s.Statements() - before; got != 4 {
+		t.Fatalf("a batch of three ends ran %d statements, want 4 (begin, the ends, the wakeup, commit)", got)
+	}
+
+	var kept string
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if err := conn.QueryRow(ctx, `SELECT claimed_from FROM runs WHERE id = $1`, claimed[0].ID).Scan(&kept); err != nil || kept != "pending" {
+		t.Fatalf("claimed_from of the ended run = %q, %v; want pending", kept, err)
+	}
+	if got, err := s.RunGet(ctx, claimed[0].ID); err != nil || got.ClaimedFrom != "" {
+		t.Fatalf("RunGet of the ended run: ClaimedFrom %q, %v; want none", got.ClaimedFrom, err)
+	}
+
+	stale := fence(claimed[3])
+	stale.Attempt++
+	before = s.Statements()
+	results, err = s.RunTransitions(ctx, []jobs.Transition{
+		jobs.Complete(stale, "n", jobs.Result{}, end),
+		jobs.Complete(fence(claimed[4]), "n", jobs.Result{}, end),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(results[0].Err, store.ErrFenced) || results[1].Err != nil || results[1].Run.Status != jobs.StatusCompleted {
+		t.Fatalf("results: %+v", results)
+	}
+	if got := s.Statements() - before; got != 5 {
+		t.Fatalf("a batch of an end and a stale one ran %d statements, want 5 (the locked read of the stale one besides)", got)
+	}
+	if got, err := s.RunGet(ctx, claimed[3].ID); err != nil || got.Status != jobs.StatusRunning || got.ClaimedFrom != jobs.StatusPending {
+		t.Fatalf("the run of the stale end: %+v, %v", got, err)
+	}
+}

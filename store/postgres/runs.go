@@ -303,14 +303,55 @@ func (s *Store) runTransitions(ctx context.Context, op string, ts []jobs.Transit
 }
 
 // transitions is the one code path that changes a run's status after its
-// claim. It locks the runs of ts and reads them in one statement, in the
-// order of their ids so that concurrent batches never deadlock; decides
-// each transition in turn in Go, each on the run as the ones before it
-// left it (a refusal is that transition's result, and writes nothing);
-// then writes all the changes in one round trip. A completion racing a
-// recovery of the same attempt waits for the row lock, then finds the
-// fence broken.
+// claim. The ends of attempts into a terminal status are written at once,
+// without reading their runs (endAttempts); every other transition, and
+// those of them whose fence or claim the statement did not find, go the
+// locked way (lockedTransitions), in the order of ts.
 func transitions(ctx context.Context, c *conn, ts []jobs.Transition) ([]store.TransitionResult, error) {
+	idx := endsAtOnce(ts)
+	if len(idx) == 0 {
+		return lockedTransitions(ctx, c, ts)
+	}
+	ended, err := endAttempts(ctx, c, ts, idx)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]store.TransitionResult, len(ts))
+	if len(ended) == len(ts) {
+		for i, t := range ts {
+			results[i].Run = ended[t.RunID]
+		}
+		return results, nil
+	}
+	var (
+		rest   []jobs.Transition
+		restAt []int
+	)
+	for i, t := range ts {
+		if r := ended[t.RunID]; r != nil {
+			results[i].Run = r
+			continue
+		}
+		rest, restAt = append(rest, t), append(restAt, i)
+	}
+	res, err := lockedTransitions(ctx, c, rest)
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range restAt {
+		results[i] = res[k]
+	}
+	return results, nil
+}
+
+// lockedTransitions locks the runs of ts and reads them in one statement,
+// in the order of their ids so that concurrent batches never deadlock;
+// decides each transition in turn in Go, each on the run as the ones
+// before it left it (a refusal is that transition's result, and writes
+// nothing); then writes all the changes in one round trip. A completion
+// racing a recovery of the same attempt waits for the row lock, then finds
+// the fence broken.
+func lockedTransitions(ctx context.Context, c *conn, ts []jobs.Transition) ([]store.TransitionResult, error) {
 	ids := make([]string, len(ts))
 	for i, t := range ts {
 		ids[i] = t.RunID

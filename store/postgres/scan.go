@@ -104,7 +104,11 @@ func (s *runScanner) scan(row pgx.Row) (*jobs.Run, error) {
 		r.ExitCode = &c
 	}
 	r.DedupID, r.RerunOf = s.dedupID.String, s.rerunOf.String
-	r.ClaimedFrom = jobs.Status(s.claimedFrom)
+	if r.Status == jobs.StatusRunning {
+		// claimed_from says something only while the run runs: a run
+		// ended by sqlEndTerminal keeps it.
+		r.ClaimedFrom = jobs.Status(s.claimedFrom)
+	}
 	r.Payload = string(s.payload)
 	var err error
 	if r.Retry, r.NoRetryExitCodes, err = store.DecodeRetry(s.retry); err != nil {

@@ -205,6 +205,118 @@ func testTransitionsBatch(t *testing.T, s store.Store) {
 	sameDescription(t, "run finished at the store's clock", describeRun(res[0].Run), describeRun(mustGet(t, s, run.ID)))
 }
 
+// testTransitionsBatchDistinct: a batch with one transition per run, of
+// every outcome, gives each the result that RunTransition gives it one by
+// one, in the batch's order, and writes only the valid ones. (A store may
+// write the ends of attempts that such a batch holds in another way than
+// the rest: see the PostgreSQL store's endAttempts.)
+func testTransitionsBatchDistinct(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	type fixture struct {
+		transitionFixture
+		e, f, g *jobs.Run
+	}
+	build := func(prefix string) ([]jobs.Transition, fixture) {
+		fx := fixture{transitionFixture: newTransitionFixture(t, s, prefix)}
+		for _, r := range []struct {
+			run **jobs.Run
+			job string
+		}{{&fx.e, "e"}, {&fx.f, "f"}, {&fx.g, "g"}} {
+			mustInsert(t, s, manual(prefix+r.job, t0))
+			*r.run = claimOne(t, s, prefix+r.job, incA, t0.Add(time.Second))
+		}
+		at := func(i int) time.Time { return t0.Add(time.Minute + time.Duration(i)*time.Second) }
+		ok := jobs.Result{ExitCode: ptr(0), Output: "fine\n", OutputBytes: 5}
+		stale := fenceOf(fx.b)
+		stale.Attempt++
+		notRunning := jobs.Fence{RunID: fx.d.ID, Attempt: 1, Incarnation: incA}
+		onlyPending := jobs.Complete(fenceOf(fx.f), nodeB, ok, at(7))
+		onlyPending.From = []jobs.Status{jobs.StatusPending}
+		gFence := fenceOf(fx.g)
+		return []jobs.Transition{
+			jobs.Complete(fenceOf(fx.a), nodeB, ok, at(0)),
+			jobs.Complete(stale, nodeB, ok, at(1)),
+			jobs.FailAttempt(fx.c, fenceOf(fx.c), nodeA, jobs.Result{Err: errors.New("node lost")}, jobs.ReasonNodeLost, at(2), nil),
+			jobs.Complete(jobs.Fence{RunID: prefix + "no-such-run", Attempt: 1, Incarnation: incA}, nodeB, ok, at(3)),
+			jobs.Complete(notRunning, nodeB, ok, at(4)),
+			jobs.Complete(fenceOf(fx.done), nodeB, ok, at(5)),
+			jobs.Finish(fx.e, fenceOf(fx.e), nodeB, jobs.Result{Reason: jobs.ReasonCancelled, ExitCode: ptr(143)}, at(6), nil),
+			onlyPending,
+			{RunID: fx.g.ID, Fence: &gFence, To: jobs.StatusDeadLetter, Reason: jobs.ReasonFailed, Error: "boom",
+				ExitCode: ptr(3), Node: nodeB, Time: at(8), Output: "out", OutputBytes: 3},
+		}, fx
+	}
+	wantErrs := []error{nil, store.ErrFenced, nil, store.ErrNotFound, store.ErrFenced, store.ErrFenced, nil,
+		jobs.ErrInvalidTransition, nil}
+	wantTo := map[int]jobs.Status{0: jobs.StatusCompleted, 2: jobs.StatusRetrying, 6: jobs.StatusCancelled, 8: jobs.StatusDeadLetter}
+
+	singleTs, one := build("d1-")
+	singles := make([]store.TransitionResult, len(singleTs))
+	for i, tr := range singleTs {
+		singles[i].Run, singles[i].Err = s.RunTransition(ctx, tr)
+	}
+	batchTs, many := build("dn-")
+	results, err := s.RunTransitions(ctx, batchTs)
+	if err != nil {
+		t.Fatalf("RunTransitions: %v", err)
+	}
+	if len(results) != len(batchTs) {
+		t.Fatalf("%d results for %d transitions", len(results), len(batchTs))
+	}
+	for i, want := range wantErrs {
+		single, got := singles[i], results[i]
+		if want == nil {
+			if single.Err != nil || got.Err != nil {
+				t.Fatalf("item %d: errors %v (one by one) and %v (batch), want none", i, single.Err, got.Err)
+			}
+			if got.Run.ID != batchTs[i].RunID || got.Run.Status != wantTo[i] {
+				t.Fatalf("item %d: run %s is %s, want run %s %s", i, got.Run.ID, got.Run.Status, batchTs[i].RunID, wantTo[i])
+			}
+			sameDescription(t, fmt.Sprintf("item %d", i), describeRun(got.Run), describeRun(single.Run))
+			sameDescription(t, fmt.Sprintf("item %d as stored", i), describeRun(mustGet(t, s, got.Run.ID)), describeRun(got.Run))
+			continue
+		}
+		if !errors.Is(single.Err, want) || !errors.Is(got.Err, want) {
+			t.Fatalf("item %d: errors %v (one by one) and %v (batch), want %v", i, single.Err, got.Err, want)
+		}
+		if got.Run != nil {
+			t.Fatalf("item %d: a result with error %v has a run", i, got.Err)
+		}
+	}
+	if r := results[8].Run; r.Error != "boom" || r.ExitCode == nil || *r.ExitCode != 3 || r.FinishedAt.IsZero() {
+		t.Fatalf("the dead-lettered run: error %q, exit %v, finished %s", r.Error, r.ExitCode, r.FinishedAt)
+	}
+
+	// Stored runs, histories and attempts are those of the one by one path;
+	// the runs that a transition was refused for are untouched.
+	pairs := [][2]*jobs.Run{{one.a, many.a}, {one.b, many.b}, {one.c, many.c}, {one.d, many.d}, {one.done, many.done},
+		{one.e, many.e}, {one.f, many.f}, {one.g, many.g}}
+	for _, p := range pairs {
+		want, got := mustGet(t, s, p[0].ID), mustGet(t, s, p[1].ID)
+		sameDescription(t, "stored run "+got.Job, describeRun(got), describeRun(want))
+		sameDescription(t, "events of "+got.Job, describeEvents(mustEvents(t, s, got.ID)), describeEvents(mustEvents(t, s, want.ID)))
+		sameDescription(t, "attempts of "+got.Job, describeAttempts(t, s, got.ID), describeAttempts(t, s, want.ID))
+	}
+	for _, r := range []*jobs.Run{many.b, many.f} {
+		if got := mustGet(t, s, r.ID); got.Status != jobs.StatusRunning || got.Attempt != r.Attempt {
+			t.Fatalf("run %s, whose transition was refused, is %s at attempt %d", got.Job, got.Status, got.Attempt)
+		}
+	}
+	for _, r := range []*jobs.Run{many.a, many.e, many.g} {
+		evs := mustEvents(t, s, r.ID)
+		if len(evs) != 3 || evs[1].To != jobs.StatusRunning || evs[2].From != jobs.StatusRunning || evs[2].Node != nodeB {
+			t.Fatalf("events of %s:\n%s", r.Job, describeEvents(evs))
+		}
+		as, err := s.RunAttempts(ctx, r.ID)
+		if err != nil || len(as) != 1 || as[0].Number != 1 || as[0].Status != evs[2].To {
+			t.Fatalf("attempts of %s: %v\n%s", r.Job, err, describeAttempts(t, s, r.ID))
+		}
+	}
+	if got := describeAttempts(t, s, many.g.ID); !strings.Contains(got, `output="out" bytes=3`) {
+		t.Fatalf("attempts of the dead-lettered run: %s", got)
+	}
+}
+
 // testTransitionsBatchMany: a claim of 1,000 runs completed in one batch.
 func testTransitionsBatchMany(t *testing.T, s store.Store) {
 	const n = 1000

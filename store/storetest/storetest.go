@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TransitionRetryAndDeadLetter", testTransitionRetryAndDeadLetter},
 		{"TransitionRace", testTransitionRace},
 		{"TransitionsBatch", testTransitionsBatch},
+		{"TransitionsBatchDistinct", testTransitionsBatchDistinct},
 		{"TransitionsBatchMany", testTransitionsBatchMany},
 		{"TransitionsBatchConcurrent", testTransitionsBatchConcurrent},
 		{"ClaimHistory", testClaimHistory},
