@@ -46,12 +46,13 @@ func TestPlansWithoutHotPathIndexes(t *testing.T) {
 	}{
 		"lock active runs":  {sqlLockActiveRuns, []any{[]string{"job-1", "job-2"}}, []string{"runs_active"}},
 		"running of a node": {sqlRunsRunning, []any{"node-1"}, []string{"runs_running"}},
-		// A claim as large as a node's slots: the claimed runs are looked up
-		// by id, whatever their number.
+		// A claim as large as a node's slots: the candidates of several jobs
+		// are looked up by id, and the claimed runs by the row versions the
+		// claim locked, whatever their number.
 		"claim": {sqlClaim, []any{[]string{"job-1", "job-2"}, nil, 5000, []int32{0, 2}, "node-1", "inc", []int32{5000, 5000}},
 			[]string{"runs_pkey"}},
 		"claim of one job": {sqlClaimOne, []any{[]string{"job-1"}, nil, 5000, []int32{0}, "node-1", "inc", []int32{5000}},
-			[]string{"runs_pkey"}},
+			[]string{"Tid Scan on runs"}},
 	}
 	for _, st := range []jobs.Status{jobs.StatusPending, jobs.StatusRetrying, jobs.StatusDeadLetter,
 		jobs.StatusCancelled, jobs.StatusRunning, jobs.StatusCompleted} {
