@@ -746,7 +746,9 @@ func TestEndsAtOnce(t *testing.T) {
 	if err != nil || len(claimed) != 5 {
 		t.Fatalf("RunsClaim = %d runs, %v", len(claimed), err)
 	}
-	fence := func(r *jobs.Run) jobs.Fence { return jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation} }
+	fence := func(r *jobs.Run) jobs.Fence {
+		return jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}
+	}
 	end := t0.Add(2 * time.Minute)
 
 	before := s.Statements()
