@@ -120,7 +120,7 @@ func testKilledInsideRoundLead(t *testing.T, e *env, daemon string, openStore fu
 	st := openStore()
 	waitBurstTicks(t, st, nJobs, period, start, end)
 	d.stop()
-	runs, retried := checkBurstRuns(t, st, witness)
+	runs, retried := checkBurstRuns(t, st, witness, end)
 	t.Logf("kills inside a round's lead: %v; %d runs over %s, %d retried",
 		inside, len(runs), end.Sub(start).Round(time.Second), retried)
 }
