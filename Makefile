@@ -4,6 +4,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 BIN      := bin/schedulerd
 CONFIG   ?= schedulerd.toml
+GOFMT    ?= $(shell $(GO) env GOROOT)/bin/gofmt
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
 PREFIX   ?= /usr/local
@@ -20,12 +21,13 @@ build: ## build bin/schedulerd, stamped with the version
 run: build ## run the daemon on the example config (embedded store under ./var)
 	./$(BIN) run --config $(CONFIG)
 
-test: lint unit ## what CI runs: vet, staticcheck, and every test with -race
+test: lint unit ## what CI runs: gofmt, vet, staticcheck, and every test with -race
 
 unit: ## go test -race ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
 
-lint: ## go vet and staticcheck
+lint: ## gofmt, go vet and staticcheck
+	@out=$$($(GOFMT) -l .); if [ -n "$$out" ]; then echo "gofmt -l: these files are not formatted:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
