@@ -27,10 +27,14 @@ func runScale(ctx context.Context, e *env) error {
 		"The seeding uses plain SQL (INSERT ... SELECT over generate_series or a recursive CTE) copying a template "+
 		"run made by the store, and is checked by reading seeded runs back through the store (RunGet, "+
 		"RunAttempts, RunEvents). PostgreSQL: ANALYZE after seeding (autovacuum would, later). "+
-		"Then %s due runs are inserted with RunsInsert. Claim latency: %s calls of RunsClaim with Limit 1 from one "+
-		"goroutine (or as many as fit in the cap below), each claimed run completed with RunTransition before "+
-		"the next claim (only RunsClaim is timed). Throughput: a node in this process (concurrency %d) burns "+
-		"the remaining due runs, as in figure 1. Each of the two is capped at %s. The target compares the N = %s case with the N = %s case: p50 claim latency and "+
+		"The two databases (N = %[5]s and N = %[6]s) exist side by side and are measured in turns, so that a drift of the "+
+		"machine's speed during the section falls on both alike. Half of %[1]s due runs are inserted with RunsInsert "+
+		"into each. Claim latency: %[2]s calls of RunsClaim with Limit 1 on each database from one goroutine, one "+
+		"database then the other (or as many as fit in twice the cap below), each claimed run completed with "+
+		"RunTransition before the next claim (only RunsClaim is timed). Throughput: a node in this process (concurrency %[3]d) "+
+		"burns the due runs, as in figure 1, on the small database, then the large one; then the second half of the due "+
+		"runs is inserted into each and burned, large first; the rate is each size's runs over its two burn-downs' time. "+
+		"Each burn-down is capped at %[4]s. The target compares the N = %[5]s case with the N = %[6]s case: p50 claim latency and "+
 		"throughput within 1.5x.", thousands(int64(o.sizes.scaleDue)), thousands(int64(o.sizes.scaleClaims)),
 		o.concurrency, o.sizes.scaleCap, thousands(int64(o.sizes.scaleLarge)), thousands(int64(o.sizes.scaleSmall)))
 	rep.Note(secScale, "Checks: the seeded pending runs are untouched; every due run completed exactly once at attempt 1.")
@@ -39,20 +43,9 @@ func runScale(ctx context.Context, e *env) error {
 		"VmHWM is the peak since exec, config parsing included.", o.sizes.memorySettle, o.sizes.memoryWindow)
 	var errs []error
 	for _, kind := range o.stores {
-		var small, large *scaleResult
-		for _, n := range []int{o.sizes.scaleSmall, o.sizes.scaleLarge} {
-			r, err := scaleRun(ctx, e, kind, n)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s, %s waiting: %w", storeName(kind), thousands(int64(n)), err))
-				break
-			}
-			if small == nil {
-				small = r
-			} else {
-				large = r
-			}
-		}
-		if small == nil || large == nil {
+		small, large, err := scalePair(ctx, e, kind)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", storeName(kind), err))
 			continue
 		}
 		name := storeName(kind)
@@ -202,114 +195,139 @@ func checkSeed(ctx context.Context, st store.Store) error {
 	return nil
 }
 
-// scaleRun measures one backlog size on one store.
-func scaleRun(ctx context.Context, e *env, kind string, n int) (*scaleResult, error) {
+// scaleDB is one backlog size on one store, seeded and ready to measure.
+type scaleDB struct {
+	n                  int
+	b                  *backend
+	st                 store.Store
+	log                *execLog
+	d                  *jobs.Definition
+	label              string
+	now                time.Time
+	pending, completed int
+	inserted           int // due runs inserted so far
+	claimed            int // due runs claimed and completed by the latency loop
+	lat                durations
+	burned             int64 // due runs the burn-downs completed
+	burnTime           time.Duration
+	capped             bool
+	rounds             int // burn-downs so far
+}
+
+func (s *scaleDB) close(ctx context.Context) {
+	_ = s.st.Close()
+	s.b.close(ctx)
+}
+
+// scaleSetup makes and seeds the database of one backlog size, with the
+// first half of the due runs.
+func scaleSetup(ctx context.Context, e *env, kind string, n int) (_ *scaleDB, err error) {
 	rep, o := e.rep, e.opts
 	b, err := e.newBackend(ctx, kind, "scale")
 	if err != nil {
 		return nil, err
 	}
-	defer b.close(context.WithoutCancel(ctx))
 	st, err := b.open(ctx)
 	if err != nil {
+		b.close(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	defer st.Close()
-	log := newExecLog(o.sizes.scaleDue)
-	d := &jobs.Definition{Name: "noop", Handler: log.handler}
-	d.WithDefaults()
-	label := fmt.Sprintf("%s, %s waiting", b.name, thousands(int64(n)))
+	s := &scaleDB{n: n, b: b, st: st, log: newExecLog(o.sizes.scaleDue)}
+	defer func() {
+		if err != nil {
+			s.close(context.WithoutCancel(ctx))
+		}
+	}()
+	s.d = &jobs.Definition{Name: "noop", Handler: s.log.handler}
+	s.d.WithDefaults()
+	s.label = fmt.Sprintf("%s, %s waiting", b.name, thousands(int64(n)))
 
-	now := time.Now()
-	tmpl, err := st.RunInsert(ctx, store.RunInsertParams{Job: d.Name, Trigger: jobs.TriggerManual,
-		NotBefore: now.Add(24 * time.Hour), Retry: d.Retry, Node: "bench"})
+	s.now = time.Now()
+	tmpl, err := st.RunInsert(ctx, store.RunInsertParams{Job: s.d.Name, Trigger: jobs.TriggerManual,
+		NotBefore: s.now.Add(24 * time.Hour), Retry: s.d.Retry, Node: "bench"})
 	if err != nil {
 		return nil, err
 	}
-	pending, completed := n/2-1, n-n/2
+	s.pending, s.completed = n/2-1, n-n/2
 	t0 := time.Now()
-	if err := seed(ctx, b, tmpl.ID, pending, completed, now); err != nil {
+	if err := seed(ctx, b, tmpl.ID, s.pending, s.completed, s.now); err != nil {
 		return nil, err
 	}
 	seedTook := time.Since(t0)
 	if err := checkSeed(ctx, st); err != nil {
 		return nil, err
 	}
+	first := o.sizes.scaleDue / 2
 	t0 = time.Now()
-	if err := insertRuns(ctx, st, d, o.sizes.scaleDue, time.Now()); err != nil {
+	if err := s.insertDue(ctx, first); err != nil {
 		return nil, err
 	}
-	insertTook := time.Since(t0)
-	if b.kind == kindPostgres {
-		if err := b.db.exec(ctx, `ANALYZE`); err != nil {
-			return nil, err
-		}
-	}
-	rep.Rawf(secScale, "%s: seeded in %s; %s due runs inserted in %s", label, seedTook.Round(time.Millisecond),
-		thousands(int64(o.sizes.scaleDue)), insertTook.Round(time.Millisecond))
+	rep.Rawf(secScale, "%s: seeded in %s; %s due runs inserted in %s", s.label, seedTook.Round(time.Millisecond),
+		thousands(int64(first)), time.Since(t0).Round(time.Millisecond))
+	return s, nil
+}
 
-	// Claim latency, one claim at a time.
-	inc := uuid.NewString()
-	claim := store.ClaimParams{Node: "bench-claimer", Incarnation: inc, Jobs: map[string]int{d.Name: 0}, Limit: 1}
-	var lat durations
-	claimsStart := time.Now()
-	for range o.sizes.scaleClaims {
-		if time.Since(claimsStart) >= o.sizes.scaleCap {
-			break
-		}
-		t := time.Now()
-		runs, err := st.RunsClaim(ctx, claim)
-		lat = append(lat, time.Since(t))
-		if err != nil {
-			return nil, err
-		}
-		if len(runs) != 1 {
-			return nil, fmt.Errorf("RunsClaim returned %d runs, want 1", len(runs))
-		}
-		r := runs[0]
-		if r.NotBefore.After(now.Add(time.Hour)) {
-			rep.Failf(secScale, "%s: RunsClaim returned run %s, which is not due until %s", label, r.ID, r.NotBefore)
-		}
-		f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}
-		if _, err := st.RunTransition(ctx, jobs.Complete(f, claim.Node, jobs.Result{}, time.Time{})); err != nil {
-			return nil, err
-		}
+// insertDue inserts k due runs, then (PostgreSQL) refreshes the planner's
+// statistics.
+func (s *scaleDB) insertDue(ctx context.Context, k int) error {
+	if err := insertRuns(ctx, s.st, s.d, k, time.Now()); err != nil {
+		return err
 	}
-	claimCap := ""
-	if len(lat) < o.sizes.scaleClaims {
-		claimCap = fmt.Sprintf(" (capped at %s)", o.sizes.scaleCap)
+	s.inserted += k
+	if s.b.kind == kindPostgres {
+		return s.b.db.exec(ctx, `ANALYZE`)
 	}
-	rep.Rawf(secScale, "%s: RunsClaim(Limit 1) latency %s%s", label, lat.summary(), claimCap)
+	return nil
+}
 
-	// Throughput of a node on the rest.
-	claimed := len(lat)
-	rest := o.sizes.scaleDue - claimed
-	dueActive := `SELECT COUNT(*) FROM runs WHERE status IN ('pending', 'running', 'retrying') AND not_before < ?`
-	horizon := b.db.t(now.Add(time.Hour))
-	start := time.Now()
-	nodes, err := startNodes(ctx, kind, []store.Store{st}, o.concurrency, []*jobs.Definition{d})
+// claimOne times one RunsClaim with Limit 1, then completes the run it
+// returns (not timed).
+func (s *scaleDB) claimOne(ctx context.Context, rep *Report, claim store.ClaimParams) error {
+	t := time.Now()
+	runs, err := s.st.RunsClaim(ctx, claim)
+	s.lat = append(s.lat, time.Since(t))
 	if err != nil {
-		return nil, err
+		return err
 	}
+	if len(runs) != 1 {
+		return fmt.Errorf("%s: RunsClaim returned %d runs, want 1", s.label, len(runs))
+	}
+	r := runs[0]
+	if r.NotBefore.After(s.now.Add(time.Hour)) {
+		rep.Failf(secScale, "%s: RunsClaim returned run %s, which is not due until %s", s.label, r.ID, r.NotBefore)
+	}
+	f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}
+	if _, err := s.st.RunTransition(ctx, jobs.Complete(f, claim.Node, jobs.Result{}, time.Time{})); err != nil {
+		return err
+	}
+	s.claimed++
+	return nil
+}
+
+// burn starts a node on the database and times it until every due run
+// inserted so far has completed (or the cap).
+func (s *scaleDB) burn(ctx context.Context, e *env) error {
+	o := e.opts
+	want := int64(s.inserted - s.claimed)
+	from := s.log.n.Load()
+	start := time.Now()
+	nodes, err := startNodes(ctx, s.b.kind, []store.Store{s.st}, o.concurrency, []*jobs.Definition{s.d})
+	if err != nil {
+		return err
+	}
+	// Done when the node has committed the completion of every due run
+	// (its count of written results, as in figure 1): a query for the due
+	// runs left would read the backlog, and on PostgreSQL took 200 ms of
+	// the clock at 1,000,000 waiting, 25 ms at 10,000.
 	capped := false
-	for {
+	for completedBy(nodes) < want-from {
 		if time.Since(start) >= o.sizes.scaleCap {
 			capped = true
 			break
 		}
-		if log.n.Load() >= int64(rest) {
-			active, err := b.db.int(ctx, dueActive, horizon)
-			if err != nil {
-				stopNodes(nodes)
-				return nil, err
-			}
-			if active == 0 {
-				break
-			}
-		}
-		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
+		if err := sleepCtx(ctx, 5*time.Millisecond); err != nil {
 			stopNodes(nodes)
-			return nil, err
+			return err
 		}
 	}
 	end := time.Now()
@@ -317,43 +335,121 @@ func scaleRun(ctx context.Context, e *env, kind string, n int) (*scaleResult, er
 	if capped {
 		end = time.Now()
 	}
-	elapsed := end.Sub(start)
-	done := log.n.Load()
-	r := rate(done, elapsed)
+	done := s.log.n.Load() - from
 	capNote := ""
 	if capped {
+		s.capped = true
 		capNote = fmt.Sprintf(" (capped at %s)", o.sizes.scaleCap)
 	}
-	rep.Rawf(secScale, "%s: node burned %s of %s due runs in %s = %s runs/s%s", label, thousands(done), thousands(int64(rest)),
-		elapsed.Round(time.Millisecond), num(r), capNote)
+	s.burned += done
+	s.rounds++
+	s.burnTime += end.Sub(start)
+	e.rep.Rawf(secScale, "%s: node burned %s of %s due runs in %s = %s runs/s%s", s.label, thousands(done),
+		thousands(want-from), end.Sub(start).Round(time.Millisecond), num(rate(done, end.Sub(start))), capNote)
+	return nil
+}
 
-	// Checks.
-	fail := func(format string, args ...any) { rep.Failf(secScale, "%s: "+format, append([]any{label}, args...)...) }
-	future, err := b.db.int(ctx, `SELECT COUNT(*) FROM runs WHERE status = 'pending' AND attempt = 0 AND not_before >= ?`, horizon)
+// check verifies the database after the measurements: the seeded pending
+// runs untouched, every due run completed exactly once at attempt 1.
+func (s *scaleDB) check(ctx context.Context, rep *Report) error {
+	fail := func(format string, args ...any) { rep.Failf(secScale, "%s: "+format, append([]any{s.label}, args...)...) }
+	horizon := s.b.db.t(s.now.Add(time.Hour))
+	future, err := s.b.db.int(ctx, `SELECT COUNT(*) FROM runs WHERE status = 'pending' AND attempt = 0 AND not_before >= ?`, horizon)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if future != int64(pending+1) {
-		fail("%d seeded pending runs left untouched, want %d", future, pending+1)
+	if future != int64(s.pending+1) {
+		fail("%d seeded pending runs left untouched, want %d", future, s.pending+1)
 	}
-	counts, err := b.db.statusCounts(ctx, "")
+	counts, err := s.b.db.statusCounts(ctx, "")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	wantDone := int64(completed + claimed)
-	if got := counts[string(jobs.StatusCompleted)]; got != wantDone+done {
-		fail("%d runs completed, want %d (history) + %d (claimed) + %d (handler)", got, completed, claimed, done)
+	done := s.log.n.Load()
+	if got := counts[string(jobs.StatusCompleted)]; got != int64(s.completed+s.claimed)+done {
+		fail("%d runs completed, want %d (history) + %d (claimed) + %d (handler)", got, s.completed, s.claimed, done)
 	}
-	if !capped && done != int64(rest) {
-		fail("the handler ran %d times, want %d", done, rest)
+	if !s.capped && done != int64(s.inserted-s.claimed) {
+		fail("the handler ran %d times, want %d", done, s.inserted-s.claimed)
 	}
-	if bad, err := b.db.int(ctx, `SELECT COUNT(*) FROM runs WHERE status NOT IN ('pending', 'completed') OR (status = 'completed' AND attempt <> 1)`); err != nil || bad != 0 {
+	if bad, err := s.b.db.int(ctx, `SELECT COUNT(*) FROM runs WHERE status NOT IN ('pending', 'completed') OR (status = 'completed' AND attempt <> 1)`); err != nil || bad != 0 {
 		fail("%d runs neither pending nor completed at attempt 1 %v", bad, err)
 	}
-	if dup := log.duplicates(); dup > 0 || log.notFirst.Load() > 0 {
-		fail("%d runs executed more than once, %d executions at attempt > 1", dup, log.notFirst.Load())
+	if dup := s.log.duplicates(); dup > 0 || s.log.notFirst.Load() > 0 {
+		fail("%d runs executed more than once, %d executions at attempt > 1", dup, s.log.notFirst.Load())
 	}
-	return &scaleResult{n: n, claimP50: lat.quantile(0.5), rate: r}, nil
+	return nil
+}
+
+// scalePair measures the small and the large backlog on one store. The two
+// databases exist side by side, and each measurement alternates between
+// them, so that a drift of the machine's speed while it runs (10-20% within
+// minutes on some hosts) falls on both sizes alike: the claims take turns
+// one by one, and the burn-downs run small, large, large, small, the due
+// runs' second half inserted before the second of each.
+func scalePair(ctx context.Context, e *env, kind string) (small, large *scaleResult, err error) {
+	rep, o := e.rep, e.opts
+	var dbs []*scaleDB
+	defer func() {
+		for _, s := range dbs {
+			s.close(context.WithoutCancel(ctx))
+		}
+	}()
+	for _, n := range []int{o.sizes.scaleSmall, o.sizes.scaleLarge} {
+		s, err := scaleSetup(ctx, e, kind, n)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s waiting: %w", thousands(int64(n)), err)
+		}
+		dbs = append(dbs, s)
+	}
+
+	// Claim latency, one claim at a time, the two sizes in turns.
+	claim := store.ClaimParams{Node: "bench-claimer", Incarnation: uuid.NewString(),
+		Jobs: map[string]int{"noop": 0}, Limit: 1}
+	claimsStart := time.Now()
+	for i := range o.sizes.scaleClaims {
+		if time.Since(claimsStart) >= 2*o.sizes.scaleCap {
+			break
+		}
+		for k := range dbs {
+			if err := dbs[(i+k)%2].claimOne(ctx, rep, claim); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	for _, s := range dbs {
+		claimCap := ""
+		if len(s.lat) < o.sizes.scaleClaims {
+			claimCap = fmt.Sprintf(" (capped at %s for both sizes)", 2*o.sizes.scaleCap)
+		}
+		rep.Rawf(secScale, "%s: RunsClaim(Limit 1) latency %s%s", s.label, s.lat.summary(), claimCap)
+	}
+
+	// Throughput of a node, small, large, then the second half of the due
+	// runs, large, small.
+	second := o.sizes.scaleDue - o.sizes.scaleDue/2
+	for _, i := range []int{0, 1, 1, 0} {
+		s := dbs[i]
+		if s.rounds > 0 {
+			if err := s.insertDue(ctx, second); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", s.label, err)
+			}
+		}
+		if err := s.burn(ctx, e); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", s.label, err)
+		}
+	}
+	var res []*scaleResult
+	for _, s := range dbs {
+		if err := s.check(ctx, rep); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", s.label, err)
+		}
+		r := rate(s.burned, s.burnTime)
+		rep.Rawf(secScale, "%s: the two burn-downs, %s runs in %s = %s runs/s", s.label, thousands(s.burned),
+			s.burnTime.Round(time.Millisecond), num(r))
+		res = append(res, &scaleResult{n: s.n, claimP50: s.lat.quantile(0.5), rate: r})
+	}
+	return res[0], res[1], nil
 }
 
 // memoryRuns measures the RSS of a daemon with many schedules, on each
