@@ -352,7 +352,9 @@ func (s *scaleDB) burn(ctx context.Context, e *env) error {
 // check verifies the database after the measurements: the seeded pending
 // runs untouched, every due run completed exactly once at attempt 1.
 func (s *scaleDB) check(ctx context.Context, rep *Report) error {
-	fail := func(format string, args ...any) { rep.Failf(secScale, "%s: "+format, append([]any{s.label}, args...)...) }
+	fail := func(format string, args ...any) {
+		rep.Failf(secScale, "%s: "+format, append([]any{s.label}, args...)...)
+	}
 	horizon := s.b.db.t(s.now.Add(time.Hour))
 	future, err := s.b.db.int(ctx, `SELECT COUNT(*) FROM runs WHERE status = 'pending' AND attempt = 0 AND not_before >= ?`, horizon)
 	if err != nil {
