@@ -225,6 +225,52 @@ command = ["/bin/true"]
 	}
 }
 
+// TestNone: timeout and start_deadline take "none", which lifts the bound
+// that [defaults] or the product default would give a job; a job that
+// leaves them out keeps the defaults'.
+func TestNone(t *testing.T) {
+	cfg := mustParse(t, `
+[defaults]
+timeout = "2h"
+start_deadline = "30m"
+
+[[job]]
+name = "unbounded"
+schedule = "@daily"
+shell = "true"
+timeout = "none"
+start_deadline = "none"
+
+[[job]]
+name = "bounded"
+schedule = "@daily"
+shell = "true"
+
+[[job]]
+name = "plain-none"
+shell = "true"
+timeout = "none"
+`)
+	for _, c := range []struct {
+		job               string
+		timeout, deadline time.Duration
+	}{
+		{"unbounded", 0, 0},
+		{"bounded", 2 * time.Hour, 30 * time.Minute},
+		{"plain-none", 0, 30 * time.Minute},
+	} {
+		d := jobNamed(t, cfg, c.job)
+		if d.Timeout != c.timeout || d.StartDeadline != c.deadline {
+			t.Errorf("%s: timeout %s, start_deadline %s; want %s, %s", c.job, d.Timeout, d.StartDeadline, c.timeout, c.deadline)
+		}
+	}
+	// Without [defaults], "none" lifts the product's default timeout.
+	cfg = mustParse(t, "[[job]]\nname = \"a\"\nshell = \"true\"\ntimeout = \"none\"\n")
+	if d := cfg.Jobs[0]; d.Timeout != 0 {
+		t.Errorf("timeout = none without defaults: %s, want 0 (none; the product default is %s)", d.Timeout, jobs.DefaultTimeout)
+	}
+}
+
 func TestDefaultsMerge(t *testing.T) {
 	cfg := mustParse(t, `
 [defaults]
@@ -488,17 +534,19 @@ var errorTests = []struct {
 	{"bare integer daemon duration", "[daemon]\nheartbeat_interval = 30\n", `t.toml:2: daemon.heartbeat_interval: a bare number (30) is not a duration`, nil},
 	{"bare integer retry duration", job("retry = { initial_delay = 5 }\n"), `t.toml:4: job "a": retry.initial_delay: a bare number (5) is not a duration`, nil},
 	{"duration without unit", job("timeout = \"30\"\n"), `t.toml:4: job "a": timeout: "30" is not a duration; use a number with a unit such as "90s" or "2h"`, nil},
-	{"duration in words", job("timeout = \"5 minutes\"\n"), `t.toml:4: job "a": timeout: "5 minutes" is not a duration`, nil},
+	{"duration in words", job("timeout = \"5 minutes\"\n"), `t.toml:4: job "a": timeout: "5 minutes" is not a duration; use a number with a unit such as "90s" or "2h", or "none"`, nil},
+	{"kill_grace none", job("kill_grace = \"none\"\n"), `t.toml:4: job "a": kill_grace: "none" is not a duration; use a number with a unit such as "90s" or "2h"`, nil},
+	{"timeout None", job("timeout = \"None\"\n"), `t.toml:4: job "a": timeout: "None" is not a duration`, nil},
 	{"duration as a boolean", job("timeout = false\n"), `t.toml:4: job "a": timeout: must be a duration string such as "90s", not a boolean (false)`, nil},
-	{"negative timeout", job("timeout = \"-5s\"\n"), `t.toml:4: job "a": timeout: must be positive, got -5s`, nil},
-	{"zero timeout", job("timeout = \"0s\"\n"), `t.toml:4: job "a": timeout: must be positive, got 0s`, nil},
+	{"negative timeout", job("timeout = \"-5s\"\n"), `t.toml:4: job "a": timeout: must be positive, or "none", got -5s`, nil},
+	{"zero timeout", job("timeout = \"0s\"\n"), `t.toml:4: job "a": timeout: must be positive, or "none", got 0s`, nil},
 	{"negative kill_grace", job("kill_grace = \"-1s\"\n"), `t.toml:4: job "a": kill_grace: must be positive`, nil},
 	{"zero misfire_grace", job("misfire_grace = \"0s\"\n"), `t.toml:4: job "a": misfire_grace: must be positive`, nil},
 	{"zero catchup_window", job("catchup_window = \"0s\"\n"), `t.toml:4: job "a": catchup_window: must be positive`, nil},
-	{"negative start_deadline", job("start_deadline = \"-1m\"\n"), `t.toml:4: job "a": start_deadline: must be positive, got -1m0s`, nil},
+	{"negative start_deadline", job("start_deadline = \"-1m\"\n"), `t.toml:4: job "a": start_deadline: must be positive, or "none", got -1m0s`, nil},
 	{"negative retry delay", job("retry = { initial_delay = \"-1s\" }\n"), `t.toml:4: job "a": retry.initial_delay: must not be negative, got -1s`, nil},
 	{"negative shutdown_grace", "[daemon]\nshutdown_grace = \"-1s\"\n", `t.toml:2: daemon.shutdown_grace: must not be negative, got -1s`, nil},
-	{"negative duration in defaults", "[defaults]\ntimeout = \"-1h\"\n", `t.toml:2: defaults.timeout: must be positive, got -1h0m0s`, nil},
+	{"negative duration in defaults", "[defaults]\ntimeout = \"-1h\"\n", `t.toml:2: defaults.timeout: must be positive, or "none", got -1h0m0s`, nil},
 	{"bare duration in defaults", "[defaults]\ntimeout = 5\n", `t.toml:2: defaults.timeout: a bare number (5) is not a duration`, nil},
 
 	// What to run.

@@ -196,9 +196,18 @@ func (p *parser) setting(sc scope, s *settings, k string, v any) {
 			o.put(n)
 		}
 	}
+	// none: a job without the bound that [defaults] or the product
+	// default would give it (jobs.Definition reads a negative timeout so).
+	putDurationOrNone := func(o *opt[time.Duration], none time.Duration) {
+		if v == "none" {
+			o.put(none)
+			return
+		}
+		putDuration(o, positiveOrNone)
+	}
 	switch k {
 	case "timeout":
-		putDuration(&s.timeout, positive)
+		putDurationOrNone(&s.timeout, -1)
 	case "kill_grace":
 		putDuration(&s.killGrace, positive)
 	case "misfire_grace":
@@ -206,7 +215,7 @@ func (p *parser) setting(sc scope, s *settings, k string, v any) {
 	case "catchup_window":
 		putDuration(&s.catchupWindow, positive)
 	case "start_deadline":
-		putDuration(&s.startDeadline, positive)
+		putDurationOrNone(&s.startDeadline, 0)
 	case "catchup_max":
 		putInt(&s.catchupMax, 1, MaxCatchupMax)
 	case "max_concurrency":

@@ -89,21 +89,29 @@ func (d *duration) UnmarshalTOML(v any) error {
 type durationRule int
 
 const (
-	positive    durationRule = iota // > 0
-	nonNegative                     // >= 0
+	positive       durationRule = iota // > 0
+	nonNegative                        // >= 0
+	positiveOrNone                     // > 0, or the string "none" (read by the caller)
 )
 
 // duration reads key k of sc as a duration that follows rule.
 func (p *parser) duration(sc scope, k string, v any, rule durationRule) (time.Duration, bool) {
 	var d duration
 	if err := d.UnmarshalTOML(v); err != nil {
-		p.errorf(sc, k, "%v", err)
+		if _, isString := v.(string); isString && rule == positiveOrNone {
+			p.errorf(sc, k, "%v, or \"none\"", err)
+		} else {
+			p.errorf(sc, k, "%v", err)
+		}
 		return 0, false
 	}
 	x := time.Duration(d)
 	switch {
 	case rule == positive && x <= 0:
 		p.errorf(sc, k, "must be positive, got %s", x)
+		return 0, false
+	case rule == positiveOrNone && x <= 0:
+		p.errorf(sc, k, "must be positive, or \"none\", got %s", x)
 		return 0, false
 	case rule == nonNegative && x < 0:
 		p.errorf(sc, k, "must not be negative, got %s", x)
