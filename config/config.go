@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -200,20 +202,47 @@ func Parse(path string, data []byte) (*Config, error) {
 // client from reaching the daemon, which runs its last good config. (With
 // 100,000 jobs, Load took 1.6 s and LoadDaemon about half: reading the
 // TOML is the rest.) The daemon section's problems are reported as Load
-// reports them.
+// reports them. A file that is not valid TOML is read again with only its
+// lines before the first table and those of its [daemon] table: a TOML
+// mistake in a job does not keep the client away either.
 func LoadDaemon(path string) (*Daemon, error) {
+	d, _, err := LoadDaemonPast(path)
+	return d, err
+}
+
+// LoadDaemonPast is LoadDaemon that also returns the TOML mistake
+// outside [daemon] that it read past (nil when the file is valid TOML),
+// for a client to mention.
+func LoadDaemonPast(path string) (d *Daemon, past, err error) {
 	data, err := readFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return ParseDaemon(path, data)
+	return parseDaemon(path, data)
 }
 
 // ParseDaemon is Parse of the [daemon] table alone; see LoadDaemon.
 func ParseDaemon(path string, data []byte) (*Daemon, error) {
+	d, _, err := parseDaemon(path, data)
+	return d, err
+}
+
+func parseDaemon(path string, data []byte) (_ *Daemon, past, err error) {
 	p, tree := parseTOML(path, data)
 	if tree == nil {
-		return nil, p.err()
+		past = p.err()
+		// Read past a TOML mistake in a line of another table only.
+		var pe *Error
+		if errors.As(past, &pe) && pe.Line > 0 {
+			if only, blankedBad, ok := daemonLines(data, pe.Line); ok && blankedBad {
+				if q, t := parseTOML(path, only); t != nil {
+					p, tree = q, t
+				}
+			}
+		}
+		if tree == nil {
+			return nil, nil, past
+		}
 	}
 	var table map[string]any
 	if v, ok := tree["daemon"]; ok {
@@ -221,9 +250,54 @@ func ParseDaemon(path string, data []byte) (*Daemon, error) {
 	}
 	d := p.daemon(table)
 	if len(p.errs) > 0 {
-		return nil, p.err()
+		return nil, nil, p.err()
 	}
-	return &d, nil
+	return &d, past, nil
+}
+
+// daemonHeader is the header line of the [daemon] table; otherHeader that
+// of any other table or array of tables with a plain dotted name; any line
+// that starts with [ is taken for a header.
+var (
+	daemonHeader = regexp.MustCompile(`^[ \t]*\[[ \t]*daemon[ \t]*\][ \t]*(#.*)?$`)
+	otherHeader  = regexp.MustCompile(`^[ \t]*\[\[?[ \t]*[A-Za-z0-9_-]+([ \t]*\.[ \t]*[A-Za-z0-9_-]+)*[ \t]*\]\]?[ \t]*(#.*)?$`)
+)
+
+// daemonLines returns data with every line blanked but those before the
+// first table header and those of the [daemon] table, so that the lines
+// keep their numbers, and whether the line numbered bad (from 1) is one
+// it blanked. ok is false when a line that starts with [ is not a
+// well-formed header: the mistake may be the header of [daemon] itself.
+// A value that spans lines and holds a line that looks like a header (a
+// multi-line string or array) can make the result invalid TOML, or read
+// a key of such a value as the daemon's: it is only read when the whole
+// file is not valid TOML, and only by a client.
+func daemonLines(data []byte, bad int) (out []byte, blankedBad, ok bool) {
+	keep := true
+	out = make([]byte, 0, len(data))
+	for i, l := range bytes.SplitAfter(data, []byte("\n")) {
+		if line := strings.TrimRight(string(l), "\r\n"); strings.HasPrefix(strings.TrimLeft(line, " \t"), "[") {
+			switch {
+			case daemonHeader.MatchString(line):
+				keep = true
+			case otherHeader.MatchString(line):
+				keep = false
+			default:
+				return nil, false, false
+			}
+		}
+		if keep {
+			out = append(out, l...)
+			continue
+		}
+		if i+1 == bad {
+			blankedBad = true
+		}
+		if bytes.HasSuffix(l, []byte("\n")) {
+			out = append(out, '\n')
+		}
+	}
+	return out, blankedBad, true
 }
 
 // parseTOML checks data's size and nesting and decodes it; on failure the

@@ -900,6 +900,35 @@ func TestLoadDaemon(t *testing.T) {
 	if _, err := LoadDaemon(write("[daemon\n")); err == nil || !strings.Contains(err.Error(), "invalid TOML") {
 		t.Errorf("LoadDaemon of invalid TOML = %v", err)
 	}
+
+	// A TOML mistake in a job (an edit half done) is read past: the lines
+	// before the first table and those of [daemon] are read alone, and
+	// the mistake is returned for the client to mention.
+	for _, text := range []string{
+		daemon + job("timeout =\n"),
+		"# the cluster's config\n" + job("shell = \"unterminated\n") + daemon + "[defaults]\ntimeout = \"1h\"\n",
+		"[ daemon ]  # ours\nstate_dir = \"/var/lib/sd-test\"\nnode_id = \"n1\"\n[[ job ]]\nname = \"a\"\nshell = 'x\n",
+	} {
+		path = write(text)
+		d, past, err := LoadDaemonPast(path)
+		var pe *Error
+		if err != nil || !reflect.DeepEqual(*d, full.Daemon) || !errors.As(past, &pe) || pe.Line < 4 ||
+			!strings.Contains(pe.Msg, "invalid TOML") {
+			t.Errorf("LoadDaemonPast of %q = %+v, %v, %v; want Load's daemon %+v and the mistake", text, d, past, err, full.Daemon)
+		}
+	}
+	// Not past a mistake in [daemon] or in the lines before the first
+	// table, nor past a line that starts with [ but is no table header.
+	for _, c := range []struct{ text, line string }{
+		{daemon + "socket = \n" + job(""), ":4: invalid TOML"},
+		{"state_dir = \n" + daemon + job(""), ":1: invalid TOML"},
+		{daemon + "[[job\nname = \"a\"\n", ":5: invalid TOML"},
+		{daemon + "[[job]] x\nname = \"a\"\n", ":4: invalid TOML"},
+	} {
+		if d, err := LoadDaemon(write(c.text)); err == nil || !strings.Contains(err.Error(), c.line) {
+			t.Errorf("LoadDaemon of %q = %+v, %v; want the mistake at %s", c.text, d, err, c.line)
+		}
+	}
 	if _, err := LoadDaemon(filepath.Join(dir, "missing.toml")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("LoadDaemon of a missing file = %v", err)
 	}

@@ -102,14 +102,16 @@ const systemdSocket = "/run/schedulerd/" + config.SocketName
 // clientFlags are the flags every socket command takes.
 type clientFlags struct {
 	fs     *flag.FlagSet
+	stderr io.Writer // for a warning about the config
 	socket *string
 	config *string
 	json   *bool
 }
 
-func addClientFlags(fs *flag.FlagSet) *clientFlags {
+func addClientFlags(fs *flag.FlagSet, stderr io.Writer) *clientFlags {
 	return &clientFlags{
 		fs:     fs,
+		stderr: stderr,
 		socket: fs.String("socket", "", "control socket (default: $SCHEDULERD_SOCKET, else the socket of --config)"),
 		config: fs.String("config", defaultConfig, "config file whose socket to use"),
 		json:   fs.Bool("json", false, "print one JSON object per line"),
@@ -129,7 +131,11 @@ func (cf *clientFlags) client() (*control.Client, error) {
 	}
 	configGiven := false
 	cf.fs.Visit(func(f *flag.Flag) { configGiven = configGiven || f.Name == "config" })
-	d, err := config.LoadDaemon(*cf.config)
+	d, past, err := config.LoadDaemonPast(*cf.config)
+	if err == nil && past != nil {
+		// The daemon runs its last good config; say that this one is not.
+		fmt.Fprintf(cf.stderr, "schedulerd: warning: %v\nschedulerd: read [daemon] alone for the socket; the daemon keeps its running config until this file is fixed and reloaded\n", past)
+	}
 	fallback := !configGiven && os.Getenv("RUNTIME_DIRECTORY") == "" && exists(systemdSocket)
 	switch {
 	case err == nil && (exists(d.Socket) || !fallback):

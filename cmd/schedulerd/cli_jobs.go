@@ -11,9 +11,9 @@ import (
 
 // cmdJobs lists the declared jobs with their schedule, next fire time,
 // paused state, last run and skipped ticks.
-func cmdJobs(ctx context.Context, args []string, stdout, _ io.Writer) error {
+func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("jobs")
-	cf := addClientFlags(fs)
+	cf := addClientFlags(fs, stderr)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -64,18 +64,18 @@ func cmdJobs(ctx context.Context, args []string, stdout, _ io.Writer) error {
 }
 
 // cmdPause stops a cron job's schedule, persistently; triggers still work.
-func cmdPause(ctx context.Context, args []string, stdout, _ io.Writer) error {
-	return pauseResume(ctx, "pause", args, stdout)
+func cmdPause(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return pauseResume(ctx, "pause", args, stdout, stderr)
 }
 
 // cmdResume restarts a paused schedule from now.
-func cmdResume(ctx context.Context, args []string, stdout, _ io.Writer) error {
-	return pauseResume(ctx, "resume", args, stdout)
+func cmdResume(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return pauseResume(ctx, "resume", args, stdout, stderr)
 }
 
-func pauseResume(ctx context.Context, cmd string, args []string, stdout io.Writer) error {
+func pauseResume(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags(cmd)
-	cf := addClientFlags(fs)
+	cf := addClientFlags(fs, stderr)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err

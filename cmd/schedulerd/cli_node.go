@@ -10,9 +10,9 @@ import (
 )
 
 // cmdNodes lists the registered nodes with their last heartbeat and state.
-func cmdNodes(ctx context.Context, args []string, stdout, _ io.Writer) error {
+func cmdNodes(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("nodes")
-	cf := addClientFlags(fs)
+	cf := addClientFlags(fs, stderr)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -48,9 +48,9 @@ func cmdNodes(ctx context.Context, args []string, stdout, _ io.Writer) error {
 }
 
 // cmdHealth exits 0 when this node is healthy, and says why not otherwise.
-func cmdHealth(ctx context.Context, args []string, stdout, _ io.Writer) error {
+func cmdHealth(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("health")
-	cf := addClientFlags(fs)
+	cf := addClientFlags(fs, stderr)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -83,9 +83,9 @@ func cmdHealth(ctx context.Context, args []string, stdout, _ io.Writer) error {
 }
 
 // cmdReload makes the daemon re-read its config, as SIGHUP does.
-func cmdReload(ctx context.Context, args []string, stdout, _ io.Writer) error {
+func cmdReload(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("reload")
-	cf := addClientFlags(fs)
+	cf := addClientFlags(fs, stderr)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err

@@ -15,9 +15,9 @@ import (
 // executes: it reads SCHEDULERD_RUN_ID and SCHEDULERD_ATTEMPT from the
 // environment the daemon gave the job, and the daemon fences the write by
 // them and its own incarnation (a stale attempt is refused).
-func cmdProgress(ctx context.Context, args []string, _, _ io.Writer) error {
+func cmdProgress(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := newFlags("progress")
-	cf := addClientFlags(fs)
+	cf := addClientFlags(fs, stderr)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err

@@ -13,9 +13,9 @@ import (
 
 // cmdRuns lists runs, newest first, or with "show ID" prints one run with
 // its attempts, their output, and its history.
-func cmdRuns(ctx context.Context, args []string, stdout, _ io.Writer) error {
+func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("runs")
-	cf := addClientFlags(fs)
+	cf := addClientFlags(fs, stderr)
 	job := fs.String("job", "", "only runs of this job")
 	status := fs.String("status", "", "only runs in this status: pending, running, retrying, completed, cancelled or dead_letter")
 	limit := fs.Int("limit", 20, "at most this many runs (1 to 10000)")

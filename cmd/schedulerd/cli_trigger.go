@@ -13,9 +13,9 @@ import (
 const triggerUsage = "schedulerd trigger JOB [--dedup-id ID] [--not-before T] [--not-after T] [--payload S] [--wait] [--json]"
 
 // cmdTrigger makes a run of a declared job now.
-func cmdTrigger(ctx context.Context, args []string, stdout, _ io.Writer) error {
+func cmdTrigger(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("trigger")
-	cf := addClientFlags(fs)
+	cf := addClientFlags(fs, stderr)
 	dedup := fs.String("dedup-id", "", "refuse the trigger while an active run of the job has this id")
 	notBefore := fs.String("not-before", "", "earliest start: RFC 3339, or +DURATION from now such as +30m")
 	notAfter := fs.String("not-after", "", "latest start: RFC 3339, or +DURATION from now; the run is cancelled (expired) if not started by then")
@@ -80,9 +80,9 @@ func parseWhen(name, s string, now time.Time) (*time.Time, error) {
 }
 
 // cmdRerun makes a new run of the job of a run, linked to it.
-func cmdRerun(ctx context.Context, args []string, stdout, _ io.Writer) error {
+func cmdRerun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("rerun")
-	cf := addClientFlags(fs)
+	cf := addClientFlags(fs, stderr)
 	wait := fs.Bool("wait", false, "wait until the new run finishes; exit 0 only if it completed")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -115,9 +115,9 @@ func cmdRerun(ctx context.Context, args []string, stdout, _ io.Writer) error {
 
 // cmdCancel cancels a waiting run at once, or asks the node that runs it to
 // stop the attempt (SIGTERM to its process group, SIGKILL after kill_grace).
-func cmdCancel(ctx context.Context, args []string, stdout, _ io.Writer) error {
+func cmdCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("cancel")
-	cf := addClientFlags(fs)
+	cf := addClientFlags(fs, stderr)
 	wait := fs.Bool("wait", false, "wait until the run has stopped")
 	pos, err := parseFlags(fs, args)
 	if err != nil {

@@ -433,6 +433,13 @@ shell = 'echo "$SCHEDULERD_SCHEDULED_AT $SCHEDULERD_RUN_ID %s" >> %s'
 	if out := e.ok("trigger", "first", "--json"); !strings.Contains(out, `"job":"first"`) {
 		t.Fatalf("trigger through the config with a broken job: %s", out)
 	}
+	// Nor does a TOML mistake in a job (an edit half done): the client
+	// reads [daemon] alone, and says why.
+	e.writeConfig(job("first") + "[[job]]\nname = \"half\"\ntimeout =\n")
+	if r := e.cli("trigger", "first", "--json"); r.code != 0 || !strings.Contains(r.stdout, `"job":"first"`) ||
+		!strings.Contains(r.stderr, "warning: ") || !strings.Contains(r.stderr, "invalid TOML") {
+		t.Fatalf("trigger through a config that is not valid TOML in a job: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
 
 	e.writeConfig(job("second"))
 	d.signal(syscall.SIGHUP)
