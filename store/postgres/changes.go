@@ -240,28 +240,46 @@ func queueAttempts(b *pgx.Batch, q string, as []attemptEnd) {
 		return
 	}
 	var (
-		runIDs, nodes, incarnations, statuses = make(textArray, n), make(textArray, n), make(textArray, n), make(textArray, n)
-		errs, reasons                         = make(textArray, n), make(textArray, n)
-		numbers                               = make(int4Array, n)
-		startedAt, finishedAt                 = make(tsArray, n), make(tsArray, n)
-		exitCodes                             = make(int4Array, n)
-		outputs                               = make(byteArray, n)
-		outputBytes                           = make(int8Array, n)
-		truncated                             = make(boolArray, n)
-		claimedFrom, endNodes                 = make(nullArray, n), make(nullArray, n)
+		runIDs, nodes, incarnations = make(textArray, n), make(textArray, n), make(textArray, n)
+		numbers                     = make(int4Array, n)
+		startedAt, finishedAt       = make(tsArray, n), make(tsArray, n)
+		claimedFrom, endNodes       = make(nullArray, n), make(nullArray, n)
+		o                           = newOutcomes(n)
 	)
 	for i, a := range as {
 		r := a.run
 		runIDs[i], numbers[i], nodes[i] = text(r.ID), int4Of(r.Attempt), text(r.Node)
-		incarnations[i], startedAt[i] = text(r.Incarnation), tsArg(r.StartedAt)
-		finishedAt[i], statuses[i] = tsArg(a.at), text(a.t.To)
-		exitCodes[i], errs[i] = int4Arg(a.t.ExitCode), text(cleanText(a.t.Error))
-		reasons[i], outputs[i] = text(a.t.Reason), bytea(a.t.Output)
-		outputBytes[i], truncated[i] = pgtype.Int8{Int64: a.t.OutputBytes, Valid: true}, boolOf(a.t.Truncated)
+		incarnations[i], startedAt[i], finishedAt[i] = text(r.Incarnation), tsArg(r.StartedAt), tsArg(a.at)
+		o.set(i, a.t)
 		claimedFrom[i], endNodes[i] = a.derived()
 	}
-	b.Queue(q, runIDs, numbers, nodes, incarnations, startedAt, finishedAt, statuses, exitCodes, errs,
-		reasons, outputs, outputBytes, truncated, claimedFrom, endNodes)
+	b.Queue(q, runIDs, numbers, nodes, incarnations, startedAt, finishedAt, o.statuses, o.exitCodes, o.errs,
+		o.reasons, o.outputs, o.outputBytes, o.truncated, claimedFrom, endNodes)
+}
+
+// outcomes are the columns of attempts' ends that their transitions give
+// (status, reason, error, exit code, output), as statement arguments.
+type outcomes struct {
+	statuses, reasons, errs textArray
+	exitCodes               int4Array
+	outputs                 byteArray
+	outputBytes             int8Array
+	truncated               boolArray
+}
+
+func newOutcomes(n int) outcomes {
+	return outcomes{
+		statuses: make(textArray, n), reasons: make(textArray, n), errs: make(textArray, n),
+		exitCodes: make(int4Array, n), outputs: make(byteArray, n), outputBytes: make(int8Array, n),
+		truncated: make(boolArray, n),
+	}
+}
+
+// set puts the outcome of t at i.
+func (o outcomes) set(i int, t jobs.Transition) {
+	o.statuses[i], o.reasons[i], o.errs[i] = text(t.To), text(t.Reason), text(cleanText(t.Error))
+	o.exitCodes[i], o.outputs[i] = int4Arg(t.ExitCode), bytea(t.Output)
+	o.outputBytes[i], o.truncated[i] = pgtype.Int8{Int64: t.OutputBytes, Valid: true}, boolOf(t.Truncated)
 }
 
 // rowMade reports whether the attempt's claim made its row and event (a

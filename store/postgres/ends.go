@@ -5,8 +5,6 @@ import (
 	"context"
 	"slices"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
 	"github.com/schedulerd/schedulerd/jobs"
 )
 
@@ -103,25 +101,19 @@ func endsAtOnceAlone(t jobs.Transition) bool {
 func endAttempts(ctx context.Context, c *conn, ts []jobs.Transition, idx []int) (map[string]*jobs.Run, error) {
 	n := len(idx)
 	var (
-		ids, incarnations, statuses, reasons, errs = make(textArray, n), make(textArray, n), make(textArray, n),
-			make(textArray, n), make(textArray, n)
-		endNodes            = make(textArray, n)
-		attempts, exitCodes = make(int4Array, n), make(int4Array, n)
-		at                  = make(tsArray, n)
-		outputs             = make(byteArray, n)
-		outputBytes         = make(int8Array, n)
-		truncated           = make(boolArray, n)
+		ids, incarnations, endNodes = make(textArray, n), make(textArray, n), make(textArray, n)
+		attempts                    = make(int4Array, n)
+		at                          = make(tsArray, n)
+		o                           = newOutcomes(n)
 	)
 	for k, i := range idx {
 		t := ts[i]
 		ids[k], attempts[k], incarnations[k] = text(t.RunID), int4Of(t.Fence.Attempt), text(t.Fence.Incarnation)
-		statuses[k], reasons[k], errs[k] = text(t.To), text(t.Reason), text(cleanText(t.Error))
-		exitCodes[k], at[k] = int4Arg(t.ExitCode), tsArg(t.Time)
-		outputs[k], outputBytes[k] = bytea(t.Output), pgtype.Int8{Int64: t.OutputBytes, Valid: true}
-		truncated[k], endNodes[k] = boolOf(t.Truncated), text(t.Node)
+		at[k], endNodes[k] = tsArg(t.Time), text(t.Node)
+		o.set(k, t)
 	}
-	rows, err := c.query(ctx, sqlEndTerminal, ids, attempts, incarnations, statuses, reasons, errs, exitCodes,
-		at, outputs, outputBytes, truncated, endNodes)
+	rows, err := c.query(ctx, sqlEndTerminal, ids, attempts, incarnations, o.statuses, o.reasons, o.errs, o.exitCodes,
+		at, o.outputs, o.outputBytes, o.truncated, endNodes)
 	if err != nil {
 		return nil, err
 	}
