@@ -129,34 +129,8 @@ func testTransitionsBatch(t *testing.T, s store.Store) {
 	many := newTransitionFixture(t, s, "many-")
 
 	singleTs, wantErrs := mixedBatch(one)
-	singles := make([]store.TransitionResult, len(singleTs))
-	for i, tr := range singleTs {
-		singles[i].Run, singles[i].Err = s.RunTransition(ctx, tr)
-	}
 	batchTs, _ := mixedBatch(many)
-	results, err := s.RunTransitions(ctx, batchTs)
-	if err != nil {
-		t.Fatalf("RunTransitions: %v", err)
-	}
-	if len(results) != len(batchTs) {
-		t.Fatalf("%d results for %d transitions", len(results), len(batchTs))
-	}
-	for i, want := range wantErrs {
-		single, got := singles[i], results[i]
-		if want == nil {
-			if single.Err != nil || got.Err != nil {
-				t.Fatalf("item %d: errors %v (one by one) and %v (batch), want none", i, single.Err, got.Err)
-			}
-			sameDescription(t, fmt.Sprintf("item %d", i), describeRun(got.Run), describeRun(single.Run))
-			continue
-		}
-		if !errors.Is(single.Err, want) || !errors.Is(got.Err, want) {
-			t.Fatalf("item %d: errors %v (one by one) and %v (batch), want %v", i, single.Err, got.Err, want)
-		}
-		if got.Run != nil {
-			t.Fatalf("item %d: a result with error %v has a run", i, got.Err)
-		}
-	}
+	results := oneByOneAndBatch(t, s, singleTs, batchTs, wantErrs, nil)
 	wantStatus(t, results[0].Run, jobs.StatusCompleted, jobs.ReasonSucceeded)
 	wantStatus(t, results[4].Run, jobs.StatusRetrying, jobs.ReasonNodeLost)
 	wantStatus(t, results[5].Run, jobs.StatusCancelled, jobs.ReasonCancelled)
@@ -171,16 +145,8 @@ func testTransitionsBatch(t *testing.T, s store.Store) {
 			last[r.Run.ID] = r.Run
 		}
 	}
-	pairs := [][2]*jobs.Run{{one.a, many.a}, {one.b, many.b}, {one.c, many.c}, {one.d, many.d}, {one.done, many.done}}
-	for _, p := range pairs {
-		want, got := mustGet(t, s, p[0].ID), mustGet(t, s, p[1].ID)
-		sameDescription(t, "stored run "+got.Job, describeRun(got), describeRun(want))
-		if r := last[got.ID]; r != nil {
-			sameDescription(t, "last result of "+got.Job, describeRun(r), describeRun(got))
-		}
-		sameDescription(t, "events of "+got.Job, describeEvents(mustEvents(t, s, got.ID)), describeEvents(mustEvents(t, s, want.ID)))
-		sameDescription(t, "attempts of "+got.Job, describeAttempts(t, s, got.ID), describeAttempts(t, s, want.ID))
-	}
+	sameAsOneByOne(t, s, [][2]*jobs.Run{{one.a, many.a}, {one.b, many.b}, {one.c, many.c}, {one.d, many.d},
+		{one.done, many.done}}, last)
 	if n := len(mustEvents(t, s, many.c.ID)); n != 4 {
 		t.Fatalf("run c has %d events, want 4 (created, claimed, retrying, cancelled)", n)
 	}
@@ -251,52 +217,21 @@ func testTransitionsBatchDistinct(t *testing.T, s store.Store) {
 	wantTo := map[int]jobs.Status{0: jobs.StatusCompleted, 2: jobs.StatusRetrying, 6: jobs.StatusCancelled, 8: jobs.StatusDeadLetter}
 
 	singleTs, one := build("d1-")
-	singles := make([]store.TransitionResult, len(singleTs))
-	for i, tr := range singleTs {
-		singles[i].Run, singles[i].Err = s.RunTransition(ctx, tr)
-	}
 	batchTs, many := build("dn-")
-	results, err := s.RunTransitions(ctx, batchTs)
-	if err != nil {
-		t.Fatalf("RunTransitions: %v", err)
-	}
-	if len(results) != len(batchTs) {
-		t.Fatalf("%d results for %d transitions", len(results), len(batchTs))
-	}
-	for i, want := range wantErrs {
-		single, got := singles[i], results[i]
-		if want == nil {
-			if single.Err != nil || got.Err != nil {
-				t.Fatalf("item %d: errors %v (one by one) and %v (batch), want none", i, single.Err, got.Err)
-			}
-			if got.Run.ID != batchTs[i].RunID || got.Run.Status != wantTo[i] {
-				t.Fatalf("item %d: run %s is %s, want run %s %s", i, got.Run.ID, got.Run.Status, batchTs[i].RunID, wantTo[i])
-			}
-			sameDescription(t, fmt.Sprintf("item %d", i), describeRun(got.Run), describeRun(single.Run))
-			sameDescription(t, fmt.Sprintf("item %d as stored", i), describeRun(mustGet(t, s, got.Run.ID)), describeRun(got.Run))
-			continue
+	results := oneByOneAndBatch(t, s, singleTs, batchTs, wantErrs, func(i int, got *jobs.Run) {
+		if got.ID != batchTs[i].RunID || got.Status != wantTo[i] {
+			t.Fatalf("item %d: run %s is %s, want run %s %s", i, got.ID, got.Status, batchTs[i].RunID, wantTo[i])
 		}
-		if !errors.Is(single.Err, want) || !errors.Is(got.Err, want) {
-			t.Fatalf("item %d: errors %v (one by one) and %v (batch), want %v", i, single.Err, got.Err, want)
-		}
-		if got.Run != nil {
-			t.Fatalf("item %d: a result with error %v has a run", i, got.Err)
-		}
-	}
+		sameDescription(t, fmt.Sprintf("item %d as stored", i), describeRun(mustGet(t, s, got.ID)), describeRun(got))
+	})
 	if r := results[8].Run; r.Error != "boom" || r.ExitCode == nil || *r.ExitCode != 3 || r.FinishedAt.IsZero() {
 		t.Fatalf("the dead-lettered run: error %q, exit %v, finished %s", r.Error, r.ExitCode, r.FinishedAt)
 	}
 
 	// Stored runs, histories and attempts are those of the one by one path;
 	// the runs that a transition was refused for are untouched.
-	pairs := [][2]*jobs.Run{{one.a, many.a}, {one.b, many.b}, {one.c, many.c}, {one.d, many.d}, {one.done, many.done},
-		{one.e, many.e}, {one.f, many.f}, {one.g, many.g}}
-	for _, p := range pairs {
-		want, got := mustGet(t, s, p[0].ID), mustGet(t, s, p[1].ID)
-		sameDescription(t, "stored run "+got.Job, describeRun(got), describeRun(want))
-		sameDescription(t, "events of "+got.Job, describeEvents(mustEvents(t, s, got.ID)), describeEvents(mustEvents(t, s, want.ID)))
-		sameDescription(t, "attempts of "+got.Job, describeAttempts(t, s, got.ID), describeAttempts(t, s, want.ID))
-	}
+	sameAsOneByOne(t, s, [][2]*jobs.Run{{one.a, many.a}, {one.b, many.b}, {one.c, many.c}, {one.d, many.d},
+		{one.done, many.done}, {one.e, many.e}, {one.f, many.f}, {one.g, many.g}}, nil)
 	for _, r := range []*jobs.Run{many.b, many.f} {
 		if got := mustGet(t, s, r.ID); got.Status != jobs.StatusRunning || got.Attempt != r.Attempt {
 			t.Fatalf("run %s, whose transition was refused, is %s at attempt %d", got.Job, got.Status, got.Attempt)
@@ -723,5 +658,64 @@ func testFiresBatchConcurrent(t *testing.T, s store.Store) {
 				t.Fatalf("%s: tick %s has %d runs", job, at.Format(time.TimeOnly), count)
 			}
 		}
+	}
+}
+
+// oneByOneAndBatch applies singleTs one by one with RunTransition and
+// batchTs (the same transitions on twin runs) in one RunTransitions, and
+// checks that item i of both gives wantErrs[i], a refused item no run,
+// and an applied one the same run both ways; also, when given, calls
+// applied with each run the batch applied, before that comparison. It
+// returns the batch's results.
+func oneByOneAndBatch(t *testing.T, s store.Store, singleTs, batchTs []jobs.Transition, wantErrs []error,
+	applied func(i int, got *jobs.Run)) []store.TransitionResult {
+	t.Helper()
+	ctx := t.Context()
+	singles := make([]store.TransitionResult, len(singleTs))
+	for i, tr := range singleTs {
+		singles[i].Run, singles[i].Err = s.RunTransition(ctx, tr)
+	}
+	results, err := s.RunTransitions(ctx, batchTs)
+	if err != nil {
+		t.Fatalf("RunTransitions: %v", err)
+	}
+	if len(results) != len(batchTs) {
+		t.Fatalf("%d results for %d transitions", len(results), len(batchTs))
+	}
+	for i, want := range wantErrs {
+		single, got := singles[i], results[i]
+		if want == nil {
+			if single.Err != nil || got.Err != nil {
+				t.Fatalf("item %d: errors %v (one by one) and %v (batch), want none", i, single.Err, got.Err)
+			}
+			if applied != nil {
+				applied(i, got.Run)
+			}
+			sameDescription(t, fmt.Sprintf("item %d", i), describeRun(got.Run), describeRun(single.Run))
+			continue
+		}
+		if !errors.Is(single.Err, want) || !errors.Is(got.Err, want) {
+			t.Fatalf("item %d: errors %v (one by one) and %v (batch), want %v", i, single.Err, got.Err, want)
+		}
+		if got.Run != nil {
+			t.Fatalf("item %d: a result with error %v has a run", i, got.Err)
+		}
+	}
+	return results
+}
+
+// sameAsOneByOne checks that each pair's second run (written by a batch)
+// is stored, with its events and attempts, as its first (written one by
+// one), and, where last has it, as the batch's last result for it said.
+func sameAsOneByOne(t *testing.T, s store.Store, pairs [][2]*jobs.Run, last map[string]*jobs.Run) {
+	t.Helper()
+	for _, p := range pairs {
+		want, got := mustGet(t, s, p[0].ID), mustGet(t, s, p[1].ID)
+		sameDescription(t, "stored run "+got.Job, describeRun(got), describeRun(want))
+		if r := last[got.ID]; r != nil {
+			sameDescription(t, "last result of "+got.Job, describeRun(r), describeRun(got))
+		}
+		sameDescription(t, "events of "+got.Job, describeEvents(mustEvents(t, s, got.ID)), describeEvents(mustEvents(t, s, want.ID)))
+		sameDescription(t, "attempts of "+got.Job, describeAttempts(t, s, got.ID), describeAttempts(t, s, want.ID))
 	}
 }
