@@ -54,3 +54,44 @@ retry = { max_attempts = 1 }
 	}
 	d.stop()
 }
+
+// TestTimeoutNone: with a [defaults] timeout of 1s, a real daemon stops
+// the job that inherits it, and lets the job with timeout = "none" run
+// past it to completion.
+func TestTimeoutNone(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig(`[defaults]
+timeout = "1s"
+kill_grace = "1s"
+retry = { max_attempts = 1 }
+
+[[job]]
+name = "unbounded"
+shell = "sleep 3"
+timeout = "none"
+
+[[job]]
+name = "bounded"
+shell = "sleep 3"
+`)
+	d := e.start(true)
+	ids := map[string]string{}
+	for _, job := range []string{"unbounded", "bounded"} {
+		ids[job] = jsonOne(t, e.ok("trigger", job, "--json"))["id"].(string)
+	}
+	end := func(job string) map[string]any {
+		var fin map[string]any
+		waitFor(t, job+"'s run to end", 30*time.Second, func() bool {
+			fin = jsonOne(t, e.ok("runs", "show", ids[job], "--json"))
+			return fin["status"] != "pending" && fin["status"] != "running"
+		})
+		return fin
+	}
+	if fin := end("bounded"); fin["status"] != "dead_letter" || fin["reason"] != "timeout" {
+		t.Fatalf("the job with the defaults' timeout ended %v", fin)
+	}
+	if fin := end("unbounded"); fin["status"] != "completed" || fin["reason"] != "succeeded" {
+		t.Fatalf("the job with timeout none ended %v", fin)
+	}
+	d.stop()
+}
