@@ -129,25 +129,14 @@ func seed(ctx context.Context, b *backend, tmpl string, pending, completed int, 
 	stmts = append(stmts,
 		`INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
 		SELECT id, created_at, 'bench', 0, NULL, 'pending', 'created', '' FROM runs WHERE id LIKE '`+seedPrefix+`%'`)
-	// The history in the form the store writes it: on SQLite an attempt
-	// row and the claim's and the end's events as rows; on PostgreSQL
-	// (migration 007) the attempt row stands for both events.
-	if b.kind == kindPostgres {
-		stmts = append(stmts,
-			`INSERT INTO attempts (run_id, number, node, incarnation, started_at, finished_at, status, exit_code, error, reason,
-				claimed_from, end_node)
-			SELECT id, 1, node, incarnation, started_at, finished_at, 'completed', NULL, '', 'succeeded', 'pending', node
-			FROM runs WHERE incarnation = 'seed-incarnation'`)
-	} else {
-		stmts = append(stmts,
-			`INSERT INTO attempts (run_id, number, node, incarnation, started_at, finished_at, status, exit_code, error, reason)
-			SELECT id, 1, node, incarnation, started_at, finished_at, 'completed', NULL, '', 'succeeded'
-			FROM runs WHERE incarnation = 'seed-incarnation'`,
-			`INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
-			SELECT id, started_at, node, 1, 'pending', 'running', 'claimed', '' FROM runs WHERE incarnation = 'seed-incarnation'`,
-			`INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
-			SELECT id, finished_at, node, 1, 'running', 'completed', 'succeeded', '' FROM runs WHERE incarnation = 'seed-incarnation'`)
-	}
+	// The history in the form the store writes it (SQLite migration 006,
+	// PostgreSQL 007): the attempt row stands for the claim's and the
+	// end's events.
+	stmts = append(stmts,
+		`INSERT INTO attempts (run_id, number, node, incarnation, started_at, finished_at, status, exit_code, error, reason,
+			claimed_from, end_node)
+		SELECT id, 1, node, incarnation, started_at, finished_at, 'completed', NULL, '', 'succeeded', 'pending', node
+		FROM runs WHERE incarnation = 'seed-incarnation'`)
 	for i, q := range stmts {
 		var a []any
 		if i < len(args) {

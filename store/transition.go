@@ -81,11 +81,3 @@ func NextRun(cur *jobs.Run, t jobs.Transition, at time.Time) *jobs.Run {
 	next.NoRetryExitCodes = slices.Clone(cur.NoRetryExitCodes)
 	return &next
 }
-
-// ClaimEvent is the event of the claim that started the running run cur's
-// attempt, for a store to write when the attempt ends (cur.ClaimedFrom is
-// set: the claim wrote only the run) or to show until then.
-func ClaimEvent(cur *jobs.Run) jobs.Event {
-	return jobs.Event{RunID: cur.ID, Time: cur.StartedAt, Node: cur.Node, Attempt: cur.Attempt,
-		From: cur.ClaimedFrom, To: jobs.StatusRunning, Reason: jobs.ReasonClaimed}
-}

@@ -147,6 +147,23 @@ func TestEarlierClaims(t *testing.T) {
 	})
 }
 
+// TestEarlierEnds: attempts that ended before migration 007, whose
+// claim's and end's events are rows of events, keep that history, once.
+func TestEarlierEnds(t *testing.T) {
+	s, dsn := openTest(t)
+	storetest.EarlierEnds(t, s, func(ids []string) {
+		list := `ARRAY['` + strings.Join(ids, `','`) + `']`
+		admin(t, dsn,
+			`INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
+				SELECT run_id, started_at, node, number, claimed_from, 'running', 'claimed', ''
+				FROM attempts WHERE run_id = ANY(`+list+`) AND claimed_from IS NOT NULL ORDER BY run_id, number`,
+			`INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
+				SELECT run_id, finished_at, end_node, number, 'running', status, reason, error
+				FROM attempts WHERE run_id = ANY(`+list+`) AND claimed_from IS NOT NULL ORDER BY run_id, number`,
+			`UPDATE attempts SET claimed_from = NULL, end_node = NULL WHERE run_id = ANY(`+list+`)`)
+	})
+}
+
 // TestClaimPlansWithStaleStatistics: the claim of many jobs' due runs (a
 // round of ticks fired ahead, claimed at its tick in parts) reads each
 // job's runs from runs_claim and looks the candidates up by id, also when

@@ -12,9 +12,12 @@ import (
 
 // changes collects what a batch of transitions writes, decided in Go on
 // the runs read in the transaction, so that it is written with a statement
-// per table and per changeChunk rows rather than three statements per
+// per table and per changeChunks rows rather than three statements per
 // transition: the last state of each run that changed, the attempts that
-// ended, and the events in order.
+// ended, and the events in order. An attempt whose claim wrote only the
+// run (claimed_from) ends with a row that also stands for its claim's
+// event and its end's (migration 006); the end of an attempt whose claim
+// wrote its row and event (before migration 004) writes its end's event.
 type changes struct {
 	runs     []*jobs.Run
 	index    map[string]int // position in runs by run id
@@ -48,7 +51,7 @@ func (ch *changes) add(cur *jobs.Run, t jobs.Transition) *jobs.Run {
 	if cur.Status == jobs.StatusRunning {
 		ch.attempts = append(ch.attempts, attemptEnd{run: cur, at: at, t: t})
 		if cur.ClaimedFrom != "" {
-			ch.events = append(ch.events, store.ClaimEvent(cur))
+			return run // the attempt's row stands for both events
 		}
 	}
 	ch.events = append(ch.events, jobs.Event{RunID: t.RunID, Time: at, Node: t.Node, Attempt: cur.Attempt,
@@ -72,13 +75,16 @@ var changeSQL = changeStatements{
 		cancel_requested = v.column9, claimed_from = v.column10
 		FROM (VALUES ` + values + `) AS v WHERE runs.id = v.column1`
 	}),
-	// Each attempt that ended, whole; an attempt whose claim made its row
-	// (before migration 004) has that row finished.
-	attempts: chunkStatements(13, func(values string) string {
+	// Each attempt that ended, whole, with the status its claim took the
+	// run from and the node that ended it, from which RunEvents reads its
+	// claim's and its end's events; an attempt whose claim made its row
+	// (before migration 004) has that row finished, its claimed_from left
+	// NULL: its events are rows of events.
+	attempts: chunkStatements(15, func(values string) string {
 		return `INSERT INTO attempts (run_id, number, node, incarnation, started_at, finished_at, status,
-			exit_code, error, reason, output, output_bytes, truncated)
+			exit_code, error, reason, output, output_bytes, truncated, claimed_from, end_node)
 		SELECT column1, column2, column3, column4, column5, column6, column7, column8, column9, column10,
-			column11, column12, column13
+			column11, column12, column13, column14, column15
 		FROM (VALUES ` + values + `) WHERE column1 IS NOT NULL
 		ON CONFLICT (run_id, number) DO UPDATE SET finished_at = excluded.finished_at, status = excluded.status,
 			exit_code = excluded.exit_code, error = excluded.error, reason = excluded.reason,
@@ -145,11 +151,12 @@ func (ch *changes) write(ctx context.Context, c conn) error {
 	if updated != len(ch.runs) { // the runs were read in this transaction
 		return fmt.Errorf("update runs: %d of %d rows found", updated, len(ch.runs))
 	}
-	return chunked(ctx, c, changeSQL.attempts, 13, len(ch.attempts), func(i int) []any {
+	return chunked(ctx, c, changeSQL.attempts, 15, len(ch.attempts), func(i int) []any {
 		a := ch.attempts[i]
 		r := a.run
 		return []any{r.ID, r.Attempt, r.Node, r.Incarnation, r.StartedAt.UnixMicro(), a.at.UnixMicro(), string(a.t.To),
-			intOrNull(a.t.ExitCode), a.t.Error, string(a.t.Reason), []byte(a.t.Output), a.t.OutputBytes, a.t.Truncated}
+			intOrNull(a.t.ExitCode), a.t.Error, string(a.t.Reason), []byte(a.t.Output), a.t.OutputBytes, a.t.Truncated,
+			nullString(string(r.ClaimedFrom)), a.t.Node}
 	}, nil)
 }
 

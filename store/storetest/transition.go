@@ -409,6 +409,45 @@ func EarlierClaims(t *testing.T, s store.Store, earlier func(ids []string)) {
 	}
 }
 
+// EarlierEnds checks the history of attempts that ended before an
+// attempt's row stood for its claim's and its end's events (SQLite before
+// migration 006, PostgreSQL before 007): earlier rewrites the ended
+// attempts of the runs ids into that shape, in the store's own SQL (the
+// two events as rows of events, the attempt's claimed_from and end_node
+// NULL). Each such event is then read once, in its place, also in a run
+// whose next attempt ends in this version's shape.
+func EarlierEnds(t *testing.T, s store.Store, earlier func(ids []string)) {
+	ctx := t.Context()
+	mustInsert(t, s, manual("a", t0))
+	mustInsert(t, s, manual("b", t0))
+	a := claimOne(t, s, "a", incA, t0.Add(time.Second))
+	b := claimOne(t, s, "b", incA, t0.Add(time.Second))
+	failedAt, end := t0.Add(2*time.Second), t0.Add(3*time.Second)
+	failed := fail(t, s, a, failedAt)
+	completeAll(t, s, []*jobs.Run{b}, end)
+	earlier([]string{a.ID, b.ID})
+
+	second := claimOne(t, s, "a", incB, failed.NotBefore)
+	secondEnd := failed.NotBefore.Add(time.Second)
+	completeAll(t, s, []*jobs.Run{second}, secondEnd)
+	wantEvents(t, mustEvents(t, s, a.ID), []jobs.Event{createdEvent(a), claimedEvent(a, jobs.StatusPending),
+		{RunID: a.ID, Time: failedAt, Node: nodeB, Attempt: 1, From: jobs.StatusRunning, To: jobs.StatusRetrying,
+			Reason: jobs.ReasonFailed, Message: "exit status 1"},
+		claimedEvent(second, jobs.StatusRetrying), completedEvent(second, secondEnd)})
+	attempts, err := s.RunAttempts(ctx, a.ID)
+	if err != nil || len(attempts) != 2 || attempts[0].Status != jobs.StatusRetrying || attempts[0].Output != "boom\n" {
+		t.Fatalf("attempts of a: %+v, %v", attempts, err)
+	}
+	wantCompleted(t, attempts[1], second, secondEnd)
+
+	wantEvents(t, mustEvents(t, s, b.ID), []jobs.Event{createdEvent(b), claimedEvent(b, jobs.StatusPending), completedEvent(b, end)})
+	attempts, err = s.RunAttempts(ctx, b.ID)
+	if err != nil || len(attempts) != 1 {
+		t.Fatalf("attempts of b: %+v, %v", attempts, err)
+	}
+	wantCompleted(t, attempts[0], b, end)
+}
+
 // completeAll completes the running runs in one batch at end by node B,
 // each with its job's name as output, and returns them.
 func completeAll(t *testing.T, s store.Store, runs []*jobs.Run, end time.Time) []*jobs.Run {
