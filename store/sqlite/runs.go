@@ -54,8 +54,9 @@ const (
 		WHERE job = ? AND ` + sqlDue + ` ORDER BY not_before, created_at, id LIMIT ?`
 	// sqlClaimRuns claims the runs whose ids are in a JSON array, in one
 	// statement whatever their number. It writes only the runs: the
-	// attempt's row and the claim's event (claimed_from: the status the
-	// claim took the run from) are written when the attempt ends.
+	// attempt's row, which also stands for the claim's event (claimed_from:
+	// the status the claim took the run from), is written when the attempt
+	// ends.
 	sqlClaimRuns = `UPDATE runs SET status = 'running', attempt = attempt + 1, node = ?,
 		incarnation = ?, started_at = ?, updated_at = ?, reason = 'claimed', error = '', exit_code = NULL,
 		cancel_requested = 0, progress = 0, progress_message = '', claimed_from = status
