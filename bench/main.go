@@ -33,29 +33,31 @@ import (
 type sizes struct {
 	throughputRuns int
 	throughputCap  time.Duration
-	commandRuns    int
-	commandCap     time.Duration
-	lagJobs        int
-	lagWindow      time.Duration
-	robfigWindow   time.Duration
-	idleJobs       int
-	idleWindow     time.Duration
-	idleSettle     time.Duration // after the nodes are up, before the window
-	memorySettle   time.Duration // after READY=1, before the memory is read
-	memoryWindow   time.Duration // VmRSS sampled every second for this long
-	recoveryTrials int
-	scaleSmall     int
-	scaleLarge     int
-	scaleDue       int
-	scaleClaims    int
-	scaleCap       time.Duration
-	memory         []int // schedules
-	pgbenchClients int
-	pgbenchRuns    int // per client count, per run (batched: throughputRuns, the burn-down's)
+	// throughputPasses is how often each burn-down with a target runs.
+	throughputPasses int
+	commandRuns      int
+	commandCap       time.Duration
+	lagJobs          int
+	lagWindow        time.Duration
+	robfigWindow     time.Duration
+	idleJobs         int
+	idleWindow       time.Duration
+	idleSettle       time.Duration // after the nodes are up, before the window
+	memorySettle     time.Duration // after READY=1, before the memory is read
+	memoryWindow     time.Duration // VmRSS sampled every second for this long
+	recoveryTrials   int
+	scaleSmall       int
+	scaleLarge       int
+	scaleDue         int
+	scaleClaims      int
+	scaleCap         time.Duration
+	memory           []int // schedules
+	pgbenchClients   int
+	pgbenchRuns      int // per client count, per run (batched: throughputRuns, the burn-down's)
 }
 
 var fullSizes = sizes{
-	throughputRuns: 200_000, throughputCap: 60 * time.Second,
+	throughputRuns: 200_000, throughputCap: 60 * time.Second, throughputPasses: 3,
 	commandRuns: 5_000, commandCap: 20 * time.Second,
 	lagJobs: 10_000, lagWindow: 2 * time.Minute, robfigWindow: time.Minute,
 	idleJobs: 10_000, idleWindow: 60 * time.Second, idleSettle: 10 * time.Second, memorySettle: 15 * time.Second, memoryWindow: time.Minute,
@@ -66,7 +68,7 @@ var fullSizes = sizes{
 }
 
 var quickSizes = sizes{
-	throughputRuns: 10_000, throughputCap: 20 * time.Second,
+	throughputRuns: 10_000, throughputCap: 20 * time.Second, throughputPasses: 1,
 	commandRuns: 300, commandCap: 10 * time.Second,
 	lagJobs: 2_000, lagWindow: 20 * time.Second, robfigWindow: 20 * time.Second,
 	idleJobs: 2_000, idleWindow: 10 * time.Second, idleSettle: 3 * time.Second, memorySettle: 3 * time.Second, memoryWindow: 5 * time.Second,
@@ -203,6 +205,7 @@ func parseOptions(args []string) (options, error) {
 	fs.BoolVar(&o.profile, "profile", true, "take CPU profiles of the 1-node throughput runs and report their top")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole program to this file")
 	variants := fs.String("lag-variants", strings.Join(lagVariants, ","), "the lag section's variants, comma-separated")
+	passes := fs.Int("passes", 0, "passes of each burn-down with a target, taken in turns; its figure is the median (default 3, 1 with -quick)")
 	lag := fs.Duration("lag-window", 0, "firing-lag window per engine variant (default 2m, 20s with -quick)")
 	robfig := fs.Duration("robfig-window", 0, "firing-lag window per robfig/cron variant (default 1m, 20s with -quick)")
 	fs.StringVar(&o.command, "command", "", "the command to name in the report (default: go run ./bench and the flags)")
@@ -215,6 +218,12 @@ func parseOptions(args []string) (options, error) {
 	o.sizes = fullSizes
 	if o.quick {
 		o.sizes = quickSizes
+	}
+	if *passes < 0 {
+		return o, errors.New("-passes must be at least 1 (or 0: the default)")
+	}
+	if *passes > 0 {
+		o.sizes.throughputPasses = *passes
 	}
 	if *lag > 0 {
 		o.sizes.lagWindow = *lag
