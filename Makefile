@@ -36,7 +36,7 @@ fuzz: ## run every fuzz target for FUZZTIME each
 	$(GO) test -run='^$$' -fuzz='^FuzzParseConfig$$' -fuzztime=$(FUZZTIME) ./config/
 	$(GO) test -run='^$$' -fuzz='^FuzzControlRequest$$' -fuzztime=$(FUZZTIME) ./control/
 
-bench: ## measure throughput, lag, idle cost, recovery, scale (about 30 minutes); writes BENCHMARKS.md
+bench: ## measure throughput, lag, idle cost, recovery, scale (about 31 minutes); writes BENCHMARKS.md
 	$(GO) run ./bench -command 'make bench' -out BENCHMARKS.md
 
 install: build ## install binary, example config and unit under PREFIX and /etc

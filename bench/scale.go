@@ -23,7 +23,7 @@ func runScale(ctx context.Context, e *env) error {
 	rep.Section(secScale)
 	rep.Note(secScale, "Method: a database is seeded with N runs of the measured job: half pending with not_before a "+
 		"day ahead, half completed history (each with its attempt and its created/claimed/completed events, in the rows "+
-		"the store writes: on PostgreSQL the attempt row stands for the claimed and completed events). "+
+		"the store writes: the attempt row stands for the claimed and completed events). "+
 		"The seeding uses plain SQL (INSERT ... SELECT over generate_series or a recursive CTE) copying a template "+
 		"run made by the store, and is checked by reading seeded runs back through the store (RunGet, "+
 		"RunAttempts, RunEvents). PostgreSQL: ANALYZE after seeding (autovacuum would, later). "+
