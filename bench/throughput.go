@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -100,7 +98,7 @@ func runThroughput(ctx context.Context, e *env) error {
 				addBurnFigure(e, figureSpec(kind, n), byNodes[n])
 			}
 		}
-		if kind == kindPostgres && len(river) > 0 && riverOK {
+		if riverOK && len(river) > 0 {
 			addRiverFigures(e, river)
 		}
 		if o.concurrency != o.throughputConcurrency {
@@ -181,8 +179,7 @@ func addBurnFigure(e *env, sp burnSpec, passes []burnResult) {
 				thousands(p.completed), thousands(int64(sp.runs))))
 		}
 	}
-	b := storeName(sp.kind)
-	fig := Figure{Section: secThroughput, Name: sp.what(), Store: b, Value: median(rates), Unit: "runs/s"}
+	fig := Figure{Section: secThroughput, Name: sp.what(), Store: storeName(sp.kind), Value: median(rates), Unit: "runs/s"}
 	if len(rates) > 1 {
 		notes = append([]string{"median of " + passList(rates)}, notes...)
 	}
@@ -196,20 +193,6 @@ func addBurnFigure(e *env, sp burnSpec, passes []burnResult) {
 		e.setResult(fmt.Sprintf("throughput/%s/%d", sp.kind, sp.nodes), fig.Value)
 	}
 	e.rep.Add(fig)
-}
-
-// median is the middle value of vs (the mean of the two middle ones for
-// an even count).
-func median(vs []float64) float64 {
-	s := slices.Sorted(slices.Values(vs))
-	n := len(s)
-	if n == 0 {
-		return math.NaN()
-	}
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // passList is the rates of the passes in the order they ran.
