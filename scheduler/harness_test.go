@@ -215,11 +215,14 @@ func (h *harness) loop() {
 	h.iters.waitAfter(h.t, seq)
 }
 
-// advanceTo moves the clock to t and waits for an iteration at that time.
+// advanceTo moves the clock to t and waits for an iteration at that time:
+// one numbered after the clock moved. An iteration counts itself when it
+// starts, before it reads the clock, so one that started between a count
+// read before the move and the move itself would see the old time.
 func (h *harness) advanceTo(t time.Time) {
 	h.t.Helper()
-	seq := h.s.iterSeq.Load()
 	h.clock.Set(t)
+	seq := h.s.iterSeq.Load()
 	h.s.Wake()
 	h.iters.waitAfter(h.t, seq)
 }
