@@ -65,12 +65,8 @@ func riverPass(ctx context.Context, e *env, pass, passes int) (rate float64, ok 
 	if err != nil {
 		return 0, false, err
 	}
-	label := ""
-	if passes > 1 {
-		label = fmt.Sprintf(", pass %d of %d", pass, passes)
-	}
 	rep.Rawf(secThroughput, "River %s, `river bench -n %d`%s: %d jobs worked in %s: %s runs/s; %d completed in its table",
-		riverVersion, runs, label, worked, took.Round(time.Millisecond), num(rate), done)
+		riverVersion, runs, passLabel(pass, passes), worked, took.Round(time.Millisecond), num(rate), done)
 	if worked != runs || done != int64(runs) {
 		rep.Failf(secThroughput, "River reference: %d jobs worked and %d completed, want %d", worked, done, runs)
 		return 0, false, nil

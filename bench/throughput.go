@@ -86,7 +86,7 @@ func runThroughput(ctx context.Context, e *env) error {
 				if err != nil {
 					errs = append(errs, fmt.Errorf("the River reference, pass %d: %w", pass, err))
 				}
-				if !ok || err != nil {
+				if !ok {
 					riverOK = false
 					continue
 				}
@@ -193,6 +193,15 @@ func addBurnFigure(e *env, sp burnSpec, passes []burnResult) {
 		e.setResult(fmt.Sprintf("throughput/%s/%d", sp.kind, sp.nodes), fig.Value)
 	}
 	e.rep.Add(fig)
+}
+
+// passLabel names pass of passes in a raw line; nothing for a figure
+// measured once.
+func passLabel(pass, passes int) string {
+	if passes <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(", pass %d of %d", pass, passes)
 }
 
 // passList is the rates of the passes in the order they ran.
@@ -361,10 +370,7 @@ func burnDown(ctx context.Context, e *env, sp burnSpec) (burnResult, error) {
 		return burnResult{}, err
 	}
 	defer b.close(context.WithoutCancel(ctx))
-	what := sp.what()
-	if sp.passes > 1 {
-		what += fmt.Sprintf(", pass %d of %d", sp.pass, sp.passes)
-	}
+	what := sp.what() + passLabel(sp.pass, sp.passes)
 	// The last pass (or the only one) reports its profile and statements.
 	last := sp.pass == sp.passes
 	log := newExecLog(sp.runs)
