@@ -98,3 +98,44 @@ func TestWatchdogPings(t *testing.T) {
 	}
 	d.stop()
 }
+
+// TestReloadRightAfterReady: systemd may send SIGHUP (systemctl reload) the
+// moment READY=1 arrives. The handler is installed before READY=1, so that
+// signal is a reload, never the default action that ends the process.
+func TestReloadRightAfterReady(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig("[[job]]\nname = \"idle\"\ncommand = [\"/bin/true\"]\n")
+	for i := range 3 {
+		d := e.start(false)
+		d.waitState("READY=1")
+		d.signal(syscall.SIGHUP)
+		select {
+		case <-d.exited:
+			t.Fatalf("start %d: the daemon ended on a SIGHUP sent right after READY=1: %s", i, d.logText())
+		case s := <-waitStateAsync(d, "RELOADING=1"):
+			if s == "" {
+				t.Fatalf("start %d: no RELOADING=1 after the SIGHUP: %s", i, d.logText())
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("start %d: no RELOADING=1 within 30s of the SIGHUP: %s", i, d.logText())
+		}
+		d.waitState("READY=1")
+		d.stop()
+	}
+}
+
+// waitStateAsync runs waitState in a goroutine; it sends "" when the notify
+// socket closes before the state arrives.
+func waitStateAsync(d *proc, want string) <-chan string {
+	ch := make(chan string, 1)
+	go func() {
+		for s := range d.states {
+			if strings.Contains("\n"+s+"\n", "\n"+want+"\n") {
+				ch <- s
+				return
+			}
+		}
+		ch <- ""
+	}()
+	return ch
+}

@@ -62,6 +62,14 @@ func openStore(ctx context.Context, d config.Daemon, lock bool, logger *slog.Log
 }
 
 func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
+	// Every signal handler is installed before anything else, so that a
+	// SIGHUP that comes early (systemctl reload right after the start) is
+	// a reload once the daemon runs, never the default action, which
+	// would end the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
 	fs := newFlags("run")
 	cfgPath := fs.String("config", defaultConfig, "config file")
 	if _, err := parseFlags(fs, args); err != nil {
@@ -155,9 +163,6 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	notify(daemon.SdNotifyReady, fmt.Sprintf("STATUS=running %d jobs", len(cfg.Jobs)))
 	settleMemory()
 
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	for {
 		select {
 		case <-hup:
