@@ -259,10 +259,7 @@ func Run(ctx context.Context, spec Spec) Result {
 		Dir:   p.dir,
 		Env:   p.env,
 		Files: []*os.File{devNull, pw, pw},
-		// Pdeathsig: if the daemon dies (SIGKILL, OOM) the job's leader dies
-		// with it, so the attempt that the restarted daemon retries does not
-		// overlap an orphan. Under systemd the cgroup kill covers the rest.
-		Sys: &syscall.SysProcAttr{Setpgid: true, Credential: p.cred, Pdeathsig: syscall.SIGKILL},
+		Sys:   sysProcAttr(p.cred),
 	})
 	// The child has its own copies; the parent's write end must go so the
 	// pipe reaches EOF when the job's processes are done with it.
@@ -278,7 +275,7 @@ func Run(ctx context.Context, spec Spec) Result {
 		res.Duration = time.Since(start)
 		return res
 	}
-	pgid := proc.Pid // Setpgid with Pgid 0: the child leads a group of its own ID
+	pgid := proc.Pid // a session leader also leads a group of its own ID
 
 	out := newCapture(limit)
 	readDone := make(chan struct{})
@@ -328,6 +325,22 @@ func Run(ctx context.Context, spec Spec) Result {
 	}
 	res.ExitCode = state.ExitCode()
 	return res
+}
+
+// sysProcAttr returns how a job's process is set up between fork and exec.
+//
+// Setsid starts the job in a new session, which is also a new process group
+// whose ID is the job's pid: the group is what a stop signals, and the
+// session has no controlling terminal, so a job of a daemon started from a
+// terminal cannot open /dev/tty to type into the operator's shell
+// (TIOCSTI). Setpgid must not be added: a session leader cannot change its
+// group (EPERM).
+//
+// Pdeathsig: if the daemon dies (SIGKILL, OOM) the job's leader dies with
+// it, so the attempt that the restarted daemon retries does not overlap an
+// orphan. Under systemd the cgroup kill covers the rest.
+func sysProcAttr(cred *syscall.Credential) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setsid: true, Credential: cred, Pdeathsig: syscall.SIGKILL}
 }
 
 // awaitGrace waits until the main process has exited and the output pipe has

@@ -10,10 +10,12 @@
 // job's identity plus [Spec.Env]. Nothing of the daemon's own environment
 // (sockets, credentials, store addresses) is passed on.
 //
-// Every job runs as the leader of a new process group. When the context given
-// to [Run] is done, the whole group receives SIGTERM and, if the main process
-// has not exited or the output pipe is still held open [Spec.KillGrace]
-// later, SIGKILL.
+// Every job runs as the leader of a new session, and so of a new process
+// group whose ID is its pid. The session has no controlling terminal: a job
+// cannot open /dev/tty, so it cannot type into the terminal of whoever
+// started the daemon (TIOCSTI). When the context given to [Run] is done, the
+// whole group receives SIGTERM and, if the main process has not exited or
+// the output pipe is still held open [Spec.KillGrace] later, SIGKILL.
 // When the job's main process exits on its own, background processes it left
 // behind get a short, bounded time to close the output pipe; then whatever
 // remains of the group is killed with SIGKILL and reading stops, so a
