@@ -39,10 +39,10 @@ fuzz: ## run every fuzz target for FUZZTIME each
 bench: ## measure throughput, lag, idle cost, recovery, scale (about 31 minutes); writes BENCHMARKS.md
 	$(GO) run ./bench -command 'make bench' -out BENCHMARKS.md
 
-install: build ## install binary, example config and unit under PREFIX and /etc
+install: build ## install binary, the service's config (if absent) and unit under PREFIX and /etc
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/schedulerd
 	install -D -m 0644 systemd/schedulerd.service $(DESTDIR)/etc/systemd/system/schedulerd.service
-	test -e $(DESTDIR)/etc/schedulerd/schedulerd.toml || install -D -m 0640 $(CONFIG) $(DESTDIR)/etc/schedulerd/schedulerd.toml
+	test -e $(DESTDIR)/etc/schedulerd/schedulerd.toml || install -D -m 0640 systemd/schedulerd.toml $(DESTDIR)/etc/schedulerd/schedulerd.toml
 
 clean: ## remove build output and the example state
 	rm -rf bin var

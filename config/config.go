@@ -46,13 +46,15 @@ type Daemon struct {
 	// NodeID names this node in the store; unique per cluster. Default
 	// (also for ""): the hostname.
 	NodeID string
-	// Store is where the state lives: "" for SQLite in StateDir, a
-	// "postgres://" or "postgresql://" URL, or "sqlite:PATH" or a plain file
-	// path for SQLite. StorePath gives the SQLite file.
+	// Store is where the state lives: "" for SQLite in StateDir; a
+	// "postgres://" or "postgresql://" URL or a libpq key=value DSN for
+	// PostgreSQL; "sqlite:PATH" or a plain file path (without "=") for
+	// SQLite. StorePath gives the SQLite file.
 	Store string
 	// StateDir is an absolute directory (a relative state_dir is taken
-	// from the working directory). Default: the first entry of
-	// $STATE_DIRECTORY, else ./var.
+	// from the directory of the config file, never from the working
+	// directory). Default: the first entry of $STATE_DIRECTORY, else ./var
+	// beside the config file.
 	StateDir string
 	// Socket is the absolute path of the control socket. Default:
 	// $RUNTIME_DIRECTORY/schedulerd.sock, else <StateDir>/schedulerd.sock.
@@ -94,12 +96,9 @@ const (
 	DatabaseName = "schedulerd.db"
 )
 
-// IsPostgres reports whether Store is a PostgreSQL URL.
-func (d Daemon) IsPostgres() bool {
-	scheme, _, ok := strings.Cut(d.Store, "://")
-	scheme = strings.ToLower(scheme)
-	return ok && (scheme == "postgres" || scheme == "postgresql")
-}
+// IsPostgres reports whether Store names PostgreSQL: a postgres:// or
+// postgresql:// URL, or a libpq key=value DSN ("host=db dbname=sched").
+func (d Daemon) IsPostgres() bool { return classifyStore(d.Store) == storePostgres }
 
 // StorePath returns the SQLite database file: the path of Store (relative
 // paths are in StateDir), or <StateDir>/schedulerd.db when Store is empty.
@@ -120,7 +119,7 @@ func (d Daemon) StorePath() string {
 
 // sqlitePath strips the "sqlite:" (or "sqlite://") prefix of a store.
 func sqlitePath(store string) string {
-	if len(store) >= len("sqlite:") && strings.EqualFold(store[:len("sqlite:")], "sqlite:") {
+	if hasSQLitePrefix(store) {
 		store = store[len("sqlite:"):]
 		store = strings.TrimPrefix(store, "//")
 	}

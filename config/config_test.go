@@ -620,7 +620,7 @@ var errorTests = []struct {
 	{"negative concurrency", "[daemon]\nconcurrency = -1\n", `t.toml:2: daemon.concurrency: must be between 0 and 10000, got -1`, nil},
 	{"huge concurrency", "[daemon]\nconcurrency = 10001\n", `t.toml:2: daemon.concurrency: must be between 0 and 10000, got 10001`, nil},
 	{"short history", "[daemon]\nhistory = \"30m\"\n", `t.toml:2: daemon.history: must be at least 1h0m0s, got 30m0s`, nil},
-	{"unknown store scheme", "[daemon]\nstore = \"mysql://u:secret@db/sd\"\n", `t.toml:2: daemon.store: unknown store "mysql://"; use postgres://..., sqlite:PATH or a file path`, nil},
+	{"unknown store scheme", "[daemon]\nstore = \"mysql://u:secret@db/sd\"\n", `t.toml:2: daemon.store: unknown store "mysql://"; use postgres://..., a key=value DSN (host=... dbname=...), sqlite:PATH or a file path`, nil},
 	{"sqlite without a path", "[daemon]\nstore = \"sqlite:\"\n", `t.toml:2: daemon.store: sqlite: needs a file path`, nil},
 	{"bad postgres URL", "[daemon]\nstore = \"postgres://u:secret@db:port/sd\"\n", `t.toml:2: daemon.store: is not a valid postgres:// URL`, nil},
 	{"socket path too long", "[daemon]\nsocket = \"/" + strings.Repeat("s", 120) + "\"\n", `t.toml:2: daemon.socket: the path`, []string{"a unix socket path has at most 107"}},

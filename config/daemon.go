@@ -153,8 +153,14 @@ func (p *parser) daemon(m map[string]any) Daemon {
 	return d
 }
 
-// absolute makes path absolute, against the working directory.
+// absolute makes path absolute, against the directory of the config file:
+// a system service's working directory (/ under systemd) never moves the
+// state, and `make run`'s ./var is beside its config whatever the working
+// directory.
 func (p *parser) absolute(sc scope, k, path string) string {
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(filepath.Dir(p.file), path)
+	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		p.errorf(sc, k, "cannot make %s absolute: %v", clip(strconv.Quote(path)), err)
@@ -164,17 +170,25 @@ func (p *parser) absolute(sc scope, k, path string) string {
 }
 
 // checkStore returns what is wrong with a store setting, or "". It never
-// repeats a URL, which may hold a password.
+// repeats the setting, which may hold a password.
 func checkStore(s string) string {
-	d := Daemon{Store: s}
-	switch {
-	case d.IsPostgres():
-		if _, err := url.Parse(s); err != nil {
-			return "is not a valid postgres:// URL"
+	switch classifyStore(s) {
+	case storeInvalid:
+		if scheme, _, ok := strings.Cut(s, "://"); ok {
+			return fmt.Sprintf("unknown store %s; use postgres://..., a key=value DSN (host=... dbname=...), sqlite:PATH or a file path", clip(strconv.Quote(scheme+"://")))
 		}
-	case strings.Contains(s, "://") && !strings.HasPrefix(strings.ToLower(s), "sqlite:"):
-		scheme, _, _ := strings.Cut(s, "://")
-		return fmt.Sprintf("unknown store %s; use postgres://..., sqlite:PATH or a file path", clip(strconv.Quote(scheme+"://")))
+		return "is neither a postgres:// URL, a key=value DSN (host=... dbname=...) nor a file path: " +
+			"it holds \"=\" but does not start with a keyword and \"=\"; a file path with \"=\" must be written sqlite:PATH (the value is not shown: it may hold a password)"
+	case storePostgres:
+		if strings.Contains(s, "://") {
+			if _, err := url.Parse(s); err != nil {
+				return "is not a valid postgres:// URL (the value is not shown: it may hold a password)"
+			}
+			return ""
+		}
+		return checkKeywordDSN(s)
+	}
+	switch {
 	case s != "" && sqlitePath(s) == "":
 		return "sqlite: needs a file path, such as sqlite:/var/lib/schedulerd/schedulerd.db"
 	case strings.IndexByte(s, 0) >= 0:

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/schedulerd/schedulerd/config"
 	"github.com/schedulerd/schedulerd/jobs/schedule"
 	"github.com/schedulerd/schedulerd/store/postgres"
 )
@@ -24,7 +25,7 @@ func cmdCheckConfig(args []string, stdout io.Writer) error {
 		return err
 	}
 	now := time.Now()
-	fmt.Fprintf(stdout, "%s: ok, %d jobs, store %s\n", cfg.Path, len(cfg.Jobs), storeName(cfg.Daemon.Store, cfg.Daemon.StorePath()))
+	fmt.Fprintf(stdout, "%s: ok, %d jobs, store %s, socket %s\n", cfg.Path, len(cfg.Jobs), storeName(cfg.Daemon), cfg.Daemon.Socket)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tKIND\tWHEN\tNEXT")
 	for _, d := range cfg.Jobs {
@@ -51,11 +52,13 @@ func cmdCheckConfig(args []string, stdout io.Writer) error {
 	return tw.Flush()
 }
 
-func storeName(dsn, path string) string {
-	if dsn == "" || path != "" {
-		return "sqlite " + path
+// storeName names the store for check-config: a DSN's password never
+// appears.
+func storeName(d config.Daemon) string {
+	if d.IsPostgres() {
+		return "postgres " + postgres.RedactDSN(d.Store)
 	}
-	return "postgres"
+	return "sqlite " + d.StorePath()
 }
 
 func cmdNext(args []string, stdout io.Writer) error {

@@ -93,3 +93,63 @@ func TestUnitSecurityExposure(t *testing.T) {
 		t.Errorf("exposure %.1f, want at most 2.5:\n%s", level, out)
 	}
 }
+
+// TestInstalledConfigUsesUnitDirectories: the config that `make install`
+// puts in /etc keeps the database and the socket in the unit's
+// StateDirectory and RuntimeDirectory, whatever the working directory (/
+// under systemd) and whether or not systemd sets $STATE_DIRECTORY (a
+// command run by hand does not).
+func TestInstalledConfigUsesUnitDirectories(t *testing.T) {
+	dest := t.TempDir()
+	// -o build: install the binary under test rather than build another.
+	install := exec.Command("make", "-C", "../..", "-o", "build", "install", "DESTDIR="+dest, "BIN="+binary)
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("make install: %v\n%s", err, out)
+	}
+	cfg := filepath.Join(dest, "etc", "schedulerd", "schedulerd.toml")
+	st, err := os.Stat(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm()&0o007 != 0 {
+		t.Errorf("installed config mode %v: readable by others", st.Mode().Perm())
+	}
+	for _, env := range [][]string{
+		{"STATE_DIRECTORY=/var/lib/schedulerd", "RUNTIME_DIRECTORY=/run/schedulerd"},
+		{"STATE_DIRECTORY=", "RUNTIME_DIRECTORY="},
+	} {
+		cmd := exec.Command(binary, "check-config", "--config", cfg)
+		cmd.Dir = "/"
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("check-config of the installed config (%v): %v\n%s", env, err, out)
+		}
+		first, _, _ := strings.Cut(string(out), "\n")
+		want := "store sqlite /var/lib/schedulerd/schedulerd.db, socket /run/schedulerd/schedulerd.sock"
+		if !strings.Contains(first, want) {
+			t.Errorf("check-config (%v) from /: %q, want %q", env, first, want)
+		}
+	}
+}
+
+// TestRelativeStateDirIsBesideTheConfig: a relative state_dir is taken from
+// the config file's directory, not from the working directory, so a daemon
+// started from / never writes /var/schedulerd.db.
+func TestRelativeStateDirIsBesideTheConfig(t *testing.T) {
+	e := newEnv(t)
+	if err := os.WriteFile(e.config, []byte("[daemon]\nstate_dir = \"./var\"\n[[job]]\nname = \"a\"\ncommand = [\"/bin/true\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "check-config", "--config", e.config)
+	cmd.Dir = "/"
+	cmd.Env = append(os.Environ(), "STATE_DIRECTORY=", "RUNTIME_DIRECTORY=")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("check-config: %v\n%s", err, out)
+	}
+	want := "store sqlite " + filepath.Join(e.dir, "var", "schedulerd.db")
+	if !strings.Contains(string(out), want) {
+		t.Errorf("check-config from /: %q, want %q", out, want)
+	}
+}
