@@ -4,13 +4,17 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/schedulerd/schedulerd/control"
 )
 
-const triggerUsage = "schedulerd trigger JOB [--dedup-id ID] [--not-before T] [--not-after T] [--payload S] [--wait] [--json]"
+const triggerUsage = "schedulerd trigger JOB [--dedup-id ID] [--not-before T] [--not-after T] [--payload S | --payload-file F|-] [--wait] [--json]"
+
+// stdin is where --payload-file - reads; a variable for tests.
+var stdin io.Reader = os.Stdin
 
 // cmdTrigger makes a run of a declared job now.
 func cmdTrigger(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -19,7 +23,8 @@ func cmdTrigger(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	dedup := fs.String("dedup-id", "", "refuse the trigger while an active run of the job has this id")
 	notBefore := fs.String("not-before", "", "earliest start: RFC 3339, or +DURATION from now such as +30m")
 	notAfter := fs.String("not-after", "", "latest start: RFC 3339, or +DURATION from now; the run is cancelled (expired) if not started by then")
-	payload := fs.String("payload", "", "text passed to the job as $SCHEDULERD_PAYLOAD")
+	payload := fs.String("payload", "", "text passed to the job as $SCHEDULERD_PAYLOAD (visible in ps: use --payload-file for secrets)")
+	payloadFile := fs.String("payload-file", "", "read the payload from this file, or from standard input for -, byte for byte")
 	wait := fs.Bool("wait", false, "wait until the run finishes; exit 0 only if it completed")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -28,6 +33,14 @@ func cmdTrigger(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	job, err := oneArg(pos, triggerUsage)
 	if err != nil {
 		return err
+	}
+	if *payloadFile != "" {
+		if *payload != "" {
+			return usageError{fmt.Errorf("trigger: give --payload or --payload-file, not both")}
+		}
+		if *payload, err = readPayload(*payloadFile); err != nil {
+			return err
+		}
 	}
 	now := time.Now()
 	req := control.TriggerRequest{DedupID: *dedup, Payload: *payload}
@@ -56,6 +69,28 @@ func cmdTrigger(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return followCompleted(ctx, c, run, *cf.json, stdout)
 	}
 	return nil
+}
+
+// readPayload reads --payload-file: a file, or standard input for "-", at
+// most control.MaxPayload bytes.
+func readPayload(name string) (string, error) {
+	r := stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return "", usageError{fmt.Errorf("trigger: --payload-file: %w", err)}
+		}
+		defer f.Close()
+		r = f
+	}
+	b, err := io.ReadAll(io.LimitReader(r, control.MaxPayload+1))
+	if err != nil {
+		return "", usageError{fmt.Errorf("trigger: --payload-file: %w", err)}
+	}
+	if len(b) > control.MaxPayload {
+		return "", usageError{fmt.Errorf("trigger: --payload-file: the payload is larger than %d bytes", control.MaxPayload)}
+	}
+	return string(b), nil
 }
 
 // parseWhen reads a time flag: RFC 3339, or "+DURATION" from now.

@@ -24,16 +24,31 @@ func TestKeywordDSNIsPostgres(t *testing.T) {
 
 	e := newEnv(t)
 	e.writeConfigWith(2, fmt.Sprintf("store = '%s'\n", kv), "[[job]]\nname = \"a\"\ncommand = [\"/bin/true\"]\n")
-	check := e.ok("check-config")
-	if !strings.Contains(check, "store postgres ") || strings.Contains(check, secret) {
-		t.Errorf("check-config with a key=value DSN: %q; want store postgres and no password", check)
+	check := e.cli("check-config")
+	if check.code != 0 || !strings.Contains(check.stdout, "store postgres ") || strings.Contains(check.stdout+check.stderr, secret) {
+		t.Errorf("check-config with a key=value DSN: exit %d, %q; want store postgres and no password", check.code, check.stdout+check.stderr)
+	}
+	// The config is 0644 and holds a password: both warn.
+	const warning = "holds the store's password and is readable by every user (mode 0644)"
+	if !strings.Contains(check.stderr, warning) {
+		t.Errorf("check-config of a 0644 config with a password: stderr %q, want %q", check.stderr, warning)
 	}
 
 	d := e.start(true)
 	out := e.ok("trigger", "a", "--wait")
 	d.stop()
-	if log := d.logText(); strings.Contains(log, secret) {
+	log := d.logText()
+	if strings.Contains(log, secret) {
 		t.Errorf("the daemon's log holds the password:\n%s", log)
+	}
+	if !strings.Contains(log, warning) {
+		t.Errorf("the daemon did not warn of its 0644 config with a password:\n%s", log)
+	}
+	if err := os.Chmod(e.config, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.cli("check-config"); strings.Contains(r.stderr, "readable by every user") {
+		t.Errorf("check-config warns of a 0640 config: %q", r.stderr)
 	}
 	if strings.Contains(out, secret) {
 		t.Errorf("trigger printed the password: %q", out)

@@ -59,7 +59,7 @@ Usage:
   schedulerd version                     print the version
 
 Commands that talk to the running daemon over its control socket:
-  schedulerd trigger JOB [--dedup-id ID] [--not-before T] [--not-after T] [--payload S] [--wait]
+  schedulerd trigger JOB [--dedup-id ID] [--not-before T] [--not-after T] [--payload S | --payload-file F|-] [--wait]
                                          make a run now; T is RFC 3339 or +30m
   schedulerd jobs                        declared jobs, next fire time, paused, last run
   schedulerd runs [--job J] [--status S] [--limit N]
@@ -92,7 +92,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "run":
 		return cmdRun(ctx, rest, stderr)
 	case "check-config":
-		return cmdCheckConfig(rest, stdout)
+		return cmdCheckConfig(rest, stdout, stderr)
 	case "next":
 		return cmdNext(rest, stdout)
 	case "migrate":

@@ -13,7 +13,7 @@ import (
 	"github.com/schedulerd/schedulerd/store/postgres"
 )
 
-func cmdCheckConfig(args []string, stdout io.Writer) error {
+func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("check-config")
 	cfgPath := fs.String("config", defaultConfig, "config file")
 	n := fs.Int("n", 3, "fire times to print per job")
@@ -23,6 +23,9 @@ func cmdCheckConfig(args []string, stdout io.Writer) error {
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
 		return err
+	}
+	if msg := exposedSecret(cfg); msg != "" {
+		fmt.Fprintln(stderr, "schedulerd: warning:", msg)
 	}
 	now := time.Now()
 	fmt.Fprintf(stdout, "%s: ok, %d jobs, store %s, socket %s\n", cfg.Path, len(cfg.Jobs), storeName(cfg.Daemon), cfg.Daemon.Socket)

@@ -82,6 +82,9 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	logger := newLogger(stderr, cfg.Daemon)
 	slog.SetDefault(logger)
+	if msg := exposedSecret(cfg); msg != "" {
+		logger.Warn(msg)
+	}
 
 	st, err := openStore(ctx, cfg.Daemon, true, logger)
 	if err != nil {
