@@ -75,6 +75,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	hardenProcess(stderr)
 	leanGC()
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {

@@ -10,6 +10,12 @@
 // job's identity plus [Spec.Env]. Nothing of the daemon's own environment
 // (sockets, credentials, store addresses) is passed on.
 //
+// A job gets three descriptors: /dev/null as standard input and one pipe as
+// standard output and error. A descriptor that the calling process holds
+// without close-on-exec (one it inherited from its own parent) would reach
+// the job as well; the daemon marks all of those close-on-exec when it
+// starts, and a program that embeds this package should do the same.
+//
 // Every job runs as the leader of a new session, and so of a new process
 // group whose ID is its pid. The session has no controlling terminal: a job
 // cannot open /dev/tty, so it cannot type into the terminal of whoever

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"crypto/rand"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestCloseOnExec: both ways of marking descriptors close-on-exec, the
+// close_range one and the /proc/self/fd fallback, set FD_CLOEXEC on a
+// descriptor opened without it.
+func TestCloseOnExec(t *testing.T) {
+	for name, mark := range map[string]func(first int) error{
+		"close_range":   closeOnExecFrom,
+		"/proc/self/fd": closeOnExecListed,
+	} {
+		t.Run(name, func(t *testing.T) {
+			fd, err := unix.Open(os.DevNull, unix.O_RDONLY, 0) // no O_CLOEXEC
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(fd)
+			if cloexec(t, fd) {
+				t.Fatalf("descriptor %d is close-on-exec before the test", fd)
+			}
+			// From fd up: the test process's own inherited descriptors
+			// below it are left as they are.
+			if err := mark(fd); err != nil {
+				t.Fatal(err)
+			}
+			if !cloexec(t, fd) {
+				t.Errorf("descriptor %d is not close-on-exec", fd)
+			}
+		})
+	}
+}
+
+// cloexec reports whether fd has FD_CLOEXEC.
+func cloexec(t *testing.T, fd int) bool {
+	t.Helper()
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return flags&unix.FD_CLOEXEC != 0
+}
+
+// TestJobInheritsNoDescriptors: a real daemon that inherited an open file
+// without close-on-exec (as from an operator's shell) runs a job that lists
+// its descriptors. The job has 0, 1 and 2 and the one its listing opens,
+// and not the daemon's file.
+func TestJobInheritsNoDescriptors(t *testing.T) {
+	e := newEnv(t)
+	inherited, err := os.Create(filepath.Join(e.dir, "inherited-by-the-daemon"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inherited.Close()
+	e.writeConfig(`[[job]]
+name = "fds"
+command = ["ls", "-l", "/proc/self/fd"]
+retry = { max_attempts = 1 }
+`)
+	// ExtraFiles are dup2'd to 3 and up in the daemon, without FD_CLOEXEC.
+	d := startDaemon(e, os.Environ(), func(cmd *exec.Cmd) { cmd.ExtraFiles = []*os.File{inherited} })
+	status, out := runJob(e, "fds")
+	if status != "completed" {
+		t.Fatalf("job ended %s, output:\n%s", status, out)
+	}
+	listing := regexp.MustCompile(`^/proc/\d+/fd$`) // ls's own directory
+	seen := map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[len(f)-2] != "->" {
+			continue
+		}
+		fd, target := f[len(f)-3], f[len(f)-1]
+		seen[fd] = true
+		if fd != "0" && fd != "1" && fd != "2" && !listing.MatchString(target) {
+			t.Errorf("the job has descriptor %s -> %s", fd, target)
+		}
+	}
+	if !seen["0"] || !seen["1"] || !seen["2"] {
+		t.Errorf("the job's listing lacks 0, 1 or 2:\n%s", out)
+	}
+	d.stop()
+}
+
+// runJob triggers job, waits for its run to end and returns the run's
+// status and the output of its last attempt.
+func runJob(e *env, job string) (status, output string) {
+	e.t.Helper()
+	id := jsonOne(e.t, e.ok("trigger", job, "--json"))["id"].(string)
+	var run map[string]any
+	waitFor(e.t, job+"'s run to end", 30*time.Second, func() bool {
+		run = jsonOne(e.t, e.ok("runs", "show", id, "--json"))
+		return run["status"] != "pending" && run["status"] != "running" && run["status"] != "retrying"
+	})
+	attempts, _ := run["attempts"].([]any)
+	if len(attempts) == 0 {
+		e.t.Fatalf("run %s ended %v without an attempt", id, run["status"])
+	}
+	last, _ := attempts[len(attempts)-1].(map[string]any)
+	output, _ = last["output"].(string)
+	return run["status"].(string), output
+}
+
+// startDaemon is env.start with the environment environ (and NOTIFY_SOCKET)
+// and setup applied to the command before it starts. It waits for READY=1.
+func startDaemon(e *env, environ []string, setup func(cmd *exec.Cmd)) *proc {
+	e.t.Helper()
+	sock := filepath.Join(e.dir, "notify-"+rand.Text()+".sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	logf, err := os.CreateTemp(e.dir, "daemon-*.log")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	d := &proc{t: e.t, notify: conn, states: make(chan string, 10000), log: logf.Name(), exited: make(chan struct{})}
+	d.cmd = exec.Command(binary, "run", "--config", e.config)
+	d.cmd.Env = append(slices.Clip(environ), "NOTIFY_SOCKET="+sock)
+	d.cmd.Stdout, d.cmd.Stderr = logf, logf
+	setup(d.cmd)
+	if err := d.cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	logf.Close()
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				close(d.states)
+				return
+			}
+			d.states <- string(buf[:n])
+		}
+	}()
+	go func() { _ = d.cmd.Wait(); close(d.exited) }()
+	e.t.Cleanup(func() { d.kill(); conn.Close() })
+	d.waitState("READY=1")
+	return d
+}
