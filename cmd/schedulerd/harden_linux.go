@@ -10,21 +10,30 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// hardenProcess keeps what the daemon inherited from reaching the jobs it
-// runs. cmdRun calls it once its flags are parsed, before it opens anything
-// or starts a job.
+// hardenProcess shuts two ways by which a job could reach into the daemon
+// that runs it. cmdRun calls it once its flags are parsed, before it opens
+// anything or starts a job:
 //
-// Every descriptor from 3 up is marked close-on-exec. Go opens its own
-// descriptors that way, but one the daemon inherited without the flag (from
-// an operator's shell, a wrapper script) would otherwise be open in every
-// job, whatever user the job runs as. The daemon itself keeps using whatever
-// it inherited.
+//   - Every descriptor from 3 up is marked close-on-exec. Go opens its own
+//     descriptors that way, but one the daemon inherited without the flag
+//     (from an operator's shell, a wrapper script) would otherwise be open
+//     in every job, whatever user the job runs as. The daemon itself keeps
+//     using whatever it inherited.
+//   - The daemon becomes non-dumpable. Its /proc/<pid> entries then belong
+//     to root, so a process of the daemon's own user, such as a job without
+//     `user`, can read neither its environment (a store password) nor its
+//     memory, nor ptrace it. Nor is a core dump, which would hold the same
+//     secrets, written.
 //
-// A failure is a warning on stderr and the daemon starts anyway. In practice
-// there is none: it needs close_range or a mounted /proc.
+// A step that fails is a warning on stderr and the daemon starts anyway. In
+// practice neither fails: the first needs close_range or a mounted /proc,
+// the second nothing.
 func hardenProcess(stderr io.Writer) {
 	if err := closeOnExecFrom(3); err != nil {
 		fmt.Fprintf(stderr, "schedulerd: warning: jobs may inherit the daemon's descriptors: %v\n", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fmt.Fprintf(stderr, "schedulerd: warning: make the daemon non-dumpable: %v\n", err)
 	}
 }
 

@@ -1,14 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"crypto/rand"
+	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -95,6 +101,79 @@ retry = { max_attempts = 1 }
 	d.stop()
 }
 
+// TestJobCannotReadDaemonEnviron: a real daemon runs as an unprivileged
+// user with a secret in its environment, and a job without `user` (so as
+// the same user) reads /proc/<its parent>/environ. The daemon is
+// non-dumpable, so that file belongs to root and the read fails.
+func TestJobCannotReadDaemonEnviron(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("starting the daemon as another user needs root; CI runs these tests as root")
+	}
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Fatalf("no unprivileged user to run the daemon as: %v", err)
+	}
+	uid, _ := strconv.Atoi(nobody.Uid)
+	gid, _ := strconv.Atoi(nobody.Gid)
+	// A directory of that user's own, outside the test's root-only one,
+	// with a copy of the binary it can execute.
+	dir, err := os.MkdirTemp("", "schedulerd-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chown(dir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "schedulerd")
+	copyFile(t, binary, bin, 0o755)
+	e := &env{t: t, dir: dir, config: filepath.Join(dir, "schedulerd.toml")}
+	e.writeConfig(`[[job]]
+name = "peek"
+shell = 'echo "parent $PPID"; cat "/proc/$PPID/environ"'
+retry = { max_attempts = 1 }
+`)
+	secret := "schedulerd-test-secret-" + rand.Text()
+	// The daemon gets the secret and nothing of the test's environment.
+	d := startDaemon(e, []string{"PGPASSWORD=" + secret}, func(cmd *exec.Cmd) {
+		cmd.Path = bin
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	})
+	pid := d.cmd.Process.Pid
+	if environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid)); err != nil || !bytes.Contains(environ, []byte(secret)) {
+		t.Fatalf("the daemon's environment, read as root, does not hold the secret: %v", err)
+	}
+	_, out := runJob(e, "peek")
+	if !strings.HasPrefix(out, fmt.Sprintf("parent %d\n", pid)) {
+		t.Fatalf("the job's parent is not the daemon (pid %d):\n%s", pid, out)
+	}
+	if strings.Contains(out, secret) {
+		t.Errorf("a job of the daemon's user read the daemon's environment, secret included")
+	}
+	d.stop()
+}
+
+// copyFile copies the file src to dst with mode perm.
+func copyFile(t *testing.T, src, dst string, perm os.FileMode) {
+	t.Helper()
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // runJob triggers job, waits for its run to end and returns the run's
 // status and the output of its last attempt.
 func runJob(e *env, job string) (status, output string) {
@@ -115,12 +194,17 @@ func runJob(e *env, job string) (status, output string) {
 }
 
 // startDaemon is env.start with the environment environ (and NOTIFY_SOCKET)
-// and setup applied to the command before it starts. It waits for READY=1.
+// and setup applied to the command before it starts. The notify socket is
+// writable by any user, for a daemon that setup makes run as another one.
+// It waits for READY=1.
 func startDaemon(e *env, environ []string, setup func(cmd *exec.Cmd)) *proc {
 	e.t.Helper()
 	sock := filepath.Join(e.dir, "notify-"+rand.Text()+".sock")
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
 	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.Chmod(sock, 0o666); err != nil {
 		e.t.Fatal(err)
 	}
 	logf, err := os.CreateTemp(e.dir, "daemon-*.log")
