@@ -29,6 +29,10 @@ var (
 type Store interface {
 	// Close releases the store.
 	Close() error
+	// Ping checks that the store answers, with one cheap read through the
+	// connections the other methods use. It is bounded by ctx only: the
+	// caller (the health check) gives it a short deadline.
+	Ping(ctx context.Context) error
 
 	// NodeRegister records a new incarnation of a node by compare-and-set:
 	// it writes only when the stored row's incarnation is p.Replace (no row

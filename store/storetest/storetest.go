@@ -75,6 +75,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ManyJobNames", testManyJobNames},
 		{"StoreClock", testStoreClock},
 		{"BinaryText", testBinaryText},
+		{"Ping", testPing},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
