@@ -173,7 +173,11 @@ type Health struct {
 }
 
 // Health checks that the store answers, the heartbeat is fresh and the
-// scheduling loop is alive.
+// scheduling loop is alive. Each call pings the store once (a bounded
+// query, see pingTimeout): callers that serve health to clients share and
+// briefly cache the result instead of calling it per request, as the
+// control package's listeners do, so that a flood of health requests does
+// not become a flood of queries.
 func (s *Scheduler) Health(ctx context.Context) Health {
 	now := s.clock.Now()
 	h := Health{
@@ -185,7 +189,7 @@ func (s *Scheduler) Health(ctx context.Context) Health {
 	if !s.live.Load() {
 		h.Problems = append(h.Problems, "scheduler not started")
 	}
-	if _, err := s.st.RunsNextDue(ctx, nil); err != nil {
+	if err := s.pingStore(ctx); err != nil {
 		h.Problems = append(h.Problems, "store unreachable: "+err.Error())
 	}
 	// Stale from the moment the node stops starting attempts without a
@@ -205,4 +209,19 @@ func (s *Scheduler) Health(ctx context.Context) Health {
 	}
 	h.OK = len(h.Problems) == 0
 	return h
+}
+
+// pingStore asks the store whether it answers, within pingTimeout.
+func (s *Scheduler) pingStore(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.pingTimeout())
+	defer cancel()
+	return s.st.Ping(ctx)
+}
+
+// pingTimeout bounds the store ping of Health: half the heartbeat
+// interval, from 100ms to 3s. A store that hangs is then reported within a
+// heartbeat interval, long before the heartbeat itself goes stale (at
+// inactive_threshold), and a health request never waits on it for long.
+func (s *Scheduler) pingTimeout() time.Duration {
+	return min(max(s.cfg.HeartbeatInterval/2, 100*time.Millisecond), 3*time.Second)
 }
