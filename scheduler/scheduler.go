@@ -129,6 +129,9 @@ type Scheduler struct {
 	// inc is the current incarnation: new at every start, and again when
 	// the node rejoins after fencing itself.
 	inc atomic.Pointer[string]
+	// tokenKey signs attempt tokens (AttemptToken); new at every process
+	// start and never stored.
+	tokenKey [32]byte
 	// fenced is set while the node has fenced itself: it claims nothing.
 	fenced atomic.Bool
 
@@ -260,6 +263,9 @@ func New(st store.Store, cfg Config, defs []*jobs.Definition) (*Scheduler, error
 	}
 	inc := uuid.NewString()
 	s.inc.Store(&inc)
+	if err := newTokenKey(&s.tokenKey); err != nil {
+		return nil, err
+	}
 	if err := s.setJobs(defs); err != nil {
 		return nil, err
 	}

@@ -332,6 +332,7 @@ func (s *Scheduler) runCommand(ctx context.Context, d *jobs.Definition, info job
 	env["SCHEDULERD_JOB"] = info.Job
 	env["SCHEDULERD_RUN_ID"] = info.RunID
 	env["SCHEDULERD_ATTEMPT"] = strconv.Itoa(info.Attempt)
+	env["SCHEDULERD_ATTEMPT_TOKEN"] = s.AttemptToken(info.RunID, info.Attempt)
 	env["SCHEDULERD_SCHEDULED_AT"] = info.ScheduledAt.UTC().Format(time.RFC3339)
 	env["SCHEDULERD_NODE"] = info.Node
 	env["SCHEDULERD_TRIGGER"] = string(info.Trigger)
