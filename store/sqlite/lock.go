@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/schedulerd/schedulerd/internal/safefs"
 	"github.com/schedulerd/schedulerd/store"
 )
 
@@ -28,11 +29,14 @@ func (e *lockedError) Error() string {
 
 func (e *lockedError) Unwrap() error { return store.ErrLocked }
 
-// acquireLock locks path+".lock" and writes our pid into it, or fails with
-// an error wrapping store.ErrLocked that names the holder's pid.
-func acquireLock(path string) (*lockFile, error) {
-	name := path + ".lock"
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o640)
+// acquireLock locks the file name (the database's name plus ".lock") of
+// the checked directory dir and writes our pid into it, or fails with an
+// error wrapping store.ErrLocked that names the holder's pid. path is the
+// database, for errors. The file is opened without following a symlink
+// and must be a regular file of ours (dir.OpenFile); it is created 0600,
+// and nothing is written to it before the lock is held.
+func acquireLock(dir *safefs.Dir, name, path string) (*lockFile, error) {
+	f, err := dir.OpenFile(name, os.O_RDWR|os.O_CREATE, safefs.FileMode)
 	if err != nil {
 		return nil, fmt.Errorf("lock database %s: %w", path, err)
 	}
@@ -49,6 +53,11 @@ func acquireLock(path string) (*lockFile, error) {
 			}
 			return nil, &lockedError{path: path, pid: pid}
 		}
+		return nil, fmt.Errorf("lock database %s: %w", path, err)
+	}
+	if _, err := safefs.LimitFileMode(f); err != nil {
+		_ = flock(f, syscall.LOCK_UN)
+		f.Close()
 		return nil, fmt.Errorf("lock database %s: %w", path, err)
 	}
 	if err := writePID(f); err != nil {

@@ -17,6 +17,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/schedulerd/schedulerd/internal/safefs"
 	"github.com/schedulerd/schedulerd/store"
 )
 
@@ -24,7 +25,11 @@ var _ store.Store = (*Store)(nil)
 
 // Options configure Open.
 type Options struct {
-	// Path is the database file. Its directory is created (0750) if missing.
+	// Path is the database file. Its directory is created (0750) if
+	// missing; it, and every directory above it, must pass the checks of
+	// internal/safefs. The database and its WAL and shared-memory files are
+	// 0600 whatever the umask (0640 when the operator gave the database
+	// file to a group).
 	Path string
 	// Lock takes an exclusive lock on Path+".lock" (and writes our pid into
 	// it) so that a second daemon on the same state directory refuses to
@@ -114,17 +119,27 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite store: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
+	// The directory is checked (and made) first, and held open: the lock
+	// and the database files are opened through it, so that nothing is
+	// created in a directory that others could write to or swap.
+	dir, err := safefs.OpenDir(filepath.Dir(abs), stateDirRole, dirMode)
+	if err != nil {
 		return nil, fmt.Errorf("open sqlite store: %w", err)
 	}
+	defer dir.Close()
 	s := &Store{path: opts.Path, logger: opts.Logger}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
+	name := filepath.Base(abs)
 	if opts.Lock {
-		if s.lock, err = acquireLock(opts.Path); err != nil {
+		if s.lock, err = acquireLock(dir, name+".lock", opts.Path); err != nil {
 			return nil, err
 		}
+	}
+	if err := prepareFiles(dir, name, s.logger); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open sqlite store: %w", err)
 	}
 	uri := "file:" + escapePath(abs) + "?"
 	if s.writer, err = sql.Open("sqlite", uri+writerParams); err != nil {
