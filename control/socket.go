@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/schedulerd/schedulerd/internal/safefs"
 )
 
 // maxSocketPath is the longest path a unix socket address holds.
@@ -53,9 +55,13 @@ func bindSocket(path string, gid int, group string, dirOwned bool, log *slog.Log
 	if len(abs) > maxSocketPath {
 		return nil, fmt.Errorf("the path %s is %d bytes; a unix socket path has at most %d", abs, len(abs), maxSocketPath)
 	}
-	if err := prepareDir(filepath.Dir(abs), gid, group, dirOwned, log); err != nil {
+	dir, err := prepareDir(filepath.Dir(abs), gid, group, dirOwned, log)
+	if err != nil {
 		return nil, err
 	}
+	defer dir.Close()
+	// Every directory on the way passed the checks, so nobody else can
+	// change what the path names: clearing and binding by path is safe.
 	if err := clearPath(abs, log); err != nil {
 		return nil, err
 	}
@@ -64,16 +70,17 @@ func bindSocket(path string, gid int, group string, dirOwned bool, log *slog.Log
 		return nil, err
 	}
 	sf := &socketFile{ln: ln, path: abs}
-	fi, err := os.Lstat(abs)
-	if err != nil {
+	// The socket file is looked at and given to the group through the
+	// directory's handle, as a directory entry that is never followed.
+	name, dfd := filepath.Base(abs), int(dir.File().Fd())
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		ln.Close()
-		return nil, err
+		return nil, &fs.PathError{Op: "lstat", Path: abs, Err: err}
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		sf.dev, sf.ino = st.Dev, st.Ino
-	}
+	sf.dev, sf.ino = st.Dev, st.Ino
 	if gid >= 0 {
-		if err := os.Lchown(abs, os.Geteuid(), gid); err != nil {
+		if err := unix.Fchownat(dfd, name, os.Geteuid(), gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			sf.ln.Close()
 			sf.remove(log)
 			return nil, fmt.Errorf("give %s to socket_group %s: %w", abs, group, err)
@@ -82,37 +89,53 @@ func bindSocket(path string, gid int, group string, dirOwned bool, log *slog.Log
 	return sf, nil
 }
 
-// prepareDir makes the socket's directory 0750, of the socket group, when
-// it is missing or owned (made for the daemon by systemd); any other
-// existing directory keeps its mode and group.
-func prepareDir(dir string, gid int, group string, owned bool, log *slog.Logger) error {
-	fi, err := os.Stat(dir)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return fmt.Errorf("make the socket directory: %w", err)
-		}
-		owned = true
-	case err != nil:
-		return fmt.Errorf("socket directory: %w", err)
-	case !fi.IsDir():
-		return fmt.Errorf("socket directory %s is not a directory", dir)
+// socketDirRole names the socket's directory in errors.
+const socketDirRole = "socket directory"
+
+// prepareDir checks the socket's directory and every directory above it
+// (internal/safefs: no symlink to it, owned by root or the daemon's user,
+// not writable by group or others), making it 0750 if it is missing. One
+// that it made, or that was made for the daemon (owned: systemd's
+// RuntimeDirectory), is set to 0750 and given to the socket group through
+// its handle, never by path, so that a directory swapped in after the check
+// is not the one changed. Any other existing directory keeps its mode and
+// group; a warning says when the group cannot get through it. The
+// directory is returned open.
+func prepareDir(dir string, gid int, group string, owned bool, log *slog.Logger) (*safefs.Dir, error) {
+	d, err := safefs.OpenDir(dir, socketDirRole, 0o750)
+	if err != nil {
+		return nil, err
 	}
-	if owned {
-		if err := os.Chmod(dir, 0o750); err != nil {
-			return fmt.Errorf("socket directory: %w", err)
+	if d.Created() || owned {
+		if err := giveDir(d.File(), gid, group); err != nil {
+			d.Close()
+			return nil, err
 		}
-		if gid >= 0 {
-			if err := os.Chown(dir, os.Geteuid(), gid); err != nil {
-				return fmt.Errorf("give the socket directory %s to socket_group %s: %w", dir, group, err)
-			}
-		}
-		return nil
+		return d, nil
+	}
+	fi, err := d.File().Stat()
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("socket directory: %w", err)
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && gid >= 0 && int(st.Gid) != gid && fi.Mode().Perm()&0o001 == 0 {
 		log.Warn("members of socket_group cannot reach the socket: its directory is not searchable by the group; "+
 			"give the directory to the group (chgrp) or set socket to a path in another directory",
 			"directory", dir, "mode", fi.Mode().Perm().String(), "socket_group", group)
+	}
+	return d, nil
+}
+
+// giveDir sets the open socket directory f to 0750 and, when gid >= 0,
+// gives it to the socket group.
+func giveDir(f *os.File, gid int, group string) error {
+	if err := f.Chmod(0o750); err != nil {
+		return fmt.Errorf("socket directory: %w", err)
+	}
+	if gid >= 0 {
+		if err := f.Chown(os.Geteuid(), gid); err != nil {
+			return fmt.Errorf("give the socket directory %s to socket_group %s: %w", f.Name(), group, err)
+		}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/schedulerd/schedulerd/internal/safefs"
 )
 
 func TestSocketPermissions(t *testing.T) {
@@ -227,4 +230,123 @@ func TestCloseRemovesOnlyItsOwnSocket(t *testing.T) {
 	if _, err := os.Lstat(path); err != nil {
 		t.Fatalf("Close removed a socket it did not make: %v", err)
 	}
+}
+
+// TestSymlinkedSocketDirIsRefused: a socket directory that is a symlink is
+// refused, whether the daemon made it or systemd did (DirOwned): another
+// user who planted it would get the socket in a directory of his (and
+// clients' requests at his listener), or the mode and group of the
+// directory it points at changed.
+func TestSymlinkedSocketDirIsRefused(t *testing.T) {
+	for _, owned := range []bool{false, true} {
+		t.Run(fmt.Sprintf("DirOwned=%v", owned), func(t *testing.T) {
+			base := socketDir(t)
+			real := filepath.Join(base, "real")
+			if err := os.Mkdir(real, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(real, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			link := filepath.Join(base, "run")
+			if err := os.Symlink(real, link); err != nil {
+				t.Fatal(err)
+			}
+			before := modeGroup(t, real)
+			err := listenRefused(t, ServerConfig{Path: filepath.Join(link, "s.sock"), DirOwned: owned, Group: testGroup()})
+			if after := modeGroup(t, real); after != before {
+				t.Errorf("the directory the symlink points at changed from %s to %s", before, after)
+			}
+			if des, _ := os.ReadDir(real); len(des) != 0 {
+				t.Errorf("files made through the symlink: %v", des)
+			}
+			want := "control socket: socket directory " + link + " is a symlink"
+			if !errors.Is(err, safefs.ErrUnsafe) || !strings.HasPrefix(err.Error(), want) {
+				t.Fatalf("Listen: %v, want %q", err, want)
+			}
+		})
+	}
+}
+
+// TestUnsafeSocketDirIsRefused: a socket directory that others could write
+// to (sticky or not), or that another user owns, is refused with its mode
+// or owner, also when systemd made it for the daemon.
+func TestUnsafeSocketDirIsRefused(t *testing.T) {
+	tests := []struct {
+		name  string
+		mode  fs.FileMode
+		owner int // -1: ours
+		owned bool
+		want  string
+	}{
+		{"writable by others", 0o777, -1, false, "is writable by its group and others (mode 0777)"},
+		{"writable by its group", 0o770, -1, false, "is writable by its group"},
+		{"sticky like /tmp", 0o777 | fs.ModeSticky, -1, false, "is writable by its group and others (mode 1777)"},
+		{"made by systemd, writable by its group", 0o770, -1, true, "is writable by its group"},
+		{"owned by another user", 0o755, 65534, false, "is owned by uid 65534"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.owner >= 0 && os.Geteuid() != 0 {
+				t.Skip("not checked: giving the directory to another user (nobody) needs root")
+			}
+			dir := filepath.Join(socketDir(t), "run")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(dir, tt.mode); err != nil {
+				t.Fatal(err)
+			}
+			if tt.owner >= 0 {
+				if err := os.Chown(dir, tt.owner, tt.owner); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := listenRefused(t, ServerConfig{Path: filepath.Join(dir, "s.sock"), DirOwned: tt.owned})
+			if fi, err := os.Lstat(dir); err != nil || fi.Mode()&(fs.ModePerm|fs.ModeSticky) != tt.mode {
+				t.Errorf("the refused directory changed: %v %v", fi.Mode(), err)
+			}
+			if des, _ := os.ReadDir(dir); len(des) != 0 {
+				t.Errorf("files made in a refused directory: %v", des)
+			}
+			want := "socket directory " + dir + " " + tt.want
+			if !errors.Is(err, safefs.ErrUnsafe) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("Listen: %v, want %q", err, want)
+			}
+		})
+	}
+}
+
+// listenRefused calls Listen with cfg, a fake engine and a store, and
+// returns its error; a server that it started anyway is closed.
+func listenRefused(t *testing.T, cfg ServerConfig) error {
+	t.Helper()
+	cfg.Engine, cfg.Store = &fakeEngine{}, openStore(t)
+	s, err := Listen(cfg)
+	if err == nil {
+		s.Close(context.Background())
+	}
+	return err
+}
+
+// testGroup is a group to give the socket to when the tests run as root
+// (nogroup, if the host has it), else "".
+func testGroup() string {
+	if os.Geteuid() != 0 {
+		return ""
+	}
+	if _, err := user.LookupGroup("nogroup"); err != nil {
+		return ""
+	}
+	return "nogroup"
+}
+
+// modeGroup describes the mode and group of path.
+func modeGroup(t *testing.T, path string) string {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("mode %v group %d", fi.Mode(), fi.Sys().(*syscall.Stat_t).Gid)
 }
