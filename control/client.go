@@ -43,8 +43,14 @@ func NewClient(socketPath string) *Client {
 		IdleConnTimeout:    30 * time.Second,
 		DisableCompression: true,
 	}
-	return &Client{path: socketPath, hc: &http.Client{Transport: tr}, Timeout: 30 * time.Second}
+	hc := &http.Client{Transport: tr, CheckRedirect: noRedirects}
+	return &Client{path: socketPath, hc: hc, Timeout: 30 * time.Second}
 }
+
+// noRedirects stops the client at a redirect; do turns it into an error.
+// The daemon sends none (a path it would redirect gets 400), and following
+// one could repeat a request, a trigger perhaps, on another endpoint.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // Path is the socket the client calls.
 func (c *Client) Path() string { return c.path }
@@ -279,6 +285,10 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 			return &APIError{Status: resp.StatusCode, Code: CodeUnhealthy, Message: "unhealthy"}
 		}
 		return &APIError{Status: resp.StatusCode, Message: fmt.Sprintf("%s: %s", resp.Status, strings.TrimSpace(string(clipBytes(data))))}
+	}
+	if resp.StatusCode >= 300 {
+		return &APIError{Status: resp.StatusCode, Code: CodeBadRequest, Message: fmt.Sprintf(
+			"%s %s: the daemon answered %s, a redirect to %q, which is not followed", method, path, resp.Status, clip(resp.Header.Get("Location")))}
 	}
 	if out == nil || resp.StatusCode == http.StatusNoContent {
 		return nil

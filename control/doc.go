@@ -12,6 +12,10 @@
 // bounded in size (64 KiB), time and concurrency, and a malformed request
 // gets a 4xx JSON error and changes nothing.
 //
+// A path with an empty, "." or ".." segment, also when percent-encoded
+// (%2e%2e), gets 400 and reaches no endpoint: it is never redirected to
+// its cleaned form. The Client follows no redirect.
+//
 // Endpoints (all JSON; errors are {"error": "...", "code": "..."}):
 //
 //	GET  /v1/jobs                   declared jobs                  {"jobs": [JobInfo]}

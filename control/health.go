@@ -87,5 +87,5 @@ func HealthHandler(engine Engine) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, CodeNotFound, "no such endpoint; use "+endpoints)
 	})
-	return mux
+	return rejectDotSegments(mux)
 }

@@ -257,7 +257,7 @@ func (s *Server) checkPeer(next http.Handler) http.Handler {
 }
 
 // routes is the API. Each path answers 405 to other methods and every other
-// path 404, both with a JSON error.
+// path 404, both with a JSON error; a path with dot segments gets 400.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	handle := func(method, path string, h http.HandlerFunc) {
@@ -285,7 +285,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, clip(r.URL.Path)))
 	})
-	return s.recoverPanics(mux)
+	return s.recoverPanics(rejectDotSegments(mux))
 }
 
 // recoverPanics turns a panic in a handler into a logged 500.
