@@ -1,7 +1,7 @@
 // Package control owns the control socket of schedulerd: the HTTP+JSON API
 // that the daemon serves on its unix socket, the client that the command
-// line uses to call it, and the optional TCP listener for /healthz and
-// /readyz.
+// line uses to call it, and the optional TCP listener for /healthz,
+// /readyz and /metrics.
 //
 // The socket is the daemon's only way in, so the package also owns its
 // security: the socket lives in a directory of mode 0750 and is itself 0660
@@ -35,8 +35,21 @@
 //	POST /v1/runs/{id}/progress     progress of the calling attempt (ProgressRequest) 204
 //	GET  /v1/nodes                  registered nodes                {"nodes": [Node]}
 //	GET  /v1/health                 200 or 503 with the problems    Health
+//	                                (store reachable, heartbeat fresh, loop
+//	                                alive); requests at once share one check,
+//	                                whose result serves those of the next 250ms
 //	POST /v1/reload                 re-read the config (like SIGHUP) {"applied": true} or 422
 //
 // Bodies of POST requests are JSON objects; unknown fields are rejected. The
 // endpoints without parameters accept an empty body or {}.
+//
+// The health listener (health_listen, HealthServer) serves GET /healthz
+// (200 while the process answers), /readyz (the Health of /v1/health, 200
+// or 503, shared and cached the same way) and /metrics, without
+// credentials; the daemon warns when it binds an address that is not a
+// loopback one. It holds at most 32 connections (HealthConfig.MaxConns):
+// past that, new connections wait in the kernel's accept queue, holding no
+// descriptor of the daemon, and a connection that has sent no request is
+// closed to make room. A connection has 2s to send its headers and is
+// closed after 5s idle.
 package control

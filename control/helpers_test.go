@@ -254,3 +254,24 @@ func claim(t *testing.T, st store.Store, job string) []*jobs.Run {
 	}
 	return rs
 }
+
+// waitUntil polls cond every 10ms until it holds, failing the test after
+// timeout: a wait on a state, generous enough for a busy machine, instead
+// of a sleep that guesses how long the state takes.
+func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// setUnhealthy makes the fake engine report a problem, or none.
+func (e *fakeEngine) setUnhealthy(v bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.unhealthy = v
+}

@@ -89,6 +89,7 @@ type Server struct {
 	log     *slog.Logger
 	handler http.Handler
 	peers   *peerPolicy
+	gate    *healthGate
 
 	sock   *socketFile
 	ln     *limitListener
@@ -110,6 +111,7 @@ func newServer(cfg ServerConfig) (*Server, error) {
 		log:    cfg.Logger.With("component", "control"),
 		done:   make(chan struct{}),
 		served: make(chan struct{}),
+		gate:   newHealthGate(cfg.Engine),
 	}
 	s.handler = s.routes()
 	return s, nil
@@ -588,7 +590,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	if !checkQuery(w, r) {
 		return
 	}
-	writeHealth(w, s.cfg.Engine.Health(r.Context()))
+	writeHealth(w, s.gate.health(r.Context()))
 }
 
 func writeHealth(w http.ResponseWriter, h Health) {

@@ -201,10 +201,12 @@ func TestEndpoints(t *testing.T) {
 	if err != nil || !h.OK || h.Node != "test-node" {
 		t.Fatalf("Health: %+v %v", h, err)
 	}
-	ts.eng.mu.Lock()
-	ts.eng.unhealthy = true
-	ts.eng.mu.Unlock()
-	h, err = c.Health(ctx)
+	ts.eng.setUnhealthy(true)
+	// A health result serves the requests of the next healthTTL.
+	waitUntil(t, "health to report the problem", 10*time.Second, func() bool {
+		h, err = c.Health(ctx)
+		return err != nil || !h.OK
+	})
 	if err != nil || h.OK || len(h.Problems) != 1 {
 		t.Fatalf("Health when unhealthy: %+v %v", h, err)
 	}
@@ -458,10 +460,17 @@ func TestHealthListener(t *testing.T) {
 	if code, m := get("/readyz"); code != 200 || m["ok"] != true {
 		t.Errorf("/readyz healthy: %d %v", code, m)
 	}
-	eng.mu.Lock()
-	eng.unhealthy = true
-	eng.mu.Unlock()
-	if code, m := get("/readyz"); code != 503 || m["ok"] != false || fmt.Sprint(m["problems"]) == "[]" {
+	eng.setUnhealthy(true)
+	// A health result serves the requests of the next healthTTL.
+	var (
+		code int
+		m    map[string]any
+	)
+	waitUntil(t, "/readyz to report the problem", 10*time.Second, func() bool {
+		code, m = get("/readyz")
+		return code != 200
+	})
+	if code != 503 || m["ok"] != false || fmt.Sprint(m["problems"]) == "[]" {
 		t.Errorf("/readyz unhealthy: %d %v", code, m)
 	}
 	if code, _ := get("/healthz"); code != 200 {
