@@ -76,6 +76,10 @@ var (
 	ErrPermissionDenied = errors.New("permission denied")
 	// ErrDaemonNotRunning: nothing listens on the socket path.
 	ErrDaemonNotRunning = errors.New("the daemon is not running")
+	// ErrBusy: the daemon serves as many long polls, or makes as many
+	// attempts replies, as it does at once (429 busy); ask again after the
+	// reply's Retry-After, as the Client does.
+	ErrBusy = errors.New("the daemon is busy")
 )
 
 // Error codes of the JSON error body.
@@ -94,6 +98,7 @@ const (
 	CodeReloadRejected    = "reload_rejected"
 	CodePermissionDenied  = "permission_denied"
 	CodeUnhealthy         = "unhealthy"
+	CodeBusy              = "busy"
 	CodeInternal          = "internal"
 )
 
@@ -112,6 +117,7 @@ var codeKinds = map[string]error{
 	CodeNoSchedule:        ErrNoSchedule,
 	CodeReloadRejected:    ErrReloadRejected,
 	CodePermissionDenied:  ErrPermissionDenied,
+	CodeBusy:              ErrBusy,
 }
 
 // Mark returns an error with err's message that also matches kind (one of
@@ -133,6 +139,8 @@ type APIError struct {
 	Status  int    // HTTP status
 	Code    string // one of the Code* constants
 	Message string
+	// RetryAfter is when to ask again, for the code busy.
+	RetryAfter time.Duration
 }
 
 func (e *APIError) Error() string { return e.Message }

@@ -18,7 +18,8 @@ import (
 	"github.com/schedulerd/schedulerd/jobs"
 )
 
-// maxReplyBytes bounds a reply the client reads.
+// maxReplyBytes bounds a reply the client reads whole. The attempts reply,
+// which carries output of any size, is decoded as it comes instead.
 const maxReplyBytes = 256 << 20
 
 // Client calls the control API of a daemon over its unix socket. Its
@@ -47,9 +48,7 @@ func NewClient(socketPath string) *Client {
 	return &Client{path: socketPath, hc: hc, Timeout: 30 * time.Second}
 }
 
-// noRedirects stops the client at a redirect; do turns it into an error.
-// The daemon sends none (a path it would redirect gets 400), and following
-// one could repeat a request, a trigger perhaps, on another endpoint.
+// noRedirects stops the client at a redirect; send turns it into an error.
 func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // Path is the socket the client calls.
@@ -130,14 +129,21 @@ func (c *Client) Run(ctx context.Context, id string) (*Run, error) {
 }
 
 // WaitRun returns the run once its status is not seen, it is finished, or
-// wait is over (long poll).
+// wait is over (long poll). While the daemon refuses the poll as busy, it
+// asks again after each Retry-After; refused for the whole wait, it
+// returns the run as it is then, as a poll that saw no change would.
 func (c *Client) WaitRun(ctx context.Context, id string, seen jobs.Status, wait time.Duration) (*Run, error) {
 	v := url.Values{"wait": {wait.String()}}
 	if seen != "" {
 		v.Set("status", string(seen))
 	}
 	var out Run
-	if err := c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id), v, nil, &out, wait+c.timeout()); err != nil {
+	req := request{method: http.MethodGet, path: "/v1/runs/" + url.PathEscape(id), query: v, out: &out}
+	err := c.retryBusy(ctx, wait, func() error { return c.send(ctx, req, wait+c.timeout()) })
+	switch {
+	case errors.Is(err, ErrBusy):
+		return c.Run(ctx, id)
+	case err != nil:
 		return nil, err
 	}
 	return &out, nil
@@ -162,13 +168,17 @@ func (c *Client) Follow(ctx context.Context, id string, onChange func(*Run)) (*R
 	return nil, err
 }
 
-// Attempts returns a run's attempts with their output.
+// Attempts returns a run's attempts with their output. The reply has no
+// size bound (each attempt's output is bounded by its job's output_limit):
+// it is decoded attempt by attempt as it comes.
 func (c *Client) Attempts(ctx context.Context, id string) ([]Attempt, error) {
-	var out struct {
-		Attempts []Attempt `json:"attempts"`
-	}
-	err := c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id)+"/attempts", nil, nil, &out, 0)
-	return out.Attempts, err
+	var out []Attempt
+	err := c.doStream(ctx, "/v1/runs/"+url.PathEscape(id)+"/attempts", func(r io.Reader) error {
+		var err error
+		out, err = decodeAttempts(r)
+		return err
+	})
+	return out, err
 }
 
 // Events returns a run's history.
@@ -246,25 +256,74 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	if timeout <= 0 {
 		timeout = c.timeout()
 	}
+	return c.retryBusy(ctx, timeout, func() error {
+		return c.send(ctx, request{method: method, path: path, query: q, body: body, out: out}, timeout)
+	})
+}
+
+// doStream is do for a reply of any size: decode reads it as it comes,
+// instead of the reply being read whole (and bounded) first.
+func (c *Client) doStream(ctx context.Context, path string, decode func(io.Reader) error) error {
+	return c.retryBusy(ctx, c.timeout(), func() error {
+		return c.send(ctx, request{method: http.MethodGet, path: path, stream: decode}, c.timeout())
+	})
+}
+
+// request is one call of the API.
+type request struct {
+	method, path string
+	query        url.Values
+	body         any
+	// out receives a reply read whole, or stream decodes it as it comes.
+	out    any
+	stream func(io.Reader) error
+}
+
+// retryBusy runs send, again after the reply's Retry-After while the
+// daemon refuses it as busy (429: it serves as many long polls or
+// attempts replies as it does at once), until budget has passed.
+func (c *Client) retryBusy(ctx context.Context, budget time.Duration, send func() error) error {
+	start := time.Now()
+	for {
+		err := send()
+		var ae *APIError
+		if !errors.As(err, &ae) || ae.Code != CodeBusy || time.Since(start)+ae.RetryAfter > budget {
+			return err
+		}
+		t := time.NewTimer(ae.RetryAfter)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// send sends one request and decodes its reply. A redirect is an error,
+// never followed: the daemon sends none (a path it would redirect gets
+// 400), and following one could repeat a request, a trigger perhaps, on
+// another endpoint.
+func (c *Client) send(ctx context.Context, r request, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	u := "http://schedulerd" + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
+	u := "http://schedulerd" + r.path
+	if len(r.query) > 0 {
+		u += "?" + r.query.Encode()
 	}
 	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
+	if r.body != nil {
+		b, err := json.Marshal(r.body)
 		if err != nil {
 			return err
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	req, err := http.NewRequestWithContext(ctx, r.method, u, rd)
 	if err != nil {
 		return err
 	}
-	if body != nil {
+	if r.body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.hc.Do(req)
@@ -272,31 +331,70 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 		return c.connError(err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes))
+	switch {
+	case resp.StatusCode >= 400:
+		return c.errorReply(r, resp)
+	case resp.StatusCode >= 300:
+		return &APIError{Status: resp.StatusCode, Code: CodeBadRequest, Message: fmt.Sprintf(
+			"%s %s: the daemon answered %s, a redirect to %q, which is not followed", r.method, r.path, resp.Status, clip(resp.Header.Get("Location")))}
+	case resp.StatusCode == http.StatusNoContent:
+		return nil
+	case r.stream != nil:
+		if err := r.stream(resp.Body); err != nil {
+			return fmt.Errorf("read the reply of %s: %w", c.path, err)
+		}
+		return nil
+	case r.out == nil:
+		return nil
+	}
+	data, err := readReply(resp.Body)
 	if err != nil {
 		return fmt.Errorf("read the reply of %s: %w", c.path, err)
 	}
-	if resp.StatusCode >= 400 {
-		var eb errorBody
-		if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
-			return &APIError{Status: resp.StatusCode, Code: eb.Code, Message: eb.Error}
-		}
-		if path == "/v1/health" && resp.StatusCode == http.StatusServiceUnavailable && out != nil && json.Unmarshal(data, out) == nil {
-			return &APIError{Status: resp.StatusCode, Code: CodeUnhealthy, Message: "unhealthy"}
-		}
-		return &APIError{Status: resp.StatusCode, Message: fmt.Sprintf("%s: %s", resp.Status, strings.TrimSpace(string(clipBytes(data))))}
-	}
-	if resp.StatusCode >= 300 {
-		return &APIError{Status: resp.StatusCode, Code: CodeBadRequest, Message: fmt.Sprintf(
-			"%s %s: the daemon answered %s, a redirect to %q, which is not followed", method, path, resp.Status, clip(resp.Header.Get("Location")))}
-	}
-	if out == nil || resp.StatusCode == http.StatusNoContent {
-		return nil
-	}
-	if err := json.Unmarshal(data, out); err != nil {
+	if err := json.Unmarshal(data, r.out); err != nil {
 		return fmt.Errorf("decode the reply of %s: %w", c.path, err)
 	}
 	return nil
+}
+
+// readReply reads a reply whole, at most maxReplyBytes of it.
+func readReply(body io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(body, maxReplyBytes+1))
+	if err == nil && len(data) > maxReplyBytes {
+		err = fmt.Errorf("the reply is larger than %d bytes", maxReplyBytes)
+	}
+	return data, err
+}
+
+// errorReply turns an error reply into an *APIError. The 503 of the health
+// endpoint is decoded into r.out too, and has the code unhealthy.
+func (c *Client) errorReply(r request, resp *http.Response) error {
+	data, err := readReply(resp.Body)
+	if err != nil {
+		return fmt.Errorf("read the reply of %s: %w", c.path, err)
+	}
+	var eb errorBody
+	if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
+		ae := &APIError{Status: resp.StatusCode, Code: eb.Code, Message: eb.Error}
+		if eb.Code == CodeBusy {
+			ae.RetryAfter = retryAfter(resp.Header.Get("Retry-After"))
+		}
+		return ae
+	}
+	if r.path == "/v1/health" && resp.StatusCode == http.StatusServiceUnavailable && r.out != nil && json.Unmarshal(data, r.out) == nil {
+		return &APIError{Status: resp.StatusCode, Code: CodeUnhealthy, Message: "unhealthy"}
+	}
+	return &APIError{Status: resp.StatusCode, Message: fmt.Sprintf("%s: %s", resp.Status, strings.TrimSpace(string(clipBytes(data))))}
+}
+
+// retryAfter reads a Retry-After in seconds: 1s when it is missing or
+// malformed, at most 10s.
+func retryAfter(v string) time.Duration {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 1 {
+		return time.Second
+	}
+	return min(time.Duration(n)*time.Second, 10*time.Second)
 }
 
 // connError explains why the socket could not be used.
@@ -323,4 +421,53 @@ func clipBytes(b []byte) []byte {
 		return b[:200]
 	}
 	return b
+}
+
+// decodeAttempts decodes {"attempts": [...]} one attempt at a time: the
+// decoder holds one attempt's JSON, never the whole reply.
+func decodeAttempts(r io.Reader) ([]Attempt, error) {
+	dec := json.NewDecoder(r)
+	if err := expectDelim(dec, '{'); err != nil {
+		return nil, err
+	}
+	out := []Attempt{}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		if key != "attempts" {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := expectDelim(dec, '['); err != nil {
+			return nil, err
+		}
+		for dec.More() {
+			var a Attempt
+			if err := dec.Decode(&a); err != nil {
+				return nil, fmt.Errorf("attempt %d: %w", len(out)+1, err)
+			}
+			out = append(out, a)
+		}
+		if err := expectDelim(dec, ']'); err != nil {
+			return nil, err
+		}
+	}
+	return out, expectDelim(dec, '}')
+}
+
+// expectDelim reads the next token of dec, which must be the delimiter d.
+func expectDelim(dec *json.Decoder, d json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok != d {
+		return fmt.Errorf("malformed reply: got %v where %v was expected", tok, d)
+	}
+	return nil
 }

@@ -12,6 +12,17 @@
 // bounded in size (64 KiB), time and concurrency, and a malformed request
 // gets a 4xx JSON error and changes nothing.
 //
+// Requests that take long are bounded apart, so that they never hold the
+// connections that short requests need (MaxConns, 64): at most
+// MaxLongPolls long polls wait at once (default a quarter of MaxConns, 16)
+// and at most MaxAttemptReplies attempts replies are sent at once (default
+// 2). A request past either bound is refused at once, not queued: 429 with
+// the code busy and Retry-After: 1. The Client asks again after it; a long
+// poll refused for its whole wait returns the run as it is then. The
+// attempts reply is written as it is encoded, 32 KiB at a time: the
+// daemon holds the attempts the store read, never the reply, which JSON
+// makes up to six times as large as the output.
+//
 // A path with an empty, "." or ".." segment, also when percent-encoded
 // (%2e%2e), gets 400 and reaches no endpoint: it is never redirected to
 // its cleaned form. The Client follows no redirect.
@@ -27,8 +38,12 @@
 //	GET  /v1/runs/{id}?wait=60s[&status=S]  long poll: returns when the
 //	                                run's status differs from S (default:
 //	                                its status when the request came), the
-//	                                run is finished, or the wait is over
+//	                                run is finished, or the wait is over;
+//	                                429 busy when MaxLongPolls wait already
 //	GET  /v1/runs/{id}/attempts     attempts with output            {"attempts": [Attempt]}
+//	                                streamed attempt by attempt, of any size
+//	                                (no Content-Length); 429 busy when
+//	                                MaxAttemptReplies are being sent
 //	GET  /v1/runs/{id}/events       history with reasons            {"events": [Event]}
 //	POST /v1/runs/{id}/cancel       cancel, or stop a running attempt  Run
 //	POST /v1/runs/{id}/rerun        a new run linked by rerun_of    201 Run

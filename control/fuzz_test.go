@@ -99,3 +99,31 @@ func FuzzControlRequest(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReplyString: the JSON strings that the attempts reply streams (the
+// output of a job, any bytes) decode to what encoding/json's own encoding
+// of the same text decodes to: invalid UTF-8 as U+FFFD, everything else
+// as it was.
+func FuzzReplyString(f *testing.F) {
+	for _, s := range []string{"", "plain\n", "\"\\\t\r\x00\x1f\x7f", "é日😀", "\u2028\u2029", "\xff\xfe", "a\xe6\x97", "<&>"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var buf bytes.Buffer
+		rs := &replyStream{w: &buf, rc: http.NewResponseController(httptest.NewRecorder()), timeout: time.Second}
+		rs.raw([]byte(`"`))
+		rs.str(s)
+		rs.raw([]byte(`"`))
+		rs.flush()
+		var got string
+		if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+			t.Fatalf("%q escaped as %q: not a JSON string: %v", s, buf.Bytes(), err)
+		}
+		ref, _ := json.Marshal(s)
+		var want string
+		_ = json.Unmarshal(ref, &want)
+		if got != want {
+			t.Fatalf("%q escaped as %q decodes to %q, want %q", s, buf.Bytes(), got, want)
+		}
+	})
+}

@@ -29,6 +29,8 @@ const (
 	DefaultWriteTimeout      = 30 * time.Second
 	DefaultIdleTimeout       = 60 * time.Second
 	DefaultMaxWait           = 5 * time.Minute
+	// DefaultMaxAttemptReplies bounds the attempts replies sent at once.
+	DefaultMaxAttemptReplies = 2
 	// MaxBodyBytes bounds a request body.
 	MaxBodyBytes = 64 << 10
 	// maxHeaderBytes bounds the request line and headers.
@@ -54,6 +56,14 @@ type ServerConfig struct {
 	// all are taken, a new connection evicts the oldest one that has not
 	// sent a request, or waits for a free slot.
 	MaxConns int
+	// MaxLongPolls bounds the long polls (GET /v1/runs/{id}?wait=) that
+	// wait at once (default MaxConns/4, at least 1), and MaxAttemptReplies
+	// the replies of GET /v1/runs/{id}/attempts, which carry the output,
+	// being made at once (default 2). A request past either bound is
+	// refused at once with 429 busy and a Retry-After, so that these
+	// requests never hold the connections that short ones need.
+	MaxLongPolls      int
+	MaxAttemptReplies int
 	// InactiveThreshold decides the state a node is shown in (default 2m).
 	InactiveThreshold time.Duration
 
@@ -70,6 +80,8 @@ type ServerConfig struct {
 
 func (c ServerConfig) withDefaults() ServerConfig {
 	c.MaxConns = cmp.Or(c.MaxConns, DefaultMaxConns)
+	c.MaxLongPolls = cmp.Or(c.MaxLongPolls, max(c.MaxConns/4, 1))
+	c.MaxAttemptReplies = cmp.Or(c.MaxAttemptReplies, DefaultMaxAttemptReplies)
 	c.InactiveThreshold = cmp.Or(c.InactiveThreshold, 2*time.Minute)
 	c.ReadHeaderTimeout = cmp.Or(c.ReadHeaderTimeout, DefaultReadHeaderTimeout)
 	c.ReadTimeout = cmp.Or(c.ReadTimeout, DefaultReadTimeout)
@@ -90,6 +102,9 @@ type Server struct {
 	handler http.Handler
 	peers   *peerPolicy
 	gate    *healthGate
+	// polls and replies are the slots of long polls and attempts replies.
+	polls   slots
+	replies slots
 
 	sock   *socketFile
 	ln     *limitListener
@@ -107,11 +122,13 @@ func newServer(cfg ServerConfig) (*Server, error) {
 		return nil, errors.New("control: the server needs an engine and a store")
 	}
 	s := &Server{
-		cfg:    cfg,
-		log:    cfg.Logger.With("component", "control"),
-		done:   make(chan struct{}),
-		served: make(chan struct{}),
-		gate:   newHealthGate(cfg.Engine),
+		cfg:     cfg,
+		log:     cfg.Logger.With("component", "control"),
+		done:    make(chan struct{}),
+		served:  make(chan struct{}),
+		gate:    newHealthGate(cfg.Engine),
+		polls:   newSlots(cfg.MaxLongPolls),
+		replies: newSlots(cfg.MaxAttemptReplies),
 	}
 	s.handler = s.routes()
 	return s, nil
@@ -437,10 +454,16 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		s.engineError(w, r, err, CodeUnknownRun)
 		return
 	}
-	if wait > 0 {
-		if seen == "" {
-			seen = run.Status
+	if seen == "" {
+		seen = run.Status
+	}
+	if wait > 0 && run.Status == seen && !run.Status.Terminal() {
+		if !s.polls.take() {
+			s.log.DebugContext(ctx, "long poll refused: busy", "max_long_polls", cap(s.polls))
+			writeBusy(w, fmt.Sprintf("%d long polls are waiting already, the most this daemon serves at once; ask again after Retry-After", cap(s.polls)))
+			return
 		}
+		defer s.polls.give()
 		// The long poll outlives the server's read and write timeouts.
 		rc := http.NewResponseController(w)
 		deadline := time.Now().Add(wait + 10*time.Second)
@@ -485,22 +508,30 @@ func (s *Server) waitRun(ctx context.Context, id string, run *jobs.Run, seen job
 	return run, nil
 }
 
+// runAttempts streams a run's attempts with their output (replyStream):
+// the reply is not built in memory, whatever its size, and at most
+// MaxAttemptReplies are made at once.
 func (s *Server) runAttempts(w http.ResponseWriter, r *http.Request) {
 	if !checkQuery(w, r) {
 		return
 	}
+	if !s.replies.take() {
+		s.log.DebugContext(r.Context(), "attempts reply refused: busy", "max_attempt_replies", cap(s.replies))
+		writeBusy(w, fmt.Sprintf("%d attempts replies are being sent already, the most this daemon makes at once; ask again after Retry-After", cap(s.replies)))
+		return
+	}
+	defer s.replies.give()
 	as, err := s.cfg.Store.RunAttempts(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.engineError(w, r, err, CodeUnknownRun)
 		return
 	}
-	out := make([]Attempt, 0, len(as))
-	for _, a := range as {
-		out = append(out, newAttempt(a))
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	if err := newReplyStream(w, s.cfg.WriteTimeout).writeAttempts(as); err != nil {
+		s.log.DebugContext(r.Context(), "attempts reply cut short", "path", clip(r.URL.Path), "error", err)
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Attempts []Attempt `json:"attempts"`
-	}{out})
 }
 
 func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {

@@ -321,13 +321,13 @@ func TestLongPoll(t *testing.T) {
 	// A change ends the poll.
 	done := make(chan *Run, 1)
 	go func() {
-		r, err := ts.c.WaitRun(ctx, run.ID, jobs.StatusPending, 30*time.Second)
+		r, err := ts.c.WaitRun(ctx, run.ID, jobs.StatusPending, time.Minute)
 		if err != nil {
 			t.Error(err)
 		}
 		done <- r
 	}()
-	time.Sleep(100 * time.Millisecond)
+	waitUntil(t, "the long poll to wait", 10*time.Second, func() bool { return len(ts.polls) == 1 })
 	if _, err := ts.c.Cancel(ctx, run.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +336,7 @@ func TestLongPoll(t *testing.T) {
 		if r == nil || r.Status != jobs.StatusCancelled {
 			t.Fatalf("WaitRun after cancel: %+v", r)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("WaitRun did not return after the status changed")
 	}
 
@@ -345,21 +345,21 @@ func TestLongPoll(t *testing.T) {
 		t.Fatalf("Follow: %+v %v", r, err)
 	}
 
-	// Close ends a poll in progress.
+	// Close ends a poll in progress: Close waits for the requests being
+	// served, and returns well before the poll's wait of ten minutes.
 	r2 := insertRun(t, ts.st, "backup", "")
+	polled := make(chan struct{})
 	go func() {
-		_, _ = ts.c.WaitRun(ctx, r2.ID, jobs.StatusPending, time.Minute)
+		defer close(polled)
+		_, _ = ts.c.WaitRun(ctx, r2.ID, jobs.StatusPending, 10*time.Minute)
 	}()
-	time.Sleep(100 * time.Millisecond)
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	waitUntil(t, "the long poll to wait", 10*time.Second, func() bool { return len(ts.polls) == 1 })
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	start = time.Now()
 	if err := ts.Close(cctx); err != nil {
 		t.Fatalf("Close with a long poll: %v", err)
 	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Fatalf("Close took %s with a long poll open", d)
-	}
+	<-polled
 }
 
 // TestBoundedConnections: hundreds of connections that send nothing, or
@@ -367,9 +367,11 @@ func TestLongPoll(t *testing.T) {
 // holds more connections than MaxConns.
 func TestBoundedConnections(t *testing.T) {
 	const maxConns = 8
+	// The silent connections would hold their slots for a minute: the
+	// requests below are served because silent ones are evicted.
 	ts := startServer(t, func(c *ServerConfig) {
 		c.MaxConns = maxConns
-		c.ReadHeaderTimeout = 3 * time.Second
+		c.ReadHeaderTimeout = time.Minute
 	})
 	var held []net.Conn
 	defer func() {
@@ -398,7 +400,7 @@ func TestBoundedConnections(t *testing.T) {
 			defer wg.Done()
 			c := NewClient(ts.Path())
 			defer c.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			if _, err := c.Jobs(ctx); err != nil {
 				errs <- err
@@ -411,9 +413,6 @@ func TestBoundedConnections(t *testing.T) {
 		t.Errorf("a normal request failed: %v", err)
 	}
 	t.Logf("50 requests served in %s next to 200 silent connections", time.Since(start).Round(time.Millisecond))
-	if d := time.Since(start); d > 8*time.Second {
-		t.Errorf("requests took %s", d)
-	}
 	ts.ln.mu.Lock()
 	n := len(ts.ln.conns)
 	ts.ln.mu.Unlock()
