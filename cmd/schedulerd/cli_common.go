@@ -7,11 +7,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/schedulerd/schedulerd/config"
 	"github.com/schedulerd/schedulerd/control"
+	"github.com/schedulerd/schedulerd/internal/safefs"
 	"github.com/schedulerd/schedulerd/jobs"
 )
 
@@ -123,11 +126,44 @@ func addClientFlags(fs *flag.FlagSet, stderr io.Writer) *clientFlags {
 // default one and names no reachable socket, the socket of the systemd
 // unit is tried: the daemon's RUNTIME_DIRECTORY is not in our environment.
 func (cf *clientFlags) client() (*control.Client, error) {
+	path, err := cf.socketPath()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSocketDir(path); err != nil {
+		return nil, err
+	}
+	return control.NewClient(path), nil
+}
+
+// checkSocketDir refuses to connect through a directory that another user
+// could have planted or re-pointed (a symlink, or a parent others can
+// write to): a root client's payload must not reach their listener. A
+// missing or unreadable directory is left to the connection, which says
+// that no daemon runs or that the caller may not use the socket.
+func checkSocketDir(path string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	err = safefs.CheckSocketDir(filepath.Dir(abs))
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("refusing to connect to %s: %w", abs, err)
+	}
+	return nil
+}
+
+// socketPath finds the control socket: --socket, else $SCHEDULERD_SOCKET,
+// else the config's, else the systemd unit's.
+func (cf *clientFlags) socketPath() (string, error) {
 	if *cf.socket != "" {
-		return control.NewClient(*cf.socket), nil
+		return *cf.socket, nil
 	}
 	if s := os.Getenv("SCHEDULERD_SOCKET"); s != "" {
-		return control.NewClient(s), nil
+		return s, nil
 	}
 	configGiven := false
 	cf.fs.Visit(func(f *flag.Flag) { configGiven = configGiven || f.Name == "config" })
@@ -139,11 +175,11 @@ func (cf *clientFlags) client() (*control.Client, error) {
 	fallback := !configGiven && os.Getenv("RUNTIME_DIRECTORY") == "" && exists(systemdSocket)
 	switch {
 	case err == nil && (exists(d.Socket) || !fallback):
-		return control.NewClient(d.Socket), nil
+		return d.Socket, nil
 	case fallback:
-		return control.NewClient(systemdSocket), nil
+		return systemdSocket, nil
 	}
-	return nil, usageError{fmt.Errorf("find the control socket: give --socket or $SCHEDULERD_SOCKET, or a readable --config: %w", err)}
+	return "", usageError{fmt.Errorf("find the control socket: give --socket or $SCHEDULERD_SOCKET, or a readable --config: %w", err)}
 }
 
 func exists(path string) bool {

@@ -98,6 +98,22 @@ func CheckDir(path, role string) error {
 	return nil
 }
 
+// CheckSocketDir applies the rules of CheckDir for a client about to
+// connect to a socket in the directory at path, with one difference: the
+// directory itself may belong to any user (the daemon may run as a user
+// of its own), since its parent, owned by root or the caller and writable
+// by nobody else, shows who put it there. A directory that another user
+// planted, a symlink in its place, or a parent that others can write to
+// is refused as it is for the daemon.
+func CheckSocketDir(path string) error {
+	w, err := walkWith(&walker{role: "socket directory", lastAnyOwner: true}, path)
+	if err != nil {
+		return err
+	}
+	w.close()
+	return nil
+}
+
 // walker resolves a path one component at a time from /, holding each
 // directory on the way open (O_PATH) and checking it before it looks up a
 // name in it.
@@ -106,7 +122,10 @@ type walker struct {
 	euid      uint32
 	perm      fs.FileMode
 	create    bool
-	stack     []node // from / to the current directory
+	// lastAnyOwner accepts any owner of the directory asked for (not of
+	// its ancestors): CheckSocketDir.
+	lastAnyOwner bool
+	stack        []node // from / to the current directory
 }
 
 // node is a directory on the way, open with O_PATH.
@@ -121,11 +140,16 @@ type node struct {
 // directory it names at the top of the stack. create makes missing
 // components with perm; without it a missing one is an error.
 func walk(path, role string, perm fs.FileMode, create bool) (*walker, error) {
+	return walkWith(&walker{role: role, perm: perm, create: create}, path)
+}
+
+// walkWith is walk with the walker's settings given.
+func walkWith(w *walker, path string) (*walker, error) {
 	if !filepath.IsAbs(path) {
-		return nil, fmt.Errorf("%s %s is not an absolute path", role, path)
+		return nil, fmt.Errorf("%s %s is not an absolute path", w.role, path)
 	}
-	w := &walker{role: role, dir: path, euid: uint32(os.Geteuid()), perm: perm, create: create}
-	if err := w.push(unix.AT_FDCWD, "/", "/", false); err != nil {
+	w.dir, w.euid = path, uint32(os.Geteuid())
+	if err := w.push(unix.AT_FDCWD, "/", "/", false, false); err != nil {
 		w.close()
 		return nil, err
 	}
@@ -200,7 +224,7 @@ func (w *walker) step(name string, last bool) (target string, err error) {
 	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
-		return "", w.push(parent.fd, name, full, created)
+		return "", w.push(parent.fd, name, full, created, last)
 	case unix.S_IFLNK:
 		if last {
 			return "", w.unsafe(full, "is a symlink: the daemon does not follow one to a directory it creates files in; "+
@@ -219,7 +243,7 @@ func (w *walker) step(name string, last bool) (target string, err error) {
 
 // push opens the directory name in dirfd without following a symlink and
 // checks its owner.
-func (w *walker) push(dirfd int, name, full string, created bool) error {
+func (w *walker) push(dirfd int, name, full string, created, last bool) error {
 	fd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", w.role, w.dir, &fs.PathError{Op: "open", Path: full, Err: err})
@@ -229,7 +253,7 @@ func (w *walker) push(dirfd int, name, full string, created bool) error {
 	if err := unix.Fstat(fd, &w.stack[len(w.stack)-1].st); err != nil {
 		return fmt.Errorf("%s %s: %w", w.role, w.dir, &fs.PathError{Op: "fstat", Path: full, Err: err})
 	}
-	if uid := w.top().st.Uid; !w.trusted(uid) {
+	if uid := w.top().st.Uid; !w.trusted(uid) && !(last && w.lastAnyOwner) {
 		return w.unsafe(full, fmt.Sprintf("is owned by %s, not by root or the daemon's user (uid %d): chown it, or use another directory",
 			owner(uid), w.euid))
 	}
