@@ -30,10 +30,20 @@ type Engine interface {
 	// Progress records the progress of the attempt of run runID numbered
 	// attempt, fenced by this node's incarnation.
 	Progress(ctx context.Context, runID string, attempt, percent int, message string) error
+	// CheckAttemptToken reports whether token is the one given to the
+	// process of that attempt (SCHEDULERD_ATTEMPT_TOKEN).
+	CheckAttemptToken(runID string, attempt int, token string) bool
 	// Reload re-reads the config; an error means it was rejected and the
 	// running config stays.
 	Reload(ctx context.Context) error
 }
+
+// AttemptTokenHeader carries "ATTEMPT:TOKEN", the attempt number and
+// token that the daemon gave a job's process (SCHEDULERD_ATTEMPT and
+// SCHEDULERD_ATTEMPT_TOKEN). A request with it acts as that attempt: it
+// may report the attempt's progress and cancel its run, whatever the
+// caller's user, and nothing else. Progress needs it.
+const AttemptTokenHeader = "Schedulerd-Attempt-Token"
 
 // TriggerParams are the options of a manual trigger.
 type TriggerParams struct {

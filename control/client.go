@@ -31,6 +31,16 @@ type Client struct {
 	hc   *http.Client
 	// Timeout bounds each request except long polls. Default 30s.
 	Timeout time.Duration
+	// attemptToken is sent as AttemptTokenHeader when set.
+	attemptToken string
+}
+
+// SetAttemptToken makes the client act as attempt number attempt of the
+// run whose token it is (a job's SCHEDULERD_ATTEMPT and
+// SCHEDULERD_ATTEMPT_TOKEN): the daemon then takes its progress reports
+// and a cancel of that run, and nothing else.
+func (c *Client) SetAttemptToken(attempt int, token string) {
+	c.attemptToken = strconv.Itoa(attempt) + ":" + token
 }
 
 // NewClient returns a client of the socket at socketPath.
@@ -325,6 +335,9 @@ func (c *Client) send(ctx context.Context, r request, timeout time.Duration) err
 	}
 	if r.body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.attemptToken != "" {
+		req.Header.Set(AttemptTokenHeader, c.attemptToken)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

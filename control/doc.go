@@ -47,7 +47,8 @@
 //	GET  /v1/runs/{id}/events       history with reasons            {"events": [Event]}
 //	POST /v1/runs/{id}/cancel       cancel, or stop a running attempt  Run
 //	POST /v1/runs/{id}/rerun        a new run linked by rerun_of    201 Run
-//	POST /v1/runs/{id}/progress     progress of the calling attempt (ProgressRequest) 204
+//	POST /v1/runs/{id}/progress     progress of the calling attempt (ProgressRequest) 204;
+//	                                403 without the attempt's token (below)
 //	GET  /v1/nodes                  registered nodes                {"nodes": [Node]}
 //	GET  /v1/health                 200 or 503 with the problems    Health
 //	                                (store reachable, heartbeat fresh, loop
@@ -57,6 +58,16 @@
 //
 // Bodies of POST requests are JSON objects; unknown fields are rejected. The
 // endpoints without parameters accept an empty body or {}.
+//
+// Attempt tokens: the daemon gives each command job's process the token
+// of its attempt (SCHEDULERD_ATTEMPT_TOKEN), an HMAC of the run id and
+// attempt number under a key of the process. A request that sends it in
+// the Schedulerd-Attempt-Token header ("ATTEMPT:TOKEN") acts as that
+// attempt: it may POST the progress and the cancel of its own run, and
+// any other request with a token, or a token of another run, gets 403.
+// Progress is taken only with the token, so a job cannot write into
+// another run's attempt. The peer check comes first: a token does not let
+// in a user who may not use the socket.
 //
 // The health listener (health_listen, HealthServer) serves GET /healthz
 // (200 while the process answers), /readyz (the Health of /v1/health, 200

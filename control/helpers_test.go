@@ -130,6 +130,15 @@ func (e *fakeEngine) Progress(ctx context.Context, runID string, attempt, percen
 	return e.st.RunProgress(ctx, jobs.Fence{RunID: runID, Attempt: attempt, Incarnation: testIncarnation}, percent, message)
 }
 
+// fakeAttemptToken is the token the fake engine takes for an attempt.
+func fakeAttemptToken(runID string, attempt int) string {
+	return fmt.Sprintf("token-%s-%d", runID, attempt)
+}
+
+func (e *fakeEngine) CheckAttemptToken(runID string, attempt int, token string) bool {
+	return token == fakeAttemptToken(runID, attempt)
+}
+
 func (e *fakeEngine) Reload(ctx context.Context) error {
 	e.record("reload")
 	e.mu.Lock()

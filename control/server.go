@@ -220,13 +220,25 @@ type connKey struct{}
 
 // peerInfo is what the connection context carries about the peer.
 type peerInfo struct {
-	allowed bool
+	known   bool // SO_PEERCRED answered
+	allowed bool // root, the daemon's user or a member of socket_group
 	uid     uint32
+	gid     uint32
 	pid     int32
 }
 
-// connContext checks the peer of a new connection once, logs a refusal, and
-// stores the verdict for checkPeer.
+// attemptKey carries the attemptScope of a request that presented a valid
+// attempt token.
+type attemptKey struct{}
+
+// attemptScope is the one attempt a request with a valid token acts as.
+type attemptScope struct {
+	runID   string
+	attempt int
+}
+
+// connContext reads the peer of a new connection once and stores it for
+// checkPeer.
 func (s *Server) connContext(ctx context.Context, c net.Conn) context.Context {
 	cred, err := peerCredentials(c)
 	if err != nil {
@@ -236,24 +248,38 @@ func (s *Server) connContext(ctx context.Context, c net.Conn) context.Context {
 	if lc, isLimited := c.(*limitConn); isLimited {
 		ctx = context.WithValue(ctx, connKey{}, lc)
 	}
-	ok := s.peers.allowed(cred)
-	if !ok {
-		s.log.Warn("control socket: refused a connection from a user who may not use it",
-			"pid", cred.Pid, "uid", cred.Uid, "gid", cred.Gid, "user", userName(cred.Uid))
-	}
-	return context.WithValue(ctx, ctxKey{}, peerInfo{allowed: ok, uid: cred.Uid, pid: cred.Pid})
+	return context.WithValue(ctx, ctxKey{}, peerInfo{
+		known: true, allowed: s.peers.allowed(cred), uid: cred.Uid, gid: cred.Gid, pid: cred.Pid,
+	})
 }
 
 // checkPeer refuses the requests of connections whose peer may not use the
-// socket, before anything is read or done.
+// socket, before anything is read or done. A request that presents an
+// attempt token (AttemptTokenHeader) is a job's: it is served only when
+// the token is that of the run it names and it asks for that run's
+// progress or cancel.
 func (s *Server) checkPeer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, _ := r.Context().Value(ctxKey{}).(peerInfo)
 		if !p.allowed {
+			if p.known {
+				s.log.Warn("control socket: refused a connection from a user who may not use it",
+					"pid", p.pid, "uid", p.uid, "gid", p.gid, "user", userName(p.uid))
+			}
 			w.Header().Set("Connection", "close")
 			writeError(w, http.StatusForbidden, CodePermissionDenied, fmt.Sprintf(
 				"permission denied: uid %d may not use this socket (allowed: root, the daemon's user and members of socket_group)", p.uid))
 			return
+		}
+		if tok := r.Header.Get(AttemptTokenHeader); tok != "" {
+			scope, msg := s.checkAttemptToken(r, tok)
+			if msg != "" {
+				s.log.Warn("control socket: refused a request with an attempt token", "reason", msg,
+					"method", r.Method, "path", clip(r.URL.Path), "pid", p.pid, "uid", p.uid, "user", userName(p.uid))
+				writeError(w, http.StatusForbidden, CodePermissionDenied, "permission denied: "+msg)
+				return
+			}
+			r = r.WithContext(context.WithValue(r.Context(), attemptKey{}, scope))
 		}
 		// Read the whole (bounded) request before serving it, so that a
 		// client stuck halfway through its body can be evicted to make room
@@ -273,6 +299,25 @@ func (s *Server) checkPeer(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// checkAttemptToken checks an AttemptTokenHeader value against the
+// request: the token must be that of the run in the path, and the request
+// POST .../progress or POST .../cancel of it. It returns the attempt the
+// request acts as, or why it is refused.
+func (s *Server) checkAttemptToken(r *http.Request, header string) (attemptScope, string) {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/runs/")
+	id, action, _ := strings.Cut(rest, "/")
+	if !ok || r.Method != http.MethodPost || (action != "progress" && action != "cancel") || id == "" {
+		return attemptScope{}, "an attempt token acts only on the progress and cancel of its own run; " +
+			"send other requests without it, as a user who may use the socket"
+	}
+	n, token, _ := strings.Cut(header, ":")
+	attempt, err := strconv.Atoi(n)
+	if err != nil || attempt < 1 || !s.cfg.Engine.CheckAttemptToken(id, attempt, token) {
+		return attemptScope{}, "the attempt token is not one that this daemon gave an attempt of this run"
+	}
+	return attemptScope{runID: id, attempt: attempt}, ""
 }
 
 // routes is the API. Each path answers 405 to other methods and every other
@@ -556,6 +601,10 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 	if !checkQuery(w, r) || !decodeBody(w, r, &struct{}{}, true) {
 		return
 	}
+	if scope, ok := r.Context().Value(attemptKey{}).(attemptScope); ok && scope.runID != r.PathValue("id") {
+		writeError(w, http.StatusForbidden, CodePermissionDenied, "permission denied: an attempt token acts on its own run only")
+		return
+	}
 	run, err := s.cfg.Engine.Cancel(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.engineError(w, r, err, CodeUnknownRun)
@@ -590,6 +639,21 @@ func (s *Server) progress(w http.ResponseWriter, r *http.Request) {
 		return
 	case len(req.Message) > MaxProgressMessage:
 		writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("message is longer than %d bytes", MaxProgressMessage))
+		return
+	}
+	// Only the attempt's own process reports its progress.
+	scope, ok := r.Context().Value(attemptKey{}).(attemptScope)
+	switch {
+	case !ok:
+		writeError(w, http.StatusForbidden, CodePermissionDenied, "permission denied: progress needs the attempt's token "+
+			"(SCHEDULERD_ATTEMPT_TOKEN, sent by `schedulerd progress` from inside the job) in the "+AttemptTokenHeader+" header")
+		return
+	case scope.runID != r.PathValue("id"):
+		writeError(w, http.StatusForbidden, CodePermissionDenied, "permission denied: an attempt token acts on its own run only")
+		return
+	case scope.attempt != req.Attempt:
+		writeError(w, http.StatusForbidden, CodePermissionDenied, fmt.Sprintf(
+			"permission denied: the attempt token is that of attempt %d, not %d", scope.attempt, req.Attempt))
 		return
 	}
 	if err := s.cfg.Engine.Progress(r.Context(), r.PathValue("id"), req.Attempt, req.Percent, req.Message); err != nil {

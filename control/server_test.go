@@ -247,7 +247,7 @@ func TestErrorKinds(t *testing.T) {
 		{"pause unknown job", func() error { _, err := c.Pause(ctx, "nope"); return err }, ErrUnknownJob, 404, CodeUnknownJob},
 		{"pause without schedule", func() error { _, err := c.Pause(ctx, "adhoc"); return err }, ErrNoSchedule, 409, CodeNoSchedule},
 		{"progress of a run that does not run", func() error {
-			return c.Progress(ctx, run.ID, ProgressRequest{Attempt: 1, Percent: 5})
+			return jobClient(ts.Path(), run.ID, 1).Progress(ctx, run.ID, ProgressRequest{Attempt: 1, Percent: 5})
 		}, ErrFenced, 409, CodeFenced},
 	}
 	for _, tt := range tests {
@@ -273,10 +273,10 @@ func TestErrorKinds(t *testing.T) {
 	if rs := claim(t, ts.st, "backup"); len(rs) != 1 || rs[0].ID != r2.ID {
 		t.Fatalf("claim: %v", rs)
 	}
-	if err := c.Progress(ctx, r2.ID, ProgressRequest{Attempt: 1, Percent: 40, Message: "step 2"}); err != nil {
+	if err := jobClient(ts.Path(), r2.ID, 1).Progress(ctx, r2.ID, ProgressRequest{Attempt: 1, Percent: 40, Message: "step 2"}); err != nil {
 		t.Fatalf("progress: %v", err)
 	}
-	if err := c.Progress(ctx, r2.ID, ProgressRequest{Attempt: 2, Percent: 50}); !errors.Is(err, ErrFenced) {
+	if err := jobClient(ts.Path(), r2.ID, 2).Progress(ctx, r2.ID, ProgressRequest{Attempt: 2, Percent: 50}); !errors.Is(err, ErrFenced) {
 		t.Fatalf("progress of a stale attempt: %v", err)
 	}
 	got, err := c.Run(ctx, r2.ID)

@@ -159,6 +159,11 @@ func (e *engine) Progress(ctx context.Context, runID string, attempt, percent in
 	return e.st.RunProgress(ctx, f, percent, message)
 }
 
+// CheckAttemptToken checks a job's SCHEDULERD_ATTEMPT_TOKEN.
+func (e *engine) CheckAttemptToken(runID string, attempt int, token string) bool {
+	return e.sched.CheckAttemptToken(runID, attempt, token)
+}
+
 // Reload outlives the request: a client that goes away does not cut a
 // reload in half.
 func (e *engine) Reload(ctx context.Context) error {

@@ -12,9 +12,11 @@ import (
 )
 
 // cmdProgress reports the progress of the run that the calling job
-// executes: it reads SCHEDULERD_RUN_ID and SCHEDULERD_ATTEMPT from the
-// environment the daemon gave the job, and the daemon fences the write by
-// them and its own incarnation (a stale attempt is refused).
+// executes: it reads SCHEDULERD_RUN_ID, SCHEDULERD_ATTEMPT and
+// SCHEDULERD_ATTEMPT_TOKEN from the environment the daemon gave the job.
+// The daemon takes the report only with the attempt's token, and fences
+// the write by the attempt and its own incarnation (a stale attempt is
+// refused).
 func cmdProgress(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := newFlags("progress")
 	cf := addClientFlags(fs, stderr)
@@ -36,14 +38,16 @@ func cmdProgress(ctx context.Context, args []string, _, stderr io.Writer) error 
 	}
 	runID := os.Getenv("SCHEDULERD_RUN_ID")
 	attempt, aerr := strconv.Atoi(os.Getenv("SCHEDULERD_ATTEMPT"))
-	if runID == "" || aerr != nil || attempt < 1 {
-		return usageError{fmt.Errorf("progress: SCHEDULERD_RUN_ID and SCHEDULERD_ATTEMPT are not set: run it from inside a job")}
+	token := os.Getenv("SCHEDULERD_ATTEMPT_TOKEN")
+	if runID == "" || aerr != nil || attempt < 1 || token == "" {
+		return usageError{fmt.Errorf("progress: SCHEDULERD_RUN_ID, SCHEDULERD_ATTEMPT and SCHEDULERD_ATTEMPT_TOKEN are not set: run it from inside a job")}
 	}
 	c, err := cf.client()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	c.SetAttemptToken(attempt, token)
 	if err := c.Progress(ctx, runID, control.ProgressRequest{Attempt: attempt, Percent: percent, Message: msg}); err != nil {
 		return fmt.Errorf("progress of run %s attempt %d: %w", runID, attempt, err)
 	}
