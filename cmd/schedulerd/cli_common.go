@@ -241,7 +241,7 @@ func describe(r *control.Run) string {
 			s += ", cancel requested"
 		}
 	case jobs.StatusRetrying:
-		s += fmt.Sprintf(" (attempt %d of %d failed: %s), next attempt not before %s", r.Attempt, r.MaxAttempts, r.Error, when(r.NotBefore))
+		s += fmt.Sprintf(" (attempt %d of %d failed: %s), next attempt not before %s", r.Attempt, r.MaxAttempts, escapeText(r.Error, false), when(r.NotBefore))
 	case jobs.StatusCompleted:
 		s += " (exit code " + exitCodeText(r.ExitCode) + ")"
 	default:
@@ -249,7 +249,7 @@ func describe(r *control.Run) string {
 			s += " (" + string(r.Reason) + ")"
 		}
 		if r.Error != "" {
-			s += ": " + r.Error
+			s += ": " + escapeText(r.Error, false)
 		}
 	}
 	return s

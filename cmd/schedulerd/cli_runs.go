@@ -19,16 +19,17 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	job := fs.String("job", "", "only runs of this job")
 	status := fs.String("status", "", "only runs in this status: pending, running, retrying, completed, cancelled or dead_letter")
 	limit := fs.Int("limit", 20, "at most this many runs (1 to 10000)")
+	raw := fs.Bool("raw", false, "runs show: print output, payload and messages as stored, terminal control characters and all")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 && pos[0] == "show" {
-		id, err := oneArg(pos[1:], "schedulerd runs show ID [--json]")
+		id, err := oneArg(pos[1:], "schedulerd runs show ID [--json] [--raw]")
 		if err != nil {
 			return err
 		}
-		return showRun(ctx, cf, id, stdout)
+		return showRun(ctx, cf, id, *raw, stdout)
 	}
 	if len(pos) > 0 {
 		return usageError{fmt.Errorf("usage: schedulerd runs [--job J] [--status S] [--limit N] [--json], or schedulerd runs show ID")}
@@ -78,7 +79,9 @@ type runDetail struct {
 	Events   []control.Event   `json:"events"`
 }
 
-func showRun(ctx context.Context, cf *clientFlags, id string, stdout io.Writer) error {
+// showRun prints one run, its attempts with their output, and its events.
+// Text that a job or a caller chose is escaped (escapeText) unless raw.
+func showRun(ctx context.Context, cf *clientFlags, id string, raw bool, stdout io.Writer) error {
 	c, err := cf.client()
 	if err != nil {
 		return err
@@ -99,6 +102,12 @@ func showRun(ctx context.Context, cf *clientFlags, id string, stdout io.Writer) 
 	if *cf.json {
 		return printJSON(stdout, runDetail{Run: *run, Attempts: attempts, Events: events})
 	}
+	line := func(s string) string { return s }
+	text := line
+	if !raw {
+		line = func(s string) string { return escapeText(s, false) }
+		text = func(s string) string { return escapeText(s, true) }
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	status := string(run.Status)
 	if run.Reason != "" {
@@ -112,11 +121,11 @@ func showRun(ctx context.Context, cf *clientFlags, id string, stdout io.Writer) 
 		{"attempt", fmt.Sprintf("%d of %d", run.Attempt, run.MaxAttempts)}, {"trigger", string(run.Trigger)},
 		{"scheduled at", when(run.ScheduledAt)}, {"not before", when(run.NotBefore)}, {"not after", when(run.NotAfter)},
 		{"created at", when(run.CreatedAt)}, {"started at", when(run.StartedAt)}, {"finished at", when(run.FinishedAt)},
-		{"node", orDash(run.Node)}, {"exit code", exitCodeText(run.ExitCode)}, {"error", orDash(run.Error)},
-		{"dedup id", orDash(run.DedupID)}, {"rerun of", orDash(run.RerunOf)}, {"payload", orDash(run.Payload)},
+		{"node", orDash(run.Node)}, {"exit code", exitCodeText(run.ExitCode)}, {"error", orDash(line(run.Error))},
+		{"dedup id", orDash(line(run.DedupID))}, {"rerun of", orDash(run.RerunOf)}, {"payload", orDash(line(run.Payload))},
 	}
 	if run.Progress > 0 || run.ProgressMessage != "" {
-		rows = append(rows, [2]string{"progress", strings.TrimSpace(fmt.Sprintf("%d%% %s", run.Progress, run.ProgressMessage))})
+		rows = append(rows, [2]string{"progress", strings.TrimSpace(fmt.Sprintf("%d%% %s", run.Progress, line(run.ProgressMessage)))})
 	}
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
@@ -131,14 +140,14 @@ func showRun(ctx context.Context, cf *clientFlags, id string, stdout io.Writer) 
 		}
 		fmt.Fprintf(stdout, ", exit code %s, started %s, finished %s\n", exitCodeText(a.ExitCode), when(a.StartedAt), when(a.FinishedAt))
 		if a.Error != "" {
-			fmt.Fprintf(stdout, "  error: %s\n", a.Error)
+			fmt.Fprintf(stdout, "  error: %s\n", line(a.Error))
 		}
 		trunc := ""
 		if a.Truncated {
 			trunc = ", truncated: head and tail kept"
 		}
 		fmt.Fprintf(stdout, "  output (%d bytes%s):\n", a.OutputBytes, trunc)
-		for _, l := range strings.Split(strings.TrimSuffix(a.Output, "\n"), "\n") {
+		for _, l := range strings.Split(strings.TrimSuffix(text(a.Output), "\n"), "\n") {
 			if a.Output != "" {
 				fmt.Fprintf(stdout, "  | %s\n", l)
 			}
@@ -148,7 +157,7 @@ func showRun(ctx context.Context, cf *clientFlags, id string, stdout io.Writer) 
 	tw = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  TIME\tNODE\tATTEMPT\tFROM\tTO\tREASON\tMESSAGE")
 	for _, e := range events {
-		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\n", when(e.Time), orDash(e.Node), e.Attempt, orDash(string(e.From)), e.To, orDash(string(e.Reason)), orDash(e.Message))
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\n", when(e.Time), orDash(e.Node), e.Attempt, orDash(string(e.From)), e.To, orDash(string(e.Reason)), orDash(line(e.Message)))
 	}
 	return tw.Flush()
 }

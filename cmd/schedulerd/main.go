@@ -64,7 +64,8 @@ Commands that talk to the running daemon over its control socket:
   schedulerd jobs                        declared jobs, next fire time, paused, last run
   schedulerd runs [--job J] [--status S] [--limit N]
                                          runs, newest first
-  schedulerd runs show ID                one run with its attempts, output and events
+  schedulerd runs show ID [--raw]        one run with its attempts, output and events;
+                                         --raw prints them unescaped
   schedulerd cancel ID [--wait]          cancel a run, or stop its running attempt
   schedulerd rerun ID [--wait]           make a new run linked to an earlier one
   schedulerd pause JOB / resume JOB      stop / restart a job's schedule

@@ -1,0 +1,78 @@
+// Package termtext owns the escaping of text that a job or a caller chose
+// (output, payload, dedup id, progress messages, errors) before the
+// command line prints it to an operator's terminal.
+package termtext
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Escape returns s with every character that a terminal acts on
+// written as a visible escape: C0 controls but tab (and newline when
+// multiline), DEL, C1 controls, the Unicode controls that reorder or hide
+// text (bidirectional overrides and isolates, zero-width marks), and bytes
+// that are not UTF-8. A single-line field escapes newlines too, so that it
+// cannot forge the lines after it. The result cannot drive a terminal: no
+// window titles, cleared screens, cursor moves or lines forged with a
+// carriage return.
+func Escape(s string, multiline bool) string {
+	if IsPlain(s, multiline) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\t', r == '\n' && multiline:
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case isFormatControl(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// IsPlain reports whether s needs no escape: the common case, checked
+// without allocating.
+func IsPlain(s string, multiline bool) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			return utf8.ValidString(s[i:]) && !strings.ContainsFunc(s[i:], isFormatControl)
+		}
+		if (c < 0x20 && c != '\t' && !(c == '\n' && multiline)) || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// isFormatControl reports the non-ASCII characters a terminal acts on or
+// that change how the text around them reads: C1 controls (0x9b is CSI on
+// terminals that take 8-bit controls), bidirectional embeddings,
+// overrides and isolates, and zero-width characters.
+func isFormatControl(r rune) bool {
+	switch {
+	case r >= 0x80 && r <= 0x9f:
+		return true
+	case r >= 0x200b && r <= 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+		return true
+	case r == 0x061c, r == 0xfeff:
+		return true
+	}
+	return false
+}
