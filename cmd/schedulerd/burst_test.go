@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,7 +44,7 @@ func testKilledDuringBurst(t *testing.T, e *env, daemon string, openStore func()
 	witness := filepath.Join(e.dir, "witness")
 	e.writeConfigWith(64, daemon, burstWitnessJobs(nJobs, witness))
 	lineCount := func() int { return witnessLines(t, witness) }
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
+	rng := testRNG(t, 2)
 	var start time.Time // the first READY=1: every cursor exists by then
 	midway, atStart := 0, 0
 	for i := 0; i < 6; i++ {
@@ -94,7 +93,7 @@ func TestClusterKilledDuringBurstEveryTickOnce(t *testing.T) {
 	witness := filepath.Join(t.TempDir(), "witness")
 	c := newCluster(t, 3, burstWitnessJobs(nJobs, witness))
 	start := time.Now() // every node is ready: every cursor exists
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
+	rng := testRNG(t, 3)
 	late := 0
 	const kills = 6
 	for range kills {

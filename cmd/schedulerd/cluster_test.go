@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -275,7 +274,7 @@ func TestClusterChaos(t *testing.T) {
 	const njobs = 20
 	c := newCluster(t, 3, witnessJobs(njobs, witness, ""))
 	from := time.Now().Truncate(time.Second).Add(time.Second)
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
+	rng := testRNG(t, 2)
 	kills := 0
 	stop := time.Now().Add(60 * time.Second)
 	for time.Now().Before(stop) {

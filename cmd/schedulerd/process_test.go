@@ -285,7 +285,7 @@ catchup = "all"
 misfire_grace = "1m"
 retry = { max_attempts = 5, backoff = "fixed", initial_delay = "1s" }
 `, witness))
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	rng := testRNG(t, 1)
 	var start time.Time // the first READY=1: the job's cursor exists by then
 	kills := 0
 	for i := 0; i < 20; i++ {
