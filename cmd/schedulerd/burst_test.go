@@ -17,7 +17,7 @@ import (
 // TestKilledDuringBurstEveryTickOnce is guarantees 1, 2 and 6 when the
 // daemon dies inside a burst: more jobs are due at the same second than one
 // fire transaction holds, so the results of attempts wait while the burst
-// is fired and claimed (README, "Bursts"). The daemon is SIGKILLed part way
+// is fired and claimed (docs/firing-ahead.md, "Bursts"). The daemon is SIGKILLed part way
 // through a burst's attempts, or while it catches up the ticks missed while
 // it was down, and restarted. Every tick of every job must have exactly one
 // run, every run must complete, and an attempt cut by the kill is

@@ -13,7 +13,7 @@ import (
 	"github.com/schedulerd/schedulerd/store"
 )
 
-// TestKeywordDSNIsPostgres: a libpq key=value DSN, as the README writes it,
+// TestKeywordDSNIsPostgres: a libpq key=value DSN, as docs/cluster.md writes it,
 // makes a node of the PostgreSQL cluster: check-config says postgres, the
 // daemon's runs land in that database, and the password is printed nowhere
 // (check-config, the log) and names no file.

@@ -14,7 +14,7 @@ import (
 )
 
 // TestKilledInsideRoundLeadEveryTickOnce is guarantees 1 and 2 when the
-// daemon dies while it fires a large round ahead of its tick (README,
+// daemon dies while it fires a large round ahead of its tick (docs/firing-ahead.md,
 // "Bursts"): the 1,100 jobs due at one second are fired in three
 // transactions, 350, 300 and 250 ms before the tick (100, 500 and 500
 // runs). The daemon is SIGKILLed before the tick, once the store holds
