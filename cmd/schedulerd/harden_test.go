@@ -115,14 +115,23 @@ func TestJobCannotReadDaemonEnviron(t *testing.T) {
 	}
 	uid, _ := strconv.Atoi(nobody.Uid)
 	gid, _ := strconv.Atoi(nobody.Gid)
-	// A directory of that user's own, outside the test's root-only one,
-	// with a copy of the binary it can execute.
+	// A directory outside the test's root-only one, with a copy of the
+	// binary that user can execute and a state directory of its own. The
+	// directory is root's and others cannot write to it: a root client
+	// refuses to reach a socket through a directory of another user in one
+	// that user (or anyone, like /tmp) could change.
 	dir, err := os.MkdirTemp("", "schedulerd-nobody-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chown(dir, uid, gid); err != nil {
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "state"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(filepath.Join(dir, "state"), uid, gid); err != nil {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "schedulerd")

@@ -77,7 +77,7 @@ retry = { max_attempts = 2, backoff = "fixed", initial_delay = "1s" }
 	as = nil
 
 	before := peakRSS(t, d.cmd.Process.Pid)
-	res := e.cli("runs", "show", id)
+	res := e.cli("runs", "show", id, "--raw") // bytes as stored, to count them
 	if res.code != 0 {
 		t.Fatalf("runs show: exit %d: %.2000s", res.code, res.stderr)
 	}
