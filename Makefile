@@ -1,7 +1,9 @@
 # schedulerd: make (or make help) lists the targets.
 GO       ?= go
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -s -w -X main.version=$(VERSION)
+COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+DATE     ?= $(shell git log -1 --format=%cI 2>/dev/null)
+LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(DATE)
 BIN      := bin/schedulerd
 CONFIG   ?= schedulerd.toml
 GOFMT    ?= $(shell $(GO) env GOROOT)/bin/gofmt

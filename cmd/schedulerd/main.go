@@ -56,7 +56,7 @@ Usage:
   schedulerd next --schedule SPEC [--timezone TZ] [--from TIME] [-n N]
                                          preview fire times
   schedulerd migrate [--config F]        apply store migrations
-  schedulerd version                     print the version
+  schedulerd version [--json]            print version, commit, build date and Go version
 
 Commands that talk to the running daemon over its control socket:
   schedulerd trigger JOB [--dedup-id ID] [--not-before T] [--not-after T] [--payload S | --payload-file F|-] [--wait]
@@ -99,8 +99,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "migrate":
 		return cmdMigrate(ctx, rest, stdout)
 	case "version", "--version":
-		fmt.Fprintln(stdout, "schedulerd", version)
-		return nil
+		return cmdVersion(rest, stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
