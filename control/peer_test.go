@@ -20,8 +20,11 @@ import (
 // CONTROL_TEST_HELPER=trigger it triggers the job backup over the socket in
 // CONTROL_TEST_SOCKET and prints a helperResult.
 func TestMain(m *testing.M) {
-	if os.Getenv("CONTROL_TEST_HELPER") == "trigger" {
+	switch os.Getenv("CONTROL_TEST_HELPER") {
+	case "trigger":
 		os.Exit(triggerHelper(os.Getenv("CONTROL_TEST_SOCKET")))
+	case "orphan":
+		os.Exit(orphanHelper(os.Getenv("CONTROL_TEST_SOCKET")))
 	}
 	os.Exit(m.Run())
 }

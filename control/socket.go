@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/schedulerd/schedulerd/internal/procfs"
 	"github.com/schedulerd/schedulerd/internal/safefs"
 )
 
@@ -157,10 +158,17 @@ func clearPath(path string, log *slog.Logger) error {
 	case fi.Mode()&fs.ModeSocket == 0:
 		return fmt.Errorf("%s exists and is not a socket; remove it, or set socket to another path", path)
 	}
-	c, err := net.DialTimeout("unix", path, 2*time.Second)
+	var lingering int
+	held := procfs.WaitWhile(func() bool {
+		live, pid, derr := listenerLive(path)
+		err, lingering = derr, pid
+		return err == nil && !live
+	})
 	switch {
+	case err == nil && held:
+		return fmt.Errorf("%w on %s: the socket of a stopped daemon (pid %d) is still held %s after it ended: "+
+			"find the process that holds it (fuser %s), or set socket to another path", ErrInUse, path, lingering, procfs.Linger, path)
 	case err == nil:
-		c.Close()
 		return fmt.Errorf("%w on %s: stop it first, or set socket to another path", ErrInUse, path)
 	case errors.Is(err, syscall.ECONNREFUSED):
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -171,6 +179,25 @@ func clearPath(path string, log *slog.Logger) error {
 	default:
 		return fmt.Errorf("check whether a daemon listens on %s: %w", path, err)
 	}
+}
+
+// listenerLive connects to the socket at path and reports whether the
+// process that listens there is alive. A connection to a listener whose
+// process is gone (SO_PEERCRED names the process that called listen) is a
+// socket that a child forked by that dead daemon still holds for an
+// instant, before its exec closes it (procfs.Linger). err is the dial's
+// error when nothing listens (ECONNREFUSED for a stale socket file).
+func listenerLive(path string) (live bool, pid int, err error) {
+	c, err := net.DialTimeout("unix", path, 2*time.Second)
+	if err != nil {
+		return false, 0, err
+	}
+	defer c.Close()
+	cred, cerr := peerCredentials(c)
+	if cerr != nil {
+		return true, 0, nil // cannot tell: take it for a live daemon
+	}
+	return !procfs.Gone(int(cred.Pid)), int(cred.Pid), nil
 }
 
 // bindUmask binds and listens on path with the umask 0117, so the socket is

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/schedulerd/schedulerd/internal/procfs"
 	"github.com/schedulerd/schedulerd/internal/safefs"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -21,10 +22,30 @@ type lockFile struct{ f *os.File }
 type lockedError struct {
 	path string
 	pid  string
+	// lingering: the daemon of pid is gone, yet its lock was still held
+	// after procfs.Linger.
+	lingering bool
 }
 
 func (e *lockedError) Error() string {
+	if e.lingering {
+		return fmt.Sprintf("database %s is still locked %s after the schedulerd that held it (pid %s) ended: find the process that holds %s.lock (fuser)",
+			e.path, procfs.Linger, e.pid, e.path)
+	}
 	return fmt.Sprintf("database %s is in use by another schedulerd (pid %s)", e.path, e.pid)
+}
+
+// lockHolder reads the pid written in the lock file, or "unknown".
+func lockHolder(f *os.File) string {
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, 32))
+	if err != nil {
+		return "unknown"
+	}
+	p := strings.TrimSpace(string(b))
+	if _, err := strconv.Atoi(p); err != nil {
+		return "unknown"
+	}
+	return p
 }
 
 func (e *lockedError) Unwrap() error { return store.ErrLocked }
@@ -40,16 +61,25 @@ func acquireLock(dir *safefs.Dir, name, path string) (*lockFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock database %s: %w", path, err)
 	}
-	if err := flock(f, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	// A lock held while the daemon whose pid the file names is gone is
+	// held by a child that daemon forked and that has not yet run its
+	// job's program: it lets go when its exec closes the descriptor
+	// (procfs.Linger).
+	pid := "unknown"
+	held := procfs.WaitWhile(func() bool {
+		err = flock(f, syscall.LOCK_EX|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return false
+		}
+		pid = lockHolder(f)
+		n, perr := strconv.Atoi(pid)
+		return perr == nil && procfs.Gone(n)
+	})
+	if err != nil {
 		defer f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			pid := "unknown"
-			if b, rerr := io.ReadAll(io.LimitReader(f, 32)); rerr == nil {
-				if p := strings.TrimSpace(string(b)); p != "" {
-					if _, perr := strconv.Atoi(p); perr == nil {
-						pid = p
-					}
-				}
+			if held {
+				return nil, &lockedError{path: path, pid: pid, lingering: true}
 			}
 			return nil, &lockedError{path: path, pid: pid}
 		}
