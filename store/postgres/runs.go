@@ -451,14 +451,14 @@ const (
 	// sqlDueWindow: a waiting run's window holds the claim's time.
 	sqlDueWindow = `not_before <= ` + sqlClaimAt + ` AND (not_after IS NULL OR not_after > ` + sqlClaimAt + `)`
 	sqlClaimDue  = `status IN ` + sqlWaiting + ` AND ` + sqlDueWindow
-	// sqlNamedJobs is the clause of runs_active's condition (migration
-	// 008), true of every run, that the lock of jobs' active runs states
-	// and a read of one job's due runs does not imply: such a read cannot
-	// use runs_active, whatever the statistics say.
+	// sqlNamedJobs is the clause of runs_active's condition, true of every
+	// run, that the lock of jobs' active runs states and a read of one
+	// job's due runs does not imply: such a read cannot use runs_active,
+	// whatever the statistics say.
 	sqlNamedJobs = `job <> ''`
-	// sqlWaitingOfAll is runs_due's condition (migration 009), which the
-	// reads of all jobs' first waiting runs state: they can use no other
-	// index on waiting runs, and no other read can use runs_due.
+	// sqlWaitingOfAll is runs_due's condition, which the reads of all
+	// jobs' first waiting runs state: they can use no other index on
+	// waiting runs, and no other read can use runs_due.
 	sqlWaitingOfAll = `(status || '') IN ` + sqlWaiting
 	// sqlDueOfAll is sqlClaimDue for those reads.
 	sqlDueOfAll = sqlWaitingOfAll + ` AND ` + sqlDueWindow
@@ -506,8 +506,9 @@ const sqlDueJobs = `SELECT j FROM unnest($1::text[]) AS j CROSS JOIN LATERAL (
 // waiting run through the status indexes (runs_active and
 // runs_status_created) and matched each against the candidates' ids:
 // 130 ms for a claim of 500 of them, instead of 500 probes of the primary
-// key. (Migration 008 took runs_active out of that choice;
-// runs_status_created, whose first column is the status, is still in it.)
+// key. (runs_active's condition, with sqlNamedJobs, keeps it out of that
+// choice; runs_status_created, whose first column is the status, is still
+// in it.)
 // Claimers of the same jobs at the same moment read the same
 // runs, though, and all but one get few of them or none.
 //
@@ -1053,12 +1054,12 @@ func (s *Store) RunsList(ctx context.Context, f store.RunFilter) ([]*jobs.Run, e
 	return runs, nil
 }
 
-// runsListQuery is the statement of RunsList (f.Status valid or empty).
-// The status is a constant, not a parameter: the plan is made for it. All
-// runs, and completed ones (most of the history), are read newest first
-// from run_order (migration 010), of all jobs or of f.Job, each run then
-// by its id; a rare status from the partial runs_status_created index, and
-// running runs from runs_running.
+// runsListQuery is the statement of RunsList (f.Status valid or empty). The
+// status is a constant, not a parameter: the plan is made for it. All runs,
+// and completed ones (most of the history), are read newest first from
+// run_order, of all jobs or of f.Job, each run then by its id; a rare
+// status from the partial runs_status_created index, and running runs from
+// runs_running.
 func runsListQuery(f store.RunFilter) (string, []any) {
 	var args []any
 	arg := func(v any) string {
