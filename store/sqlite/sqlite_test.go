@@ -471,8 +471,8 @@ func TestEarlierEnds(t *testing.T) {
 
 // TestPlansOfListings: on a history of 30,000 runs, a listing by status
 // reads an index, not the whole table: the rare statuses from the partial
-// runs_status_created index (migration 005 left running and completed runs
-// out of it), running runs from runs_node_running, completed runs from
+// runs_status_created index (which leaves running and completed runs out),
+// running runs from runs_node_running, completed runs from
 // runs_created newest first, and a job's runs from runs_job_created; the
 // running runs of each job (claim limits) are counted from
 // runs_node_running.
