@@ -35,9 +35,8 @@ import (
 // claimed_from, which the statement returns for the attempt's row and
 // which nothing reads once the run has left running (readers ask for a
 // running run's; the scanner reports it only while the run is running).
-// A retry's end goes the locked way: the run can be claimed again, and a
-// node of a version before migration 006, which does not set
-// claimed_from, must not find it set.
+// A retry's end goes the locked way, which moves the run's not_before and
+// refuses a retry that its window does not allow (changes.transition).
 var sqlEndTerminal = `WITH x AS (
 		SELECT * FROM unnest($1::text[], $2::int4[], $3::text[], $4::text[], $5::text[], $6::text[],
 			$7::int4[], $8::timestamptz[], $9::bytea[], $10::int8[], $11::bool[], $12::text[])
@@ -49,7 +48,7 @@ var sqlEndTerminal = `WITH x AS (
 			finished_at = COALESCE(x.at, now()), updated_at = COALESCE(x.at, now()), cancel_requested = false
 		FROM x
 		WHERE runs.id = x.id AND COALESCE(runs.status, '') = 'running' AND runs.attempt = x.attempt
-			AND runs.incarnation = x.incarnation AND runs.claimed_from IS NOT NULL
+			AND runs.incarnation = x.incarnation
 		RETURNING ` + qualifiedRunColumns + `
 	), a AS (
 		INSERT INTO attempts (run_id, number, node, incarnation, started_at, finished_at, status,

@@ -12,7 +12,6 @@ import (
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
-	"github.com/schedulerd/schedulerd/store/storetest"
 )
 
 // TestPlansWithoutHotPathIndexes checks that the statements that have no
@@ -131,38 +130,6 @@ func explainer(t *testing.T, dsn string) func(sql string, args ...any) string {
 		}
 		return strings.Join(lines, "\n")
 	}
-}
-
-// TestEarlierClaims: attempts whose claim wrote their row and event (nodes
-// of a version before migration 006) end with one of each.
-func TestEarlierClaims(t *testing.T) {
-	s, dsn := openTest(t)
-	storetest.EarlierClaims(t, s, func(ids []string) {
-		list := `ARRAY['` + strings.Join(ids, `','`) + `']`
-		admin(t, dsn,
-			`INSERT INTO attempts (run_id, number, node, incarnation, started_at, status)
-				SELECT id, attempt, node, incarnation, started_at, 'running' FROM runs WHERE id = ANY(`+list+`)`,
-			`INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason)
-				SELECT id, started_at, node, attempt, claimed_from, 'running', 'claimed' FROM runs WHERE id = ANY(`+list+`)`,
-			`UPDATE runs SET claimed_from = NULL WHERE id = ANY(`+list+`)`)
-	})
-}
-
-// TestEarlierEnds: attempts that ended before migration 007, whose
-// claim's and end's events are rows of events, keep that history, once.
-func TestEarlierEnds(t *testing.T) {
-	s, dsn := openTest(t)
-	storetest.EarlierEnds(t, s, func(ids []string) {
-		list := `ARRAY['` + strings.Join(ids, `','`) + `']`
-		admin(t, dsn,
-			`INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
-				SELECT run_id, started_at, node, number, claimed_from, 'running', 'claimed', ''
-				FROM attempts WHERE run_id = ANY(`+list+`) AND claimed_from IS NOT NULL ORDER BY run_id, number`,
-			`INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
-				SELECT run_id, finished_at, end_node, number, 'running', status, reason, error
-				FROM attempts WHERE run_id = ANY(`+list+`) AND claimed_from IS NOT NULL ORDER BY run_id, number`,
-			`UPDATE attempts SET claimed_from = NULL, end_node = NULL WHERE run_id = ANY(`+list+`)`)
-	})
 }
 
 // TestClaimPlansWithStaleStatistics: the claim of many jobs' due runs (a

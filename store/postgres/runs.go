@@ -1087,8 +1087,8 @@ func runsListQuery(f store.RunFilter) (string, []any) {
 // while it runs, the claim's event and the attempt that its run's row
 // stands for until the attempt ends (claimed_from), in one snapshot.
 //
-// The events of an attempt whose row has claimed_from (migration 007) are
-// read from that row: its claim's and its end's. They go in the order they
+// The claim's and the end's events of an attempt are read from its row of
+// attempts (claimed_from, end_node). They go in the order they
 // happened among the rows of events by attempt number: a claim starts
 // attempt n, no event is written while an attempt runs (each change of a
 // running run ends its attempt), and each event written between the end of
@@ -1101,16 +1101,16 @@ const (
 			SELECT number, v.* FROM attempts CROSS JOIN LATERAL (VALUES
 				(0, 0::bigint, run_id, started_at, node, number, claimed_from, 'running', 'claimed', ''),
 				(1, 0, run_id, finished_at, end_node, number, 'running', status, reason, error)) v
-			WHERE run_id = $1 AND claimed_from IS NOT NULL
+			WHERE run_id = $1
 			UNION ALL
 			SELECT attempt, 0, 0, id, started_at, node, attempt, claimed_from, 'running', 'claimed', '' FROM runs
-			WHERE id = $1 AND status = 'running' AND claimed_from IS NOT NULL) e
+			WHERE id = $1 AND status = 'running') e
 		ORDER BY n, k, seq`
 	sqlRunAttempts = `SELECT ` + attemptColumns + ` FROM (
 			SELECT ` + attemptColumns + ` FROM attempts WHERE run_id = $1
 			UNION ALL
 			SELECT id, attempt, node, incarnation, started_at, NULL, 'running', NULL, '', '', ''::bytea, 0, false
-			FROM runs WHERE id = $1 AND status = 'running' AND claimed_from IS NOT NULL) a
+			FROM runs WHERE id = $1 AND status = 'running') a
 		ORDER BY number`
 )
 
