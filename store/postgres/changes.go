@@ -106,7 +106,7 @@ func (ch *changes) setRun(run *jobs.Run, at time.Time) {
 // reads its claim's and its end's events. Its rows are new: a claim writes
 // no attempt row, so a plain insert does, without the check of the primary
 // key for an existing row and the speculative insertion of ON CONFLICT
-// (perf put that check at 3% of the server's samples in the burn-down).
+// (perf showed that check among the server's samples in the burn-down).
 const (
 	sqlUpdateRuns = `UPDATE runs SET status = u.status, reason = u.reason, error = u.error,
 			exit_code = u.exit_code, not_before = u.not_before, finished_at = u.finished_at,

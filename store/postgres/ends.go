@@ -20,16 +20,16 @@ import (
 // did not change go the locked way (lockRuns, changes), which gives each
 // its error, or writes those that are not this statement's to write.
 //
-// In a 1-node burn-down of 200,000 runs the locked read was 12% of the
+// In a 1-node burn-down the locked read was a notable share of the
 // server's busy time, and reading its rows, deciding each run in Go and
-// sending 25 arrays a third of this process's CPU per completed run.
+// sending 25 arrays a large share of this process's CPU per completed run.
 //
 // The status is checked through COALESCE with the empty string, which no
 // index's condition has (as sqlPickedDue): as status = 'running', the
-// planner read every running run through runs_running, with the dead entries of
-// the runs completed since the last vacuum (45,632 of them for 2,024 live
-// ones), and hashed them against the batch: 50-90 ms per batch of 1,000
-// in the burn-down, instead of a primary-key probe per run.
+// planner read every running run through runs_running, with the dead
+// entries of the runs completed since the last vacuum (many times the live
+// ones), and hashed them against the batch, instead of a primary-key probe
+// per run.
 //
 // Only the ends into a terminal status go this way. The run keeps
 // claimed_from, which the statement returns for the attempt's row and

@@ -137,9 +137,9 @@ func explainer(t *testing.T, dsn string) func(sql string, args ...any) string {
 // job's runs from runs_claim and looks the candidates up by id, also when
 // the statistics were taken while few or no runs waited: 10,000 runs then
 // wait, one per job, which the planner does not know. With such
-// statistics it read, for each job, runs_due (every due run of every job:
-// 460 ms for a claim of 500), or, for the candidates, every waiting run
-// through runs_active and runs_due (130 ms). With a condition on the
+// statistics it read, for each job, runs_due (every due run of every
+// job), or, for the candidates, every waiting run through runs_active and
+// runs_due. With a condition on the
 // status alone on runs_due or on runs_active (without sqlWaitingOfAll or
 // sqlNamedJobs), one of the two cases failed, and so did the second
 // without sqlPickedDue. The reads of all jobs' first due runs read

@@ -404,8 +404,8 @@ const sqlDueHeads = `SELECT job FROM runs INDEXED BY runs_due WHERE ` + sqlDue +
 // dueAmongHeads reports whether a run of jobs is among the first scan due
 // runs in start order, or scan due runs are there (then a run of jobs may
 // come after them). It stops reading at the first run of jobs: under a
-// backlog that is the first row, where reading all scan rows was 8% of a
-// burn-down's CPU.
+// backlog that is the first row, where reading all scan rows showed in a
+// burn-down's CPU profile.
 func dueAmongHeads(ctx context.Context, c conn, at int64, scan int, jobs map[string]int) (bool, error) {
 	rows, err := c.query(ctx, sqlDueHeads, at, at, scan)
 	if err != nil {
@@ -677,7 +677,7 @@ func (s *Store) RunsNextDue(ctx context.Context, declared map[string]int) (time.
 	// of all jobs, in the order of the runs_due index, nearly always hold
 	// one of the node's jobs: the first of those is the answer. Else one
 	// LIMIT 1 probe of the claim index per job (a MIN over all waiting runs
-	// walked the whole backlog: 86% of the CPU of a 200,000-run burn-down).
+	// walked the whole backlog: most of the CPU of a burn-down).
 	const scan = 256
 	rows, err := s.read().query(ctx, `SELECT job, not_before FROM runs INDEXED BY runs_due
 		WHERE status IN `+sqlWaiting+` ORDER BY not_before, created_at, id LIMIT ?`, scan)
