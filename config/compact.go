@@ -13,10 +13,10 @@ import (
 // The definitions, their strings and their schedules are made one job at a
 // time among the much larger garbage of decoding (a tree of maps per job),
 // and every string the decoder returns is a substring of the whole file.
-// Kept as made, 100,000 jobs held 100,000 small objects of each kind
+// Kept as made, the jobs held a small object of each kind per job,
 // scattered over spans whose other slots were free but could not be given
-// back, and the file itself: a daemon with 100,000 schedules used 128 MiB
-// of heap spans for 73 MiB of live objects. Compacted, the definitions are
+// back, and the file itself: a daemon with many schedules used far more
+// heap spans than its live objects filled. Compacted, the definitions are
 // one slice, the per-job strings one string, the repeated strings (overlap,
 // user, workdir, ...) one copy each, and the schedules are packed with
 // equal ones shared (schedule.Pack). After a reload the old config's

@@ -195,15 +195,15 @@ func Parse(path string, data []byte) (*Config, error) {
 	return cfg, nil
 }
 
-// LoadDaemon reads the config file at path for its [daemon] table alone,
-// as a client does to find the daemon's socket: the jobs are neither
-// checked nor built, so a mistake in a job being edited does not keep a
-// client from reaching the daemon, which runs its last good config. (With
-// 100,000 jobs, Load took 1.6 s and LoadDaemon about half: reading the
-// TOML is the rest.) The daemon section's problems are reported as Load
-// reports them. A file that is not valid TOML is read again with only its
-// lines before the first table and those of its [daemon] table: a TOML
-// mistake in a job does not keep the client away either.
+// LoadDaemon reads the config file at path for its [daemon] table alone, as
+// a client does to find the daemon's socket: the jobs are neither checked
+// nor built, so a mistake in a job being edited does not keep a client from
+// reaching the daemon, which runs its last good config. (It still reads the
+// whole TOML, which is what it costs with many jobs: what it skips is
+// building and checking them.) The daemon section's problems are reported
+// as Load reports them. A file that is not valid TOML is read again with
+// only its lines before the first table and those of its [daemon] table: a
+// TOML mistake in a job does not keep the client away either.
 func LoadDaemon(path string) (*Daemon, error) {
 	d, _, err := LoadDaemonPast(path)
 	return d, err
@@ -343,8 +343,8 @@ type parser struct {
 	file string
 	src  string
 	// pos is read from src when a message first needs a line: a valid
-	// file never needs it, and for 100,000 jobs it held 39 MiB through
-	// the parse.
+	// file never needs it, and for a file of many jobs it held much memory
+	// through the parse.
 	pos   positions
 	errs  []*Error
 	zones map[string]zoneResult // time zones by name

@@ -33,10 +33,9 @@ type Run struct {
 	Progress         int  // 0-100, reported by the job
 	ProgressMessage  string
 	// ClaimedFrom is, while the run is running, the status its claim took
-	// it from (pending or retrying) when the store has still to write the
-	// attempt's row and the claim's event: a claim writes only the run, and
-	// the attempt's end writes all three. Empty otherwise, and for an
-	// attempt whose claim wrote them (an earlier version of schedulerd).
+	// it from (pending or retrying): a claim writes only the run, and the
+	// attempt's end writes the attempt's row, which also stands for the
+	// claim's event. Empty otherwise.
 	ClaimedFrom Status
 }
 

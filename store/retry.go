@@ -40,8 +40,8 @@ type decodedRetry struct {
 
 // retryCache holds decoded policies by their stored text (at most
 // retryCacheMax). The runs of a job share one text, and decoding it for
-// every run read was a tenth of the engine's CPU in a burn-down of 200,000
-// runs on PostgreSQL.
+// every run read was a notable share of the engine's CPU in a burn-down on
+// PostgreSQL.
 var retryCache = struct {
 	sync.RWMutex
 	m map[string]decodedRetry

@@ -5,11 +5,11 @@ import (
 )
 
 // array is a one-dimensional array argument that pgx encodes without an
-// allocation per element. A plain slice ([]string, []pgtype.Timestamptz)
-// is encoded through its elements as interface values, and each string or
-// struct put in an interface is a heap allocation: about 20 of them per run
-// in the batches a burn-down writes. array's elements are handed to pgx as
-// pointers (P), which an interface holds without allocating, and are
+// allocation per element. A plain slice ([]string, []pgtype.Timestamptz) is
+// encoded through its elements as interface values, and each string or
+// struct put in an interface is a heap allocation: one per column of every
+// run in the batches a burn-down writes. array's elements are handed to pgx
+// as pointers (P), which an interface holds without allocating, and are
 // encoded through the valuer interfaces of pgtype that P implements
 // (pgtype.TextValuer, pgtype.TimestamptzValuer, pgtype.Int64Valuer,
 // pgtype.BoolValuer, pgtype.BytesValuer).

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,11 +15,9 @@ import (
 // changes collects what a batch of transitions (and of cancel requests)
 // writes, decided in Go under the row locks of the runs, so that it is sent
 // at once with a statement per table: the last state of each run that
-// changed, the attempts that ended, and the events in order. An attempt
-// whose claim wrote only the run (claimed_from) ends with a row that also
-// stands for its claim's event and its end's (migration 007); the end of an
-// attempt whose claim wrote its row and event (a node of an earlier
-// version) writes its end's event.
+// changed, the attempts that ended, and the events in order. A claim
+// writes only the run (claimed_from), so an attempt ends with a row that
+// also stands for its claim's event and its end's.
 type changes struct {
 	runs     []runChange
 	index    map[string]int // position in runs by run id
@@ -74,9 +71,7 @@ func (ch *changes) transition(runs map[string]*jobs.Run, t jobs.Transition, now 
 	if cur.Status == jobs.StatusRunning {
 		ch.attempts = append(ch.attempts, attemptEnd{run: cur, at: at, t: t})
 		ch.leaving = true
-		if cur.ClaimedFrom != "" {
-			return next, nil // the attempt's row stands for both events
-		}
+		return next, nil // the attempt's row stands for both events
 	}
 	ch.events = append(ch.events, jobs.Event{RunID: cur.ID, Time: at, Node: t.Node, Attempt: cur.Attempt,
 		From: cur.Status, To: t.To, Reason: t.Reason, Message: cleanText(t.Error)})
@@ -108,13 +103,10 @@ func (ch *changes) setRun(run *jobs.Run, at time.Time) {
 //
 // sqlEndAttempts writes each attempt that ended whole, with the status its
 // claim took the run from and the node that ended it, from which RunEvents
-// reads its claim's and its end's events. Its rows are new: a claim that
-// sets claimed_from writes no attempt row (migration 006), so a plain
-// insert does, without the check of the primary key for an existing row
-// and the speculative insertion of ON CONFLICT (perf put that check at 3%
-// of the server's samples in the burn-down). sqlFinishMadeAttempts
-// finishes the row of an attempt whose claim made it (a node of an earlier
-// version): its claimed_from stays NULL, and its events are rows of events.
+// reads its claim's and its end's events. Its rows are new: a claim writes
+// no attempt row, so a plain insert does, without the check of the primary
+// key for an existing row and the speculative insertion of ON CONFLICT
+// (perf showed that check among the server's samples in the burn-down).
 const (
 	sqlUpdateRuns = `UPDATE runs SET status = u.status, reason = u.reason, error = u.error,
 			exit_code = u.exit_code, not_before = u.not_before, finished_at = u.finished_at,
@@ -128,12 +120,6 @@ const (
 		SELECT * FROM unnest($1::text[], $2::int4[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[],
 			$7::text[], $8::int4[], $9::text[], $10::text[], $11::bytea[], $12::int8[], $13::bool[], $14::text[],
 			$15::text[])`
-	sqlFinishMadeAttempts = sqlEndAttempts + `
-		` + sqlAttemptMade
-	// sqlAttemptMade finishes an attempt row that its claim made.
-	sqlAttemptMade = `ON CONFLICT (run_id, number) DO UPDATE SET finished_at = EXCLUDED.finished_at,
-			status = EXCLUDED.status, exit_code = EXCLUDED.exit_code, error = EXCLUDED.error, reason = EXCLUDED.reason,
-			output = EXCLUDED.output, output_bytes = EXCLUDED.output_bytes, truncated = EXCLUDED.truncated`
 	sqlInsertEvents = `INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
 		SELECT run_id, time, node, attempt, from_status, to_status, reason, message
 		FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::int4[], $5::text[], $6::text[], $7::text[], $8::text[])
@@ -142,12 +128,10 @@ const (
 )
 
 // sqlChangeRun writes one transition of one run: the same writes as
-// sqlUpdateRuns, sqlFinishMadeAttempts (when $10; its ON CONFLICT finishes
-// the row of an attempt whose claim made it, and inserts any other) and
-// sqlInsertEvents (when $25), in one statement with scalar parameters: one
-// plan of primary-key lookups, where the three statements over arrays are
-// planned each. No transition leads to running, so claimed_from is NULL
-// after it.
+// sqlUpdateRuns, sqlEndAttempts (when $10) and sqlInsertEvents (when $25),
+// in one statement with scalar parameters: one plan of primary-key
+// lookups, where the three statements over arrays are planned each. No
+// transition leads to running, so claimed_from is NULL after it.
 const sqlChangeRun = `WITH r AS (
 		UPDATE runs SET status = $2, reason = $3, error = $4, exit_code = $5, not_before = $6,
 			finished_at = $7, updated_at = $8, cancel_requested = $9, claimed_from = NULL
@@ -158,7 +142,6 @@ const sqlChangeRun = `WITH r AS (
 		SELECT $1, $11::int4, $12::text, $13::text, $14::timestamptz, $15::timestamptz, $16::text,
 			$17::int4, $18::text, $19::text, $20::bytea, $21::int8, $22::boolean, $23::text, $24::text
 		WHERE $10::boolean
-		` + sqlAttemptMade + `
 	), e AS (
 		INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
 		SELECT $1, $26::timestamptz, $27::text, $28::int4, $29::text, $30::text, $31::text, $32::text
@@ -201,21 +184,7 @@ func (ch *changes) queue(c *conn, b *pgx.Batch) {
 			return nil
 		})
 	}
-	// The attempts whose claim made their row (a node of an earlier
-	// version) are finished apart; the others' rows are new.
-	fresh, made := ch.attempts, []attemptEnd(nil)
-	if slices.ContainsFunc(ch.attempts, attemptEnd.rowMade) {
-		fresh = nil
-		for _, a := range ch.attempts {
-			if a.rowMade() {
-				made = append(made, a)
-			} else {
-				fresh = append(fresh, a)
-			}
-		}
-	}
-	queueAttempts(b, sqlEndAttempts, fresh)
-	queueAttempts(b, sqlFinishMadeAttempts, made)
+	queueAttempts(b, ch.attempts)
 	if n := len(ch.events); n > 0 {
 		var (
 			runIDs, nodes, from, to, reasons, messages = make(textArray, n), make(textArray, n), make(textArray, n),
@@ -232,9 +201,8 @@ func (ch *changes) queue(c *conn, b *pgx.Batch) {
 	}
 }
 
-// queueAttempts queues q (sqlEndAttempts or sqlFinishMadeAttempts) for the
-// attempts as.
-func queueAttempts(b *pgx.Batch, q string, as []attemptEnd) {
+// queueAttempts queues sqlEndAttempts for the attempts as.
+func queueAttempts(b *pgx.Batch, as []attemptEnd) {
 	n := len(as)
 	if n == 0 {
 		return
@@ -253,7 +221,7 @@ func queueAttempts(b *pgx.Batch, q string, as []attemptEnd) {
 		o.set(i, a.t)
 		claimedFrom[i], endNodes[i] = a.derived()
 	}
-	b.Queue(q, runIDs, numbers, nodes, incarnations, startedAt, finishedAt, o.statuses, o.exitCodes, o.errs,
+	b.Queue(sqlEndAttempts, runIDs, numbers, nodes, incarnations, startedAt, finishedAt, o.statuses, o.exitCodes, o.errs,
 		o.reasons, o.outputs, o.outputBytes, o.truncated, claimedFrom, endNodes)
 }
 
@@ -282,18 +250,10 @@ func (o outcomes) set(i int, t jobs.Transition) {
 	o.outputBytes[i], o.truncated[i] = pgtype.Int8{Int64: t.OutputBytes, Valid: true}, boolOf(t.Truncated)
 }
 
-// rowMade reports whether the attempt's claim made its row and event (a
-// node of an earlier version, or any claim before migration 006).
-func (a attemptEnd) rowMade() bool { return a.run.ClaimedFrom == "" }
-
 // derived is what an attempt's row holds for RunEvents to read its claim's
 // and its end's events from: the status its claim took the run from and
-// the node that ended it; NULL and NULL when the claim wrote the attempt's
-// row and event.
+// the node that ended it.
 func (a attemptEnd) derived() (claimedFrom, endNode pgtype.Text) {
-	if a.rowMade() {
-		return pgtype.Text{}, pgtype.Text{}
-	}
 	return textArg(string(a.run.ClaimedFrom)), pgtype.Text{String: a.t.Node, Valid: true}
 }
 

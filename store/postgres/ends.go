@@ -20,24 +20,23 @@ import (
 // did not change go the locked way (lockRuns, changes), which gives each
 // its error, or writes those that are not this statement's to write.
 //
-// In a 1-node burn-down of 200,000 runs the locked read was 12% of the
+// In a 1-node burn-down the locked read was a notable share of the
 // server's busy time, and reading its rows, deciding each run in Go and
-// sending 25 arrays a third of this process's CPU per completed run.
+// sending 25 arrays a large share of this process's CPU per completed run.
 //
 // The status is checked through COALESCE with the empty string, which no
 // index's condition has (as sqlPickedDue): as status = 'running', the
-// planner read every running run through runs_running, with the dead entries of
-// the runs completed since the last vacuum (45,632 of them for 2,024 live
-// ones), and hashed them against the batch: 50-90 ms per batch of 1,000
-// in the burn-down, instead of a primary-key probe per run.
+// planner read every running run through runs_running, with the dead
+// entries of the runs completed since the last vacuum (many times the live
+// ones), and hashed them against the batch, instead of a primary-key probe
+// per run.
 //
 // Only the ends into a terminal status go this way. The run keeps
 // claimed_from, which the statement returns for the attempt's row and
 // which nothing reads once the run has left running (readers ask for a
 // running run's; the scanner reports it only while the run is running).
-// A retry's end goes the locked way: the run can be claimed again, and a
-// node of a version before migration 006, which does not set
-// claimed_from, must not find it set.
+// A retry's end goes the locked way, which moves the run's not_before and
+// refuses a retry that its window does not allow (changes.transition).
 var sqlEndTerminal = `WITH x AS (
 		SELECT * FROM unnest($1::text[], $2::int4[], $3::text[], $4::text[], $5::text[], $6::text[],
 			$7::int4[], $8::timestamptz[], $9::bytea[], $10::int8[], $11::bool[], $12::text[])
@@ -49,7 +48,7 @@ var sqlEndTerminal = `WITH x AS (
 			finished_at = COALESCE(x.at, now()), updated_at = COALESCE(x.at, now()), cancel_requested = false
 		FROM x
 		WHERE runs.id = x.id AND COALESCE(runs.status, '') = 'running' AND runs.attempt = x.attempt
-			AND runs.incarnation = x.incarnation AND runs.claimed_from IS NOT NULL
+			AND runs.incarnation = x.incarnation
 		RETURNING ` + qualifiedRunColumns + `
 	), a AS (
 		INSERT INTO attempts (run_id, number, node, incarnation, started_at, finished_at, status,

@@ -12,17 +12,17 @@ import (
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
-	"github.com/schedulerd/schedulerd/store/storetest"
 )
 
-// TestPlansWithoutHotPathIndexes checks that the statements whose indexes
-// migration 004 took off the claim and completion path (runs_node_running,
-// and runs_status_created for running and completed runs) read indexes,
-// not the whole table, on a history of 30,000 runs; and that a job's
-// active runs are read from runs_active; that a claim reads no more than
-// its runs; and that listings of all runs, of completed runs and of each
-// job's newest run read run_order in its order (migration 010), not the
-// whole of runs or run_order, and sort nothing.
+// TestPlansWithoutHotPathIndexes checks that the statements that have no
+// index of their own, so that a claim and a completion add fewer index
+// entries (the running runs of a node, and listings of running and
+// completed runs, which runs_status_created leaves out), read indexes, not
+// the whole table, on a history of 30,000 runs; and that a job's active
+// runs are read from runs_active; that a claim reads no more than its
+// runs; and that listings of all runs, of completed runs and of each job's
+// newest run read run_order in its order, not the whole of runs or
+// run_order, and sort nothing.
 func TestPlansWithoutHotPathIndexes(t *testing.T) {
 	_, dsn := openTest(t)
 	admin(t, dsn,
@@ -132,50 +132,18 @@ func explainer(t *testing.T, dsn string) func(sql string, args ...any) string {
 	}
 }
 
-// TestEarlierClaims: attempts whose claim wrote their row and event (nodes
-// of a version before migration 006) end with one of each.
-func TestEarlierClaims(t *testing.T) {
-	s, dsn := openTest(t)
-	storetest.EarlierClaims(t, s, func(ids []string) {
-		list := `ARRAY['` + strings.Join(ids, `','`) + `']`
-		admin(t, dsn,
-			`INSERT INTO attempts (run_id, number, node, incarnation, started_at, status)
-				SELECT id, attempt, node, incarnation, started_at, 'running' FROM runs WHERE id = ANY(`+list+`)`,
-			`INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason)
-				SELECT id, started_at, node, attempt, claimed_from, 'running', 'claimed' FROM runs WHERE id = ANY(`+list+`)`,
-			`UPDATE runs SET claimed_from = NULL WHERE id = ANY(`+list+`)`)
-	})
-}
-
-// TestEarlierEnds: attempts that ended before migration 007, whose
-// claim's and end's events are rows of events, keep that history, once.
-func TestEarlierEnds(t *testing.T) {
-	s, dsn := openTest(t)
-	storetest.EarlierEnds(t, s, func(ids []string) {
-		list := `ARRAY['` + strings.Join(ids, `','`) + `']`
-		admin(t, dsn,
-			`INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
-				SELECT run_id, started_at, node, number, claimed_from, 'running', 'claimed', ''
-				FROM attempts WHERE run_id = ANY(`+list+`) AND claimed_from IS NOT NULL ORDER BY run_id, number`,
-			`INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
-				SELECT run_id, finished_at, end_node, number, 'running', status, reason, error
-				FROM attempts WHERE run_id = ANY(`+list+`) AND claimed_from IS NOT NULL ORDER BY run_id, number`,
-			`UPDATE attempts SET claimed_from = NULL, end_node = NULL WHERE run_id = ANY(`+list+`)`)
-	})
-}
-
 // TestClaimPlansWithStaleStatistics: the claim of many jobs' due runs (a
 // round of ticks fired ahead, claimed at its tick in parts) reads each
 // job's runs from runs_claim and looks the candidates up by id, also when
 // the statistics were taken while few or no runs waited: 10,000 runs then
 // wait, one per job, which the planner does not know. With such
-// statistics it read, for each job, runs_due (every due run of every job:
-// 460 ms for a claim of 500), or, for the candidates, every waiting run
-// through runs_active and runs_due (130 ms). Before 009, without 008's
-// runs_due or runs_active one of the two cases failed, and so did the
-// second without sqlPickedDue before 008; with 008, these states no longer
-// bring the status indexes into the candidates' lookup. The reads of all
-// jobs' first due runs read runs_due only (migration 009).
+// statistics it read, for each job, runs_due (every due run of every
+// job), or, for the candidates, every waiting run through runs_active and
+// runs_due. With a condition on the
+// status alone on runs_due or on runs_active (without sqlWaitingOfAll or
+// sqlNamedJobs), one of the two cases failed, and so did the second
+// without sqlPickedDue. The reads of all jobs' first due runs read
+// runs_due only.
 func TestClaimPlansWithStaleStatistics(t *testing.T) {
 	for _, waiting := range []int{0, 100} {
 		t.Run(fmt.Sprintf("%d waiting when analyzed", waiting), func(t *testing.T) {
@@ -227,9 +195,10 @@ func testClaimPlansWithStaleStatistics(t *testing.T, waiting int) {
 		}
 	}
 
-	// The reads of all jobs' first due runs read runs_due only (migration
-	// 009): with 100 runs waiting when analyzed, they read every waiting
-	// run through runs_active and runs_status_created, and sorted them.
+	// The reads of all jobs' first due runs read runs_due only (its
+	// condition, sqlWaitingOfAll): with a condition on the status alone and
+	// 100 runs waiting when analyzed, they read every waiting run through
+	// runs_active and runs_status_created, and sorted them.
 	for name, sql := range map[string]string{
 		"heads of a claim": explain(sqlDueHeads, 2064, nil),
 		"next due run":     explain(sqlFirstWaiting, 256),

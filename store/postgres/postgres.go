@@ -127,8 +127,8 @@ func open(ctx context.Context, opts Options) (*Store, error) {
 	// are; worse, a generic plan made while a table was small (a fresh
 	// database, before autovacuum analyzes it) stays cached on the
 	// connection after the table grew: completions scanned the whole
-	// attempts table in a 200,000-run burn-down. Planning costs tens of
-	// microseconds a statement, and the hot path sends one per batch.
+	// attempts table in a burn-down. Planning costs little next to that,
+	// and the hot path sends one statement per batch.
 	if _, ok := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
 		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	}

@@ -2,11 +2,8 @@ package postgres
 
 import (
 	"fmt"
-	"io/fs"
-	"path"
 	"strings"
 	"testing"
-	"testing/fstest"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -98,41 +95,20 @@ func TestRunOrderFollowsRuns(t *testing.T) {
 	check("TRUNCATE", 0)
 }
 
-// TestRunOrderFilledByMigration: the runs of a database made before
-// migration 010 are in run_order after it, and listed newest first.
-func TestRunOrderFilledByMigration(t *testing.T) {
-	dsn := srv.NewDatabase(t)
-	before := fstest.MapFS{}
-	err := fs.WalkDir(embeddedMigrations, "migrations", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || strings.Compare(path.Base(p), "010") >= 0 {
-			return err
-		}
-		b, err := fs.ReadFile(embeddedMigrations, p)
-		before[p] = &fstest.MapFile{Data: b}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(before) != 9 {
-		t.Fatalf("%d migrations before 010, want 9", len(before))
-	}
-	withMigrations(t, before)
-	old := openDSN(t, dsn, Options{})
+// TestRunOrderLists: the runs a store makes are in run_order, and are
+// listed from it newest first, of one job and as each job's newest run.
+func TestRunOrderLists(t *testing.T) {
+	s, dsn := openTest(t)
 	var ids []string
 	for i := range 30 {
 		p := manual(fmt.Sprintf("job-%d", i%4))
 		p.Now = t0.Add(time.Duration(i) * time.Minute)
-		r, err := old.RunInsert(t.Context(), p)
+		r, err := s.RunInsert(t.Context(), p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, r.ID)
 	}
-	old.Close()
-
-	migrationSource = embeddedMigrations
-	s := openDSN(t, dsn, Options{})
 	if diff, runs := runOrderDiff(t, dsn); diff != 0 || runs != 30 {
 		t.Fatalf("%d runs, %d differ from run_order", runs, diff)
 	}

@@ -451,14 +451,14 @@ const (
 	// sqlDueWindow: a waiting run's window holds the claim's time.
 	sqlDueWindow = `not_before <= ` + sqlClaimAt + ` AND (not_after IS NULL OR not_after > ` + sqlClaimAt + `)`
 	sqlClaimDue  = `status IN ` + sqlWaiting + ` AND ` + sqlDueWindow
-	// sqlNamedJobs is the clause of runs_active's condition (migration
-	// 008), true of every run, that the lock of jobs' active runs states
-	// and a read of one job's due runs does not imply: such a read cannot
-	// use runs_active, whatever the statistics say.
+	// sqlNamedJobs is the clause of runs_active's condition, true of every
+	// run, that the lock of jobs' active runs states and a read of one
+	// job's due runs does not imply: such a read cannot use runs_active,
+	// whatever the statistics say.
 	sqlNamedJobs = `job <> ''`
-	// sqlWaitingOfAll is runs_due's condition (migration 009), which the
-	// reads of all jobs' first waiting runs state: they can use no other
-	// index on waiting runs, and no other read can use runs_due.
+	// sqlWaitingOfAll is runs_due's condition, which the reads of all
+	// jobs' first waiting runs state: they can use no other index on
+	// waiting runs, and no other read can use runs_due.
 	sqlWaitingOfAll = `(status || '') IN ` + sqlWaiting
 	// sqlDueOfAll is sqlClaimDue for those reads.
 	sqlDueOfAll = sqlWaitingOfAll + ` AND ` + sqlDueWindow
@@ -466,7 +466,7 @@ const (
 	// status as COALESCE(status, ''), which is the status (it is NOT NULL)
 	// but neither the status of the other indexes' conditions nor runs_due's
 	// status || ''. (As status || '', the candidates of a round were looked
-	// up through runs_due: 330 ms for a claim of 500.)
+	// up through runs_due.)
 	sqlPickedDue = `COALESCE(status, '') IN ` + sqlWaiting + ` AND ` + sqlDueWindow
 )
 
@@ -481,35 +481,33 @@ const sqlDueJobs = `SELECT j FROM unnest($1::text[]) AS j CROSS JOIN LATERAL (
 // concurrency limits are $4 (0: none), at most $7 of each, for node $5 and
 // incarnation $6, and return them, each with the status it was claimed
 // from in claimed_from.
-// room: how many runs each job may still start; picked: the runs to
-// claim; then the claim, set-based, which writes only the runs
-// (claimed_from, the status the run is claimed from, as SET reads the row
-// before the update: the attempt's row and the claim's event are written
-// when the attempt ends). The claim finds the picked runs by the row
-// versions it locked (ctid), as an array: joined to picked, whose size the
-// planner cannot know, they could be hashed and the whole table scanned;
-// looked up by id, each cost a probe of the primary key (1-1.5 us per run
-// of a claim of 1,000, measured with claims by id and by ctid taking turns
-// on one connection). A picked row is locked until the claim ends, so its
-// version is the one the update finds; one that a transaction committed
-// after the claim's snapshot, which FOR UPDATE locks in its newest
-// version, is one this snapshot does not see: it is not claimed this time. A limited job's running runs are
-// counted in the statement: the caller holds the job's advisory lock.
+// room: how many runs each job may still start; picked: the runs to claim;
+// then the claim, set-based, which writes only the runs (claimed_from, the
+// status the run is claimed from, as SET reads the row before the update:
+// the attempt's row and the claim's event are written when the attempt
+// ends). The claim finds the picked runs by the row versions it locked
+// (ctid), as an array: joined to picked, whose size the planner cannot
+// know, they could be hashed and the whole table scanned; looked up by id,
+// each cost a probe of the primary key. A picked row is locked until the
+// claim ends, so its version is the one the update finds; one that a
+// transaction committed after the claim's snapshot, which FOR UPDATE locks
+// in its newest version, is one this snapshot does not see: it is not
+// claimed this time. A limited job's running runs are counted in the
+// statement: the caller holds the job's advisory lock.
 //
-// sqlClaim, for several jobs: cand reads room.n of each job's due runs
-// from the index without locks; picked looks them up by id, locks the
-// first $3 in start order that no one else holds (FOR UPDATE SKIP LOCKED,
-// which checks each run again once it is locked), and locks no more than
-// it claims. picked checks the status in a form that no index condition
-// has (sqlPickedDue): with the status as such, a planner whose statistics
-// predate a round of 10,000 runs fired ahead of one tick read every
-// waiting run through the status indexes (runs_active and
-// runs_status_created) and matched each against the candidates' ids:
-// 130 ms for a claim of 500 of them, instead of 500 probes of the primary
-// key. (Migration 008 took runs_active out of that choice;
-// runs_status_created, whose first column is the status, is still in it.)
-// Claimers of the same jobs at the same moment read the same
-// runs, though, and all but one get few of them or none.
+// sqlClaim, for several jobs: cand reads room.n of each job's due runs from
+// the index without locks; picked looks them up by id, locks the first $3
+// in start order that no one else holds (FOR UPDATE SKIP LOCKED, which
+// checks each run again once it is locked), and locks no more than it
+// claims. picked checks the status in a form that no index condition has
+// (sqlPickedDue): with the status as such, a planner whose statistics
+// predate a round of 10,000 runs fired ahead of one tick read every waiting
+// run through the status indexes (runs_active and runs_status_created) and
+// matched each against the candidates' ids, instead of a probe of the
+// primary key per candidate. (runs_active's condition, with sqlNamedJobs,
+// keeps it out of that choice; runs_status_created, whose first column is
+// the status, is still in it.) Claimers of the same jobs at the same moment
+// read the same runs, though, and all but one get few of them or none.
 //
 // sqlClaimOne, for one job: picked locks the job's due runs as it reads
 // them, skipping those another claim holds, so that claimers of one
@@ -615,8 +613,8 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 		// jobs the first due runs belong to. A claim of one job without a
 		// concurrency limit is one statement that reads only that job's
 		// due runs, whether it has any or not: the first read would add a
-		// statement to learn which of the first due runs are its (6% of
-		// the server's busy time in a burn-down of one job's 200,000
+		// statement to learn which of the first due runs are its (a cost
+		// seen in the server's busy time in a burn-down of one job's
 		// runs).
 		return s.claim(ctx, slices.Sorted(maps.Keys(p.Jobs)), nil, p)
 	}
@@ -939,8 +937,7 @@ func (s *Store) RunsNextDue(ctx context.Context, declared map[string]int) (time.
 	// of all jobs, in the order of the runs_due index, nearly always hold
 	// one of the node's jobs: the first of those is the answer. Else one
 	// LIMIT 1 probe of the claim index per job (a min over all waiting runs
-	// walked the whole backlog: 57% of the server's time in a 200,000-run
-	// burn-down).
+	// walked the whole backlog: most of the server's time in a burn-down).
 	const scan = 256
 	rows, err := s.read().query(ctx, sqlFirstWaiting, scan)
 	if err != nil {
@@ -1053,12 +1050,12 @@ func (s *Store) RunsList(ctx context.Context, f store.RunFilter) ([]*jobs.Run, e
 	return runs, nil
 }
 
-// runsListQuery is the statement of RunsList (f.Status valid or empty).
-// The status is a constant, not a parameter: the plan is made for it. All
-// runs, and completed ones (most of the history), are read newest first
-// from run_order (migration 010), of all jobs or of f.Job, each run then
-// by its id; a rare status from the partial runs_status_created index, and
-// running runs from runs_running.
+// runsListQuery is the statement of RunsList (f.Status valid or empty). The
+// status is a constant, not a parameter: the plan is made for it. All runs,
+// and completed ones (most of the history), are read newest first from
+// run_order, of all jobs or of f.Job, each run then by its id; a rare
+// status from the partial runs_status_created index, and running runs from
+// runs_running.
 func runsListQuery(f store.RunFilter) (string, []any) {
 	var args []any
 	arg := func(v any) string {
@@ -1086,8 +1083,8 @@ func runsListQuery(f store.RunFilter) (string, []any) {
 // while it runs, the claim's event and the attempt that its run's row
 // stands for until the attempt ends (claimed_from), in one snapshot.
 //
-// The events of an attempt whose row has claimed_from (migration 007) are
-// read from that row: its claim's and its end's. They go in the order they
+// The claim's and the end's events of an attempt are read from its row of
+// attempts (claimed_from, end_node). They go in the order they
 // happened among the rows of events by attempt number: a claim starts
 // attempt n, no event is written while an attempt runs (each change of a
 // running run ends its attempt), and each event written between the end of
@@ -1100,16 +1097,16 @@ const (
 			SELECT number, v.* FROM attempts CROSS JOIN LATERAL (VALUES
 				(0, 0::bigint, run_id, started_at, node, number, claimed_from, 'running', 'claimed', ''),
 				(1, 0, run_id, finished_at, end_node, number, 'running', status, reason, error)) v
-			WHERE run_id = $1 AND claimed_from IS NOT NULL
+			WHERE run_id = $1
 			UNION ALL
 			SELECT attempt, 0, 0, id, started_at, node, attempt, claimed_from, 'running', 'claimed', '' FROM runs
-			WHERE id = $1 AND status = 'running' AND claimed_from IS NOT NULL) e
+			WHERE id = $1 AND status = 'running') e
 		ORDER BY n, k, seq`
 	sqlRunAttempts = `SELECT ` + attemptColumns + ` FROM (
 			SELECT ` + attemptColumns + ` FROM attempts WHERE run_id = $1
 			UNION ALL
 			SELECT id, attempt, node, incarnation, started_at, NULL, 'running', NULL, '', '', ''::bytea, 0, false
-			FROM runs WHERE id = $1 AND status = 'running' AND claimed_from IS NOT NULL) a
+			FROM runs WHERE id = $1 AND status = 'running') a
 		ORDER BY number`
 )
 

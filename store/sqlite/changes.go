@@ -14,10 +14,9 @@ import (
 // the runs read in the transaction, so that it is written with a statement
 // per table and per changeChunks rows rather than three statements per
 // transition: the last state of each run that changed, the attempts that
-// ended, and the events in order. An attempt whose claim wrote only the
-// run (claimed_from) ends with a row that also stands for its claim's
-// event and its end's (migration 006); the end of an attempt whose claim
-// wrote its row and event (before migration 004) writes its end's event.
+// ended, and the events in order. A claim writes only the run
+// (claimed_from), so an attempt ends with a row that also stands for its
+// claim's event and its end's.
 type changes struct {
 	runs     []*jobs.Run
 	index    map[string]int // position in runs by run id
@@ -50,9 +49,7 @@ func (ch *changes) add(cur *jobs.Run, t jobs.Transition) *jobs.Run {
 	}
 	if cur.Status == jobs.StatusRunning {
 		ch.attempts = append(ch.attempts, attemptEnd{run: cur, at: at, t: t})
-		if cur.ClaimedFrom != "" {
-			return run // the attempt's row stands for both events
-		}
+		return run // the attempt's row stands for both events
 	}
 	ch.events = append(ch.events, jobs.Event{RunID: t.RunID, Time: at, Node: t.Node, Attempt: cur.Attempt,
 		From: cur.Status, To: t.To, Reason: t.Reason, Message: t.Error})
@@ -77,18 +74,14 @@ var changeSQL = changeStatements{
 	}),
 	// Each attempt that ended, whole, with the status its claim took the
 	// run from and the node that ended it, from which RunEvents reads its
-	// claim's and its end's events; an attempt whose claim made its row
-	// (before migration 004) has that row finished, its claimed_from left
-	// NULL: its events are rows of events.
+	// claim's and its end's events. Its row is new: a claim writes no
+	// attempt row.
 	attempts: chunkStatements(15, func(values string) string {
 		return `INSERT INTO attempts (run_id, number, node, incarnation, started_at, finished_at, status,
 			exit_code, error, reason, output, output_bytes, truncated, claimed_from, end_node)
 		SELECT column1, column2, column3, column4, column5, column6, column7, column8, column9, column10,
 			column11, column12, column13, column14, column15
-		FROM (VALUES ` + values + `) WHERE column1 IS NOT NULL
-		ON CONFLICT (run_id, number) DO UPDATE SET finished_at = excluded.finished_at, status = excluded.status,
-			exit_code = excluded.exit_code, error = excluded.error, reason = excluded.reason,
-			output = excluded.output, output_bytes = excluded.output_bytes, truncated = excluded.truncated`
+		FROM (VALUES ` + values + `) WHERE column1 IS NOT NULL`
 	}),
 	events: chunkStatements(8, func(values string) string {
 		return `INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)

@@ -404,8 +404,8 @@ const sqlDueHeads = `SELECT job FROM runs INDEXED BY runs_due WHERE ` + sqlDue +
 // dueAmongHeads reports whether a run of jobs is among the first scan due
 // runs in start order, or scan due runs are there (then a run of jobs may
 // come after them). It stops reading at the first run of jobs: under a
-// backlog that is the first row, where reading all scan rows was 8% of a
-// burn-down's CPU.
+// backlog that is the first row, where reading all scan rows showed in a
+// burn-down's CPU profile.
 func dueAmongHeads(ctx context.Context, c conn, at int64, scan int, jobs map[string]int) (bool, error) {
 	rows, err := c.query(ctx, sqlDueHeads, at, at, scan)
 	if err != nil {
@@ -677,7 +677,7 @@ func (s *Store) RunsNextDue(ctx context.Context, declared map[string]int) (time.
 	// of all jobs, in the order of the runs_due index, nearly always hold
 	// one of the node's jobs: the first of those is the answer. Else one
 	// LIMIT 1 probe of the claim index per job (a MIN over all waiting runs
-	// walked the whole backlog: 86% of the CPU of a 200,000-run burn-down).
+	// walked the whole backlog: most of the CPU of a burn-down).
 	const scan = 256
 	rows, err := s.read().query(ctx, `SELECT job, not_before FROM runs INDEXED BY runs_due
 		WHERE status IN `+sqlWaiting+` ORDER BY not_before, created_at, id LIMIT ?`, scan)
@@ -839,8 +839,8 @@ func runsListQuery(f store.RunFilter) (string, []any) {
 // sqlRunEvents and sqlRunAttempts read a run's events and attempts, and
 // while it runs, the claim's event and the attempt that its run's row
 // stands for until the attempt ends (claimed_from), in one snapshot. An
-// attempt row with claimed_from (migration 006) stands for two events,
-// read from that row: its claim's and its end's. They go in the order they
+// attempt row stands for two events, read from that row (claimed_from,
+// end_node): its claim's and its end's. They go in the order they
 // happened among the rows of events by attempt number: a claim starts
 // attempt n, no event is written while an attempt runs (each change of a
 // running run ends its attempt), and each event written between the end of
@@ -851,19 +851,19 @@ const (
 			SELECT attempt AS n, 2 AS k, id AS seq, ` + eventColumns + ` FROM events WHERE run_id = ?1
 			UNION ALL
 			SELECT number, 0, 0, run_id, started_at, node, number, claimed_from, 'running', 'claimed', ''
-			FROM attempts WHERE run_id = ?1 AND claimed_from IS NOT NULL
+			FROM attempts WHERE run_id = ?1
 			UNION ALL
 			SELECT number, 1, 0, run_id, finished_at, end_node, number, 'running', status, reason, error
-			FROM attempts WHERE run_id = ?1 AND claimed_from IS NOT NULL
+			FROM attempts WHERE run_id = ?1
 			UNION ALL
 			SELECT attempt, 0, 0, id, started_at, node, attempt, claimed_from, 'running', 'claimed', '' FROM runs
-			WHERE id = ?1 AND status = 'running' AND claimed_from IS NOT NULL)
+			WHERE id = ?1 AND status = 'running')
 		ORDER BY n, k, seq`
 	sqlRunAttempts = `SELECT ` + attemptColumns + ` FROM (
 			SELECT ` + attemptColumns + ` FROM attempts WHERE run_id = ?1
 			UNION ALL
 			SELECT id, attempt, node, incarnation, started_at, NULL, 'running', NULL, '', '', x'', 0, 0
-			FROM runs WHERE id = ?1 AND status = 'running' AND claimed_from IS NOT NULL)
+			FROM runs WHERE id = ?1 AND status = 'running')
 		ORDER BY number`
 )
 

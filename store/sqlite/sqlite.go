@@ -95,14 +95,14 @@ type Store struct {
 // When the writer starts the WAL again after a checkpoint copied all of
 // it, journal_size_limit(0) empties the file first: the new frames are
 // appended, not written over the old ones, which took several times as
-// long here (a burst of 10,000 ticks after a quiet minute: p99 953 ms
-// against 593 ms for the first burst of the run; 557 ms with the limit).
+// long here (a burst of ticks after a quiet minute started its runs later
+// than the first burst of the run, and no later with the limit).
 //
 // temp_store(MEMORY) keeps the writer's statement journals in memory: a
 // statement that writes many rows (a batch of completions, a claim) keeps
 // the pages it changes there in case it must be undone, and spilled them
 // to a temporary file past 64 KiB, a pwrite per page. With it the
-// claim-and-complete benchmark makes 40% fewer pwrite calls. Every write
+// claim-and-complete benchmark makes fewer pwrite calls. Every write
 // statement is bounded (chunks of 64 rows, prunes in batches).
 const (
 	writerParams = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(0)&_pragma=temp_store(MEMORY)&_txlock=immediate"

@@ -423,56 +423,10 @@ func TestWALStartsAfreshAfterCheckpoint(t *testing.T) {
 	}
 }
 
-// TestEarlierClaims: attempts whose claim wrote their row and event (runs
-// claimed before migration 004) end with one of each.
-func TestEarlierClaims(t *testing.T) {
-	s := openTest(t, filepath.Join(t.TempDir(), "schedulerd.db"), false)
-	defer s.Close()
-	storetest.EarlierClaims(t, s, func(ids []string) {
-		for _, q := range []string{
-			`INSERT INTO attempts (run_id, number, node, incarnation, started_at, status)
-				SELECT id, attempt, node, incarnation, started_at, 'running' FROM runs WHERE id = ?`,
-			`INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason)
-				SELECT id, started_at, node, attempt, claimed_from, 'running', 'claimed' FROM runs WHERE id = ?`,
-			`UPDATE runs SET claimed_from = NULL WHERE id = ?`,
-		} {
-			for _, id := range ids {
-				if _, err := s.writer.Exec(q, id); err != nil {
-					t.Fatalf("%s: %v", q, err)
-				}
-			}
-		}
-	})
-}
-
-// TestEarlierEnds: attempts that ended before migration 006, whose
-// claim's and end's events are rows of events, keep that history, once.
-func TestEarlierEnds(t *testing.T) {
-	s := openTest(t, filepath.Join(t.TempDir(), "schedulerd.db"), false)
-	defer s.Close()
-	storetest.EarlierEnds(t, s, func(ids []string) {
-		for _, q := range []string{
-			`INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
-				SELECT run_id, started_at, node, number, claimed_from, 'running', 'claimed', ''
-				FROM attempts WHERE run_id = ? AND claimed_from IS NOT NULL`,
-			`INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
-				SELECT run_id, finished_at, end_node, number, 'running', status, reason, error
-				FROM attempts WHERE run_id = ? AND claimed_from IS NOT NULL`,
-			`UPDATE attempts SET claimed_from = NULL, end_node = NULL WHERE run_id = ?`,
-		} {
-			for _, id := range ids {
-				if _, err := s.writer.Exec(q, id); err != nil {
-					t.Fatalf("%s: %v", q, err)
-				}
-			}
-		}
-	})
-}
-
 // TestPlansOfListings: on a history of 30,000 runs, a listing by status
 // reads an index, not the whole table: the rare statuses from the partial
-// runs_status_created index (migration 005 left running and completed runs
-// out of it), running runs from runs_node_running, completed runs from
+// runs_status_created index (which leaves running and completed runs out),
+// running runs from runs_node_running, completed runs from
 // runs_created newest first, and a job's runs from runs_job_created; the
 // running runs of each job (claim limits) are counted from
 // runs_node_running.

@@ -17,7 +17,7 @@ import (
 // more of it at once than its limit allows; an unlimited job next to it is
 // claimed meanwhile.
 //
-// It takes about 6 s with -race on 2 cores. The bound is only there so
+// It takes seconds, also with -race on 2 cores. The bound is only there so
 // that a claimer that never gets its runs fails the test rather than hangs
 // it: under a whole make test on a slow host (other packages' daemons and
 // servers on the same 2 cores) the SQLite variant once took more than a

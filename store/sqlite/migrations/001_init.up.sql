@@ -1,7 +1,20 @@
 -- The initial schema of the SQLite store. Times are INTEGER unix microseconds
 -- in UTC; NULL stands for a zero time.
+--
+-- SQLite keeps the text of each CREATE statement as written, comments and
+-- line breaks included (sqlite_master). The comments here are outside the
+-- statements, and each statement's text is byte for byte that of the
+-- schema which the migrations folded into this one made: hence the last
+-- columns of runs and attempts, written as ALTER TABLE ADD COLUMN writes
+-- them.
 
 -- runs holds every run, active and finished, until RunsPrune deletes it.
+--
+-- claimed_from is, while the run is running, the status its claim took it
+-- from. A claim writes only the run's row: the attempt's row, which stands
+-- for the claim's event and the end's, is written when the attempt ends, in
+-- the transaction that ends it; until then the run's row stands for them.
+-- NULL while the run is not running.
 CREATE TABLE runs (
 	id               TEXT PRIMARY KEY,
 	job              TEXT NOT NULL,
@@ -28,7 +41,7 @@ CREATE TABLE runs (
 	cancel_requested INTEGER NOT NULL DEFAULT 0,
 	progress         INTEGER NOT NULL DEFAULT 0,
 	progress_message TEXT NOT NULL DEFAULT ''
-) STRICT;
+, claimed_from TEXT) STRICT;
 
 -- One non-terminal run per (job, dedup id): concurrent triggers with one id
 -- make one run, and the id is free again once that run is terminal.
@@ -40,20 +53,35 @@ CREATE UNIQUE INDEX runs_dedup ON runs (job, dedup_id)
 CREATE INDEX runs_claim ON runs (job, not_before, created_at, id)
 	WHERE status IN ('pending', 'retrying');
 
+-- Claims and the next-due probe read the waiting runs of every job in one
+-- start order: with many jobs, a probe per job would cost more than the
+-- claim. The job is the last key, so that the jobs of the first due runs
+-- are read from the index alone.
+CREATE INDEX runs_due ON runs (not_before, created_at, id, job)
+	WHERE status IN ('pending', 'retrying');
+
 -- Expiry looks only at waiting runs that have a deadline.
 CREATE INDEX runs_expire ON runs (not_after)
 	WHERE status IN ('pending', 'retrying') AND not_after IS NOT NULL;
 
--- Running and active counts per job (claim limits, overlap).
-CREATE INDEX runs_job_status ON runs (job, status);
+-- The active runs of a job (overlap) and the running runs (of a node, and
+-- per job for claim limits) are found in indexes of those runs only: a
+-- finished run leaves them, so the history never grows them, and a run
+-- that completes updates fewer index entries.
+CREATE INDEX runs_job_active ON runs (job, status) WHERE status IN ('pending', 'running', 'retrying');
+CREATE INDEX runs_node_running ON runs (node) WHERE status = 'running';
 
 -- Listings, newest first, and the last run of each job.
 CREATE INDEX runs_job_created ON runs (job, created_at, id);
 CREATE INDEX runs_created ON runs (created_at, id);
-CREATE INDEX runs_status_created ON runs (status, created_at, id);
 
--- The running runs of a node.
-CREATE INDEX runs_node_status ON runs (node, status);
+-- Listings by status keep only the statuses a listing could not find among
+-- the rest: running runs are few (runs_node_running holds them), and
+-- completed runs are most of the history (runs_created, newest first,
+-- filtered). A claim then deletes its run's entry instead of moving it,
+-- and a completion leaves the index alone.
+CREATE INDEX runs_status_created ON runs (status, created_at, id)
+	WHERE status NOT IN ('running', 'completed');
 
 -- Pending cancel requests, per incarnation; tiny.
 CREATE INDEX runs_cancel_requested ON runs (incarnation) WHERE cancel_requested = 1;
@@ -73,7 +101,9 @@ CREATE TABLE occurrences (
 	PRIMARY KEY (job, scheduled_at)
 ) STRICT;
 
--- events is the history of each run, in insertion order.
+-- events is the history of each run, in insertion order, but for the
+-- claim's and the end's event of each attempt, which its row of attempts
+-- stands for.
 CREATE TABLE events (
 	id          INTEGER PRIMARY KEY,
 	run_id      TEXT NOT NULL REFERENCES runs (id),
@@ -88,7 +118,12 @@ CREATE TABLE events (
 
 CREATE INDEX events_run ON events (run_id, id);
 
--- attempts holds one row per execution of a run, with its bounded output.
+-- attempts holds one row per ended attempt of a run, with its bounded
+-- output, written when the attempt ends: the end of an attempt writes two
+-- rows (the run's, the attempt's). The row also stands for two events: the
+-- claim's, from the status claimed_from at started_at by node, and the
+-- end's, at finished_at by end_node, which differs from node when the run
+-- was recovered.
 CREATE TABLE attempts (
 	run_id       TEXT NOT NULL REFERENCES runs (id),
 	number       INTEGER NOT NULL,
@@ -102,7 +137,7 @@ CREATE TABLE attempts (
 	reason       TEXT NOT NULL DEFAULT '',
 	output       BLOB NOT NULL DEFAULT x'',
 	output_bytes INTEGER NOT NULL DEFAULT 0,
-	truncated    INTEGER NOT NULL DEFAULT 0,
+	truncated    INTEGER NOT NULL DEFAULT 0, claimed_from TEXT, end_node TEXT,
 	PRIMARY KEY (run_id, number)
 ) STRICT;
 
