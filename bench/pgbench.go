@@ -112,7 +112,7 @@ func runPgbench(ctx context.Context, e *env) error {
 		"its migrations, seeded with pending runs): the claim and completion statements shaped as schedulerd's "+
 		"writes per run (the runs update at claim and at completion, with its indexes; at completion an attempts "+
 		"row, which also stands for the claim's and the completion's events), the same with both events written "+
-		"as rows of events at completion (as before migration 007), the runs updates alone, a hot path of one "+
+		"as rows of events at completion, the runs updates alone, a hot path of one "+
 		"small queue table (claimed rows updated, "+
 		"deleted at completion and written as finished history to a table of the runs columns with three "+
 		"indexes: id; job, created; created; no attempts or events rows), and the two ways the product could keep "+

@@ -12,8 +12,8 @@ import (
 // pgbenchShapes are claim-and-complete pgbench scripts, batched
 // shapeBatch runs per claim and per completion, on schedulerd's own schema (made by its
 // migrations): what the server can do with the rows schedulerd writes per
-// run (the first, which the fraction compares with), with those it wrote
-// before migration 007, with the runs rows alone, with a hot path of one
+// run (the first, which the fraction compares with), with the events
+// written as rows at completion, with the runs rows alone, with a hot path of one
 // small queue table whose rows move at completion to a history table with
 // the runs columns and three indexes, and with the two ways of keeping the
 // live runs apart that the product could take: a small queue table beside
@@ -53,7 +53,7 @@ a AS (INSERT INTO attempts (run_id, number, node, incarnation, started_at, finis
 SELECT count(*) FROM c;
 COMMIT;
 `},
-	{"before migration 007 (PostgreSQL): both events written as rows at completion", []string{seedRuns}, "runs", leftRuns, claimByStatus("runs") + `BEGIN;
+	{"events as rows (PostgreSQL): both events written as rows at completion", []string{seedRuns}, "runs", leftRuns, claimByStatus("runs") + `BEGIN;
 WITH c AS (UPDATE runs SET status = 'completed', finished_at = now(), updated_at = now(), reason = 'succeeded', exit_code = 0,
     claimed_from = NULL
   WHERE node = 'n' || :client_id AND status = 'running' RETURNING id, attempt, started_at),

@@ -129,9 +129,8 @@ func seed(ctx context.Context, b *backend, tmpl string, pending, completed int, 
 	stmts = append(stmts,
 		`INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
 		SELECT id, created_at, 'bench', 0, NULL, 'pending', 'created', '' FROM runs WHERE id LIKE '`+seedPrefix+`%'`)
-	// The history in the form the store writes it (SQLite migration 006,
-	// PostgreSQL 007): the attempt row stands for the claim's and the
-	// end's events.
+	// The history in the form the store writes it: the attempt row stands
+	// for the claim's and the end's events.
 	stmts = append(stmts,
 		`INSERT INTO attempts (run_id, number, node, incarnation, started_at, finished_at, status, exit_code, error, reason,
 			claimed_from, end_node)
