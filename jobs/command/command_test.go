@@ -448,9 +448,15 @@ func TestStop(t *testing.T) {
 			tags:  []string{"L"}, wantCode: -1, wantSignal: "terminated",
 		},
 		{
+			// The child writes its tag itself, from a shell of its own, so
+			// that TERM comes after it has started. With "sleep 600 &" the
+			// group was signalled while the forked subshell, which
+			// inherited the trap, had not yet run sleep, and that child
+			// now and then outlived TERM until SIGKILL (seen with a 3 s and
+			// a 60 s grace alike).
 			name:  "job handles TERM",
-			shell: `trap 'exit 7' TERM; sleep 600 & echo L $$ >> "$PIDS"; wait`,
-			tags:  []string{"L"}, wantCode: 7,
+			shell: `trap 'exit 7' TERM; sh -c 'echo C $$ >> "$PIDS"; exec sleep 600' & echo L $$ >> "$PIDS"; wait`,
+			tags:  []string{"L", "C"}, wantCode: 7,
 		},
 	}
 	for _, tt := range tests {
