@@ -92,6 +92,8 @@ command = ["/bin/true"]
 	}
 	down = false
 	waitFor(t, "/readyz to answer 200 again", time.Minute, func() bool { code, _ := getReadyz(addr); return code == http.StatusOK })
-	e.ok("health")
+	// The socket keeps its own result for 250ms, which may be the last
+	// failure: wait for it to say healthy as well.
+	waitFor(t, "schedulerd health to report healthy again", time.Minute, func() bool { return e.cli("health").code == 0 })
 	d.stop()
 }
