@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/scheduler/schedulertest"
 	"github.com/schedulerd/schedulerd/store"
 )
 
@@ -570,7 +571,7 @@ func TestLeadStepFollowsFireCost(t *testing.T) {
 // on the fake clock.
 type slowFires struct {
 	store.Store
-	clock *FakeClock
+	clock *schedulertest.FakeClock
 	took  time.Duration
 }
 

@@ -218,7 +218,7 @@ func TestClaimedAheadProvenAliveAfterFreeze(t *testing.T) {
 // the loop's, when nothing else sets one then.
 func sleepsUntil(h *harness, t time.Time) {
 	h.t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !pendingTimerAt(h.clock, t); {
+	for deadline := time.Now().Add(10 * time.Second); !h.clock.HasTimerAt(t); {
 		if time.Now().After(deadline) {
 			next, _ := h.clock.NextTimer()
 			h.t.Fatalf("no timer at %s; the next is at %s", t, next)
@@ -228,18 +228,6 @@ func sleepsUntil(h *harness, t time.Time) {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-}
-
-// pendingTimerAt reports whether the clock has a timer due at t.
-func pendingTimerAt(c *FakeClock, t time.Time) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, tm := range c.timers {
-		if tm.at.Equal(t) {
-			return true
-		}
-	}
-	return false
 }
 
 // TestClaimAheadRoundLargerThanSlots: a round that the free slots cannot

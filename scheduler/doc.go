@@ -19,5 +19,5 @@
 // lost race, one per tick per extra node, which is small at cron rates.
 //
 // Every timer loop reads time from an injected Clock, so tests of ticks,
-// backoff and windows advance a FakeClock instead of sleeping.
+// backoff and windows advance a schedulertest.FakeClock instead of sleeping.
 package scheduler

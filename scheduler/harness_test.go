@@ -11,6 +11,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/jobs/schedule"
+	"github.com/schedulerd/schedulerd/scheduler/schedulertest"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/sqlite"
 )
@@ -24,7 +25,7 @@ var t0 = time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 type harness struct {
 	t      *testing.T
 	path   string
-	clock  *FakeClock
+	clock  *schedulertest.FakeClock
 	st     store.Store
 	s      *Scheduler
 	cfg    Config
@@ -126,7 +127,7 @@ func newHarness(t *testing.T, defs func(h *harness) []*jobs.Definition) *harness
 // newHarnessWith lets setup change the harness before the first start.
 func newHarnessWith(t *testing.T, setup func(h *harness), defs func(h *harness) []*jobs.Definition) *harness {
 	t.Helper()
-	h := &harness{t: t, path: filepath.Join(t.TempDir(), "schedulerd.db"), clock: NewFakeClock(t0), calls: newCalls()}
+	h := &harness{t: t, path: filepath.Join(t.TempDir(), "schedulerd.db"), clock: schedulertest.NewFakeClock(t0), calls: newCalls()}
 	h.cfg = Config{NodeID: "node-a", Concurrency: 4, PollInterval: time.Minute, HeartbeatInterval: 30 * time.Second,
 		ShutdownGrace: 30 * time.Second, Rand: func() float64 { return 1 }}
 	if setup != nil {

@@ -52,7 +52,7 @@ type Config struct {
 	// StoreClock makes the store's clock authoritative: store calls get a
 	// zero Now, so leases, windows and liveness are judged by the database
 	// clock (PostgreSQL, several nodes). Without it the engine's Clock is
-	// passed down (one node, and tests with a FakeClock).
+	// passed down (one node, and tests with a schedulertest.FakeClock).
 	StoreClock bool
 	// ExclusiveStore says that this process holds the store alone (the
 	// SQLite lock): any earlier incarnation of the node is then gone, and
