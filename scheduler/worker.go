@@ -366,3 +366,15 @@ func (s *Scheduler) runCommand(ctx context.Context, d *jobs.Definition, info job
 	}
 	return res
 }
+
+// stopLocal stops an attempt running on this node, if there is one.
+func (s *Scheduler) stopLocal(runID string, reason jobs.Reason) bool {
+	s.mu.Lock()
+	a := s.running[runID]
+	s.mu.Unlock()
+	if a == nil {
+		return false
+	}
+	a.cancel(stopCause{reason})
+	return true
+}
