@@ -109,9 +109,9 @@ func TestFireAheadDeferredUntilTheTick(t *testing.T) {
 		t.Fatalf("cursor after the deferred fire: %+v", c)
 	}
 	// The loop does not try again before the tick.
-	seq := h.s.iterSeq.Load()
+	seq := h.s.testSignals.iterSeq.Load()
 	h.advanceTo(t2.Add(-lead / 2))
-	if n := h.s.iterSeq.Load() - seq; n > 1 {
+	if n := h.s.testSignals.iterSeq.Load() - seq; n > 1 {
 		t.Fatalf("%d iterations in the lead of a deferred tick", n)
 	}
 	// It ends before the tick: the tick fires at its time.

@@ -36,9 +36,7 @@ func (s *Scheduler) heartbeatLoop(start time.Time) {
 		case <-t.C():
 		}
 		s.heartbeatRound(ctx, &connectedSince)
-		if s.hbDone != nil {
-			s.hbDone(s.hbSeq.Add(1))
-		}
+		s.testSignals.heartbeatDone()
 	}
 }
 

@@ -157,10 +157,10 @@ func (h *harness) start(defs []*jobs.Definition) {
 		h.t.Fatal(err)
 	}
 	h.iters = newIterTracker()
-	s.iterDone = h.iters.done
+	s.testSignals.iterDone = h.iters.done
 	h.beats = newIterTracker()
-	s.hbDone = h.beats.done
-	s.attemptDone = make(chan int64, 10000)
+	s.testSignals.hbDone = h.beats.done
+	s.testSignals.attemptDone = make(chan int64, 10000)
 	h.s = s
 	h.closed = false
 	if err := s.Start(context.Background()); err != nil {
@@ -173,7 +173,7 @@ func (h *harness) start(defs []*jobs.Definition) {
 // waits for that heartbeat round to finish.
 func (h *harness) heartbeatAt(t time.Time) {
 	h.t.Helper()
-	seq := h.s.hbSeq.Load()
+	seq := h.s.testSignals.hbSeq.Load()
 	h.clock.Set(t)
 	h.beats.waitAfter(h.t, seq)
 }
@@ -211,7 +211,7 @@ func (h *harness) stop() {
 // after the call has finished.
 func (h *harness) loop() {
 	h.t.Helper()
-	seq := h.s.iterSeq.Load()
+	seq := h.s.testSignals.iterSeq.Load()
 	h.s.Wake()
 	h.iters.waitAfter(h.t, seq)
 }
@@ -223,7 +223,7 @@ func (h *harness) loop() {
 func (h *harness) advanceTo(t time.Time) {
 	h.t.Helper()
 	h.clock.Set(t)
-	seq := h.s.iterSeq.Load()
+	seq := h.s.testSignals.iterSeq.Load()
 	h.s.Wake()
 	h.iters.waitAfter(h.t, seq)
 }
@@ -234,7 +234,7 @@ func (h *harness) attemptsDone(n int) {
 	var seq int64
 	for i := 0; i < n; i++ {
 		select {
-		case s := <-h.s.attemptDone:
+		case s := <-h.s.testSignals.attemptDone:
 			seq = max(seq, s)
 		case <-time.After(10 * time.Second):
 			h.t.Fatalf("attempt %d of %d did not finish", i+1, n)

@@ -19,7 +19,7 @@ func (s *Scheduler) tickLoop() {
 		wakeups = n.Wakeups()
 	}
 	for {
-		seq := s.iterSeq.Add(1)
+		seq := s.testSignals.iterSeq.Add(1)
 		next := s.iterate(ctx)
 		now := s.clock.Now()
 		deadline := next
@@ -30,9 +30,7 @@ func (s *Scheduler) tickLoop() {
 		if s.OnLoop != nil {
 			s.OnLoop()
 		}
-		if s.iterDone != nil {
-			s.iterDone(seq)
-		}
+		s.testSignals.iterationDone(seq)
 		// The deadline is absolute: if the clock moved meanwhile, the timer
 		// fires at once.
 		t := s.clock.NewTimer(deadline.Sub(s.clock.Now()))

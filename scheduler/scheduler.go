@@ -216,19 +216,51 @@ type Scheduler struct {
 	lastStoreErr  atomic.Pointer[string]
 	count         counters // for Metrics
 
-	// Test hooks. iterSeq counts loop iterations started; iterDone, when
-	// set, is called with the number of each finished iteration; attemptDone
-	// receives, for each finished attempt, the iteration count read just
-	// before the attempt woke the loop (so an iteration after it follows).
-	iterSeq     atomic.Int64
-	iterDone    func(seq int64)
-	hbSeq       atomic.Int64
-	hbDone      func(seq int64) // after each heartbeat round
-	attemptDone chan int64
+	testSignals testSignals
 
 	// OnLoop, if set before Start, is called after each loop iteration from the
 	// loop goroutine (the daemon sends the systemd watchdog ping from it).
 	OnLoop func()
+}
+
+// testSignals are what tests wait on to know that the loops did their
+// work, instead of sleeping. Only tests set them, before Start; the
+// engine counts and signals, and does nothing else with them.
+type testSignals struct {
+	// iterSeq counts the scheduling loop's iterations started; iterDone,
+	// when set, is called with the number of each finished iteration.
+	iterSeq  atomic.Int64
+	iterDone func(seq int64)
+	// hbDone, when set, is called after each heartbeat round with the
+	// number of the round, counted in hbSeq.
+	hbSeq  atomic.Int64
+	hbDone func(seq int64)
+	// attemptDone, when set, receives for each finished attempt the
+	// iteration count read just before the attempt woke the loop (so an
+	// iteration after it follows).
+	attemptDone chan int64
+}
+
+// iterationDone signals that iteration seq of the loop has finished.
+func (ts *testSignals) iterationDone(seq int64) {
+	if ts.iterDone != nil {
+		ts.iterDone(seq)
+	}
+}
+
+// heartbeatDone signals that a heartbeat round has finished.
+func (ts *testSignals) heartbeatDone() {
+	if ts.hbDone != nil {
+		ts.hbDone(ts.hbSeq.Add(1))
+	}
+}
+
+// attemptEnded signals that an attempt has ended and its result is
+// written; seq is the loop's iteration count read before it woke the loop.
+func (ts *testSignals) attemptEnded(seq int64) {
+	if ts.attemptDone != nil {
+		ts.attemptDone <- seq
+	}
 }
 
 // attempt is an attempt running on this node.

@@ -81,11 +81,9 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 		s.completions <- c
 		<-c.done // the result is written (or given up on)
 		s.finishing.Add(-1)
-		seq := s.iterSeq.Load()
+		seq := s.testSignals.iterSeq.Load()
 		s.Wake()
-		if s.attemptDone != nil {
-			s.attemptDone <- seq
-		}
+		s.testSignals.attemptEnded(seq)
 	}()
 }
 
