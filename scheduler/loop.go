@@ -47,35 +47,119 @@ func (s *Scheduler) tickLoop() {
 	}
 }
 
-// iterate does one round of work and returns when the next one is due.
+// iterate does one iteration of the loop, a fixed sequence of steps, and
+// returns when the next one is due.
 func (s *Scheduler) iterate(ctx context.Context) time.Time {
-	now := s.clock.Now()
-	next := now.Add(s.cfg.PollInterval)
-	storeOK := true
-	noteErr := func(what string, err error) {
-		if ctx.Err() != nil {
-			return
-		}
-		storeOK = false
-		s.noteStoreError(err)
-		s.log.ErrorContext(ctx, what, "error", err)
-	}
+	it := &iteration{ctx: ctx, now: s.clock.Now()}
+	defer s.endBurst(it)
+	s.rereadPaused(it)
+	s.fireDue(it)
+	claimAt := s.clock.Now()
+	reached := s.takeReached(claimAt)
+	s.claimReached(it, claimAt, reached)
+	askNext := s.claimDue(it, claimAt, reached)
+	s.expire(it)
+	s.rereadReached(it, claimAt, reached)
+	return s.nextWake(it, askNext)
+}
 
-	// A pause or resume made through another node changes the cursor in
-	// the store only: re-read paused cursors every poll interval. (A pause
-	// made elsewhere is seen at once: firing on a paused cursor is refused
-	// by the store and the cursor re-read.)
-	if now.Sub(s.pausedReadAt) >= s.cfg.PollInterval {
-		s.pausedReadAt = now
-		if err := s.refreshPaused(ctx); err != nil {
-			noteErr("read paused cursors", err)
+// iteration is what the steps of one loop iteration share.
+type iteration struct {
+	ctx context.Context
+	now time.Time // the clock when the iteration began
+	// storeFailed is set when a store call of the iteration failed: the
+	// next iteration comes within a second.
+	storeFailed bool
+	// burst, when the iteration began a burst, is closed when it ends
+	// (see Scheduler.burst).
+	burst chan struct{}
+}
+
+// loopError notes a store call of the iteration that failed, unless the
+// loop is stopping: it is logged and kept as the last store error, which
+// an iteration with no failure clears.
+func (s *Scheduler) loopError(it *iteration, what string, err error) {
+	if it.ctx.Err() != nil {
+		return
+	}
+	it.storeFailed = true
+	s.noteStoreError(err)
+	s.log.ErrorContext(it.ctx, what, "error", err)
+}
+
+// beginBurst makes the results of attempts wait until the iteration ends
+// (see Scheduler.burst), unless it has begun a burst already.
+func (s *Scheduler) beginBurst(it *iteration) {
+	if it.burst != nil {
+		return
+	}
+	done := make(chan struct{})
+	it.burst = done
+	s.burst.Store(&done)
+}
+
+// endBurst ends the iteration's burst, if it began one.
+func (s *Scheduler) endBurst(it *iteration) {
+	if it.burst == nil {
+		return
+	}
+	s.burst.Store(nil)
+	close(it.burst)
+}
+
+// rereadPaused re-reads the paused cursors every poll interval: a pause or
+// resume made through another node changes the cursor in the store only.
+// (A pause made elsewhere is seen at once: firing on a paused cursor is
+// refused by the store and the cursor re-read.)
+func (s *Scheduler) rereadPaused(it *iteration) {
+	if it.now.Sub(s.pausedReadAt) < s.cfg.PollInterval {
+		return
+	}
+	s.pausedReadAt = it.now
+	if err := s.refreshPaused(it.ctx); err != nil {
+		s.loopError(it, "read paused cursors", err)
+	}
+}
+
+// fireDue fires due ticks, the ticks of many jobs per transaction: first
+// those whose time has come, then those due within FireLead, ahead of time.
+func (s *Scheduler) fireDue(it *iteration) {
+	due, early := s.takeDue(it.now)
+	size := fireSize(len(due))
+	if size < len(due) || len(early) > fireBatch {
+		// More than one fire transaction: the results of attempts wait
+		// until the round's runs are fired and claimed, at the end of
+		// this iteration.
+		s.beginBurst(it)
+	}
+	between := &claimBetween{s: s, it: it}
+	_, between.concurrent = s.st.(store.ConcurrentWriter)
+	for start := 0; start < len(due); start += size {
+		err := s.fireAndQueue(it, due[start:min(start+size, len(due))], false)
+		// With more ticks to fire, start the runs made so far: their
+		// attempts run while the next batches are written.
+		if err == nil && start+size < len(due) {
+			between.claim()
 		}
 	}
+	// The ticks due within FireLead: their runs wait for their time, so
+	// nothing is claimed between these fires unless that time has come (a
+	// burst larger than FireLead lets it write).
+	for start := 0; start < len(early); start += fireBatch {
+		err := s.fireAndQueue(it, early[start:min(start+fireBatch, len(early))], true)
+		if err == nil && start+fireBatch < len(early) && s.aheadReached(s.clock.Now()) {
+			between.claim()
+		}
+	}
+	between.wait()
+}
 
-	// Fire due ticks, the ticks of many jobs per transaction: first those
-	// whose time has come, then those due within FireLead, ahead of time.
+// takeDue takes out of the tick queue the jobs whose next tick is to be
+// fired now: due, those whose tick has come, and early, those whose tick
+// is due within its lead.
+func (s *Scheduler) takeDue(now time.Time) (due, early []*jobState) {
 	s.mu.Lock()
-	var due, early []*jobState
+	defer s.mu.Unlock()
 	for _, j := range s.dueLocked(now) {
 		if j.nextTick() <= now.UnixMicro() {
 			due = append(due, j)
@@ -83,192 +167,193 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 			early = append(early, j)
 		}
 	}
-	s.mu.Unlock()
-	size := fireSize(len(due))
-	if size < len(due) || len(early) > fireBatch {
-		// More than one fire transaction: the results of attempts wait
-		// until the round's runs are fired and claimed, at the end of
-		// this iteration.
-		done := make(chan struct{})
-		s.burst.Store(&done)
-		defer func() {
-			s.burst.Store(nil)
-			close(done)
-		}()
-	}
-	// On a store that writes transactions side by side, the claim after a
-	// fire runs while the next fire is written. One claim runs at a time.
-	_, concurrent := s.st.(store.ConcurrentWriter)
-	var (
-		claiming chan struct{}
-		claimErr error
-	)
-	awaitClaim := func() {
-		if claiming == nil {
-			return
-		}
-		<-claiming
-		claiming = nil
-		if claimErr != nil {
-			noteErr("claim runs", claimErr)
-		}
-	}
-	claimBetween := func() {
-		awaitClaim()
-		if !concurrent {
-			if _, _, err := s.claim(ctx, s.clock.Now(), 0, false); err != nil {
-				noteErr("claim runs", err)
-			}
-			return
-		}
-		done := make(chan struct{})
-		claiming = done
-		go func() {
-			defer close(done)
-			_, _, claimErr = s.claim(ctx, s.clock.Now(), 0, false)
-		}()
-	}
-	// fireQueued fires a batch and queues each of its jobs again, whatever
-	// happened (fired, lost to another writer, failed), at the next tick
-	// after its cursor: a tick that did not fire is due again at once.
-	fireQueued := func(batch []*jobState, ahead bool) error {
-		s.fireMu.Lock()
-		began := s.clock.Now()
-		err := s.fire(ctx, batch, now, ahead)
-		took := s.clock.Now().Sub(began)
-		s.fireMu.Unlock()
-		s.mu.Lock()
-		if err == nil {
-			s.noteFireCostLocked(took, len(batch))
-		}
-		for _, j := range batch {
-			s.queueLocked(j)
-		}
-		s.mu.Unlock()
-		if err != nil {
-			noteErr("fire ticks", err)
-		}
-		return err
-	}
-	for start := 0; start < len(due); start += size {
-		err := fireQueued(due[start:min(start+size, len(due))], false)
-		// With more ticks to fire, start the runs made so far: their
-		// attempts run while the next batches are written.
-		if err == nil && start+size < len(due) {
-			claimBetween()
-		}
-	}
-	// The ticks due within FireLead: their runs wait for their time, so
-	// nothing is claimed between these fires unless that time has come (a
-	// burst larger than FireLead lets it write).
-	for start := 0; start < len(early); start += fireBatch {
-		err := fireQueued(early[start:min(start+fireBatch, len(early))], true)
-		if err == nil && start+fireBatch < len(early) && s.aheadReached(s.clock.Now()) {
-			claimBetween()
-		}
-	}
-	awaitClaim()
+	return due, early
+}
 
-	// The ticks fired ahead whose time has come. When many jobs share the
-	// tick, their runs are claimed in parts (of splitRound at least and
-	// fireBatch at most): three or more one after another, or, on a
-	// ConcurrentWriter, four or more, four side by side, so that the first
-	// start after a part of the writing, not all of it; the results of
-	// attempts that end meanwhile wait, as in a burst. The store need not
-	// look whether anything is due first: it is. (With 10,000 runs at one
-	// tick, one claim of 4,000 took 370 ms on PostgreSQL, a claim of 500
-	// 20-30 ms.)
-	claimAt := s.clock.Now()
+// fireAndQueue fires a batch and queues each of its jobs again, whatever
+// happened (fired, lost to another writer, failed), at the next tick
+// after its cursor: a tick that did not fire is due again at once.
+func (s *Scheduler) fireAndQueue(it *iteration, batch []*jobState, ahead bool) error {
+	s.fireMu.Lock()
+	began := s.clock.Now()
+	err := s.fire(it.ctx, batch, it.now, ahead)
+	took := s.clock.Now().Sub(began)
+	s.fireMu.Unlock()
 	s.mu.Lock()
-	reached := s.aheadDueLocked(claimAt)
+	if err == nil {
+		s.noteFireCostLocked(took, len(batch))
+	}
+	for _, j := range batch {
+		s.queueLocked(j)
+	}
 	s.mu.Unlock()
-	if len(reached) > splitRound {
-		if s.burst.Load() == nil {
-			done := make(chan struct{})
-			s.burst.Store(&done)
-			defer func() {
-				s.burst.Store(nil)
-				close(done)
-			}()
-		}
-		// In turn, each part pays for a transaction of its own: with 167
-		// jobs at one tick, the SQLite spread p50 was 4.8-5.2 ms in three
-		// parts (one run of six: 7.6), 5.9-7.5 in two and 5.2-5.9 in four.
-		part := min(fireBatch, max(splitRound, (len(reached)+2)/3))
-		if concurrent && s.freeSlots() >= len(reached) {
-			// Side by side, each part claiming the runs of its own jobs:
-			// no part waits for another's write, and none skips the runs
-			// another has locked.
-			part = min(fireBatch, max(splitRound, (len(reached)+3)/4))
-			for _, err := range s.claimParts(ctx, claimAt, reached, part) {
-				noteErr("claim runs", err)
-			}
-		} else {
-			for claimed := 0; claimed < len(reached); {
-				n, _, err := s.claim(ctx, claimAt, part, true)
-				if err != nil {
-					noteErr("claim runs", err)
-					break
-				}
-				if claimed += n; n < part {
-					break
-				}
-				// Let the part's attempts start on this processor before
-				// the next part is written. Handed to the other one, they
-				// waited for its thread to wake: 1-3 ms on the benchmark's
-				// VM.
-				runtime.Gosched()
-			}
-		}
-	}
-
-	// Claim and start due runs. Only when the claim found fewer due runs
-	// than it had slots is the next due run asked for: otherwise the
-	// attempts that end wake the loop.
-	_, askNext, err := s.claim(ctx, claimAt, 0, len(reached) > 0 && len(reached) <= splitRound)
 	if err != nil {
-		noteErr("claim runs", err)
+		s.loopError(it, "fire ticks", err)
 	}
-	// Then the runs of the ticks fired ahead that come within ClaimLead.
-	if err := s.claimAhead(ctx, s.clock.Now()); err != nil {
-		noteErr("claim runs ahead of their tick", err)
-	}
+	return err
+}
 
-	// Expire runs that can no longer start, at most once a second (under
-	// load the loop turns hundreds of times a second), and after the
-	// claims, which it would delay: a claim never takes a run past its
-	// not_after, so this only records what already holds.
-	if now.Sub(s.expiredAt) >= time.Second || now.Before(s.expiredAt) {
-		s.expiredAt = now
-		expired, err := s.st.RunsExpire(ctx, s.cfg.NodeID, s.storeNow(now))
-		if err != nil {
-			noteErr("expire runs", err)
-		}
-		for _, r := range expired {
-			s.logRun(ctx, r, "", "run expired: not started by not_after")
-		}
-	}
+// claimBetween claims due runs between the fires of an iteration. On a
+// store that writes transactions side by side (store.ConcurrentWriter),
+// the claim runs while the next fire is written. One claim runs at a
+// time.
+type claimBetween struct {
+	s          *Scheduler
+	it         *iteration
+	concurrent bool
+	pending    chan struct{} // closed when the claim under way ends; nil if none
+	err        error         // the error of the claim under way, once pending is closed
+}
 
-	// The cursors of those ticks are read again: if a pause or a reload
-	// took a tick back (its run is gone and the cursor moved back), the
-	// tick is due now, and fires at the next iteration.
-	if len(reached) > 0 {
-		cs, err := s.st.ScheduleCursors(ctx, reached)
-		if err != nil {
-			noteErr("read schedule cursors", err)
-			// Read them again in a second.
-			again := claimAt.Add(time.Second).UnixMicro()
-			s.mu.Lock()
-			for _, name := range reached {
-				s.ahead[name] = again
-			}
-			s.aheadAt = earliest(s.aheadAt, again)
-			s.mu.Unlock()
+// claim waits for the claim under way, then claims, side by side with what
+// the loop does next on a ConcurrentWriter.
+func (c *claimBetween) claim() {
+	c.wait()
+	s := c.s
+	if !c.concurrent {
+		if _, _, err := s.claim(c.it.ctx, s.clock.Now(), 0, false); err != nil {
+			s.loopError(c.it, "claim runs", err)
 		}
-		for name, c := range cs {
-			s.setCursor(name, c)
-		}
+		return
 	}
+	done := make(chan struct{})
+	c.pending = done
+	go func() {
+		defer close(done)
+		_, _, c.err = s.claim(c.it.ctx, s.clock.Now(), 0, false)
+	}()
+}
+
+// wait waits for the claim under way, if any.
+func (c *claimBetween) wait() {
+	if c.pending == nil {
+		return
+	}
+	<-c.pending
+	c.pending = nil
+	if c.err != nil {
+		c.s.loopError(c.it, "claim runs", c.err)
+	}
+}
+
+// takeReached takes out the jobs whose ticks, fired ahead, the clock has
+// reached at now.
+func (s *Scheduler) takeReached(now time.Time) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.aheadDueLocked(now)
+}
+
+// claimReached claims the runs of the ticks fired ahead whose time has
+// come, when more than splitRound jobs share the tick (claimDue claims a
+// smaller round at once). They are claimed in parts (of splitRound at
+// least and fireBatch at most): three or more one after another, or, on a
+// ConcurrentWriter, four or more, four side by side, so that the first
+// start after a part of the writing, not all of it; the results of
+// attempts that end meanwhile wait, as in a burst. The store need not
+// look whether anything is due first: it is. (With 10,000 runs at one
+// tick, one claim of 4,000 took 370 ms on PostgreSQL, a claim of 500
+// 20-30 ms.)
+func (s *Scheduler) claimReached(it *iteration, claimAt time.Time, reached []string) {
+	if len(reached) <= splitRound {
+		return
+	}
+	s.beginBurst(it)
+	// In turn, each part pays for a transaction of its own: with 167
+	// jobs at one tick, the SQLite spread p50 was 4.8-5.2 ms in three
+	// parts (one run of six: 7.6), 5.9-7.5 in two and 5.2-5.9 in four.
+	part := min(fireBatch, max(splitRound, (len(reached)+2)/3))
+	if _, concurrent := s.st.(store.ConcurrentWriter); concurrent && s.freeSlots() >= len(reached) {
+		// Side by side, each part claiming the runs of its own jobs:
+		// no part waits for another's write, and none skips the runs
+		// another has locked.
+		part = min(fireBatch, max(splitRound, (len(reached)+3)/4))
+		for _, err := range s.claimParts(it.ctx, claimAt, reached, part) {
+			s.loopError(it, "claim runs", err)
+		}
+		return
+	}
+	for claimed := 0; claimed < len(reached); {
+		n, _, err := s.claim(it.ctx, claimAt, part, true)
+		if err != nil {
+			s.loopError(it, "claim runs", err)
+			return
+		}
+		if claimed += n; n < part {
+			return
+		}
+		// Let the part's attempts start on this processor before
+		// the next part is written. Handed to the other one, they
+		// waited for its thread to wake: 1-3 ms on the benchmark's
+		// VM.
+		runtime.Gosched()
+	}
+}
+
+// claimDue claims and starts due runs, then the runs of the ticks fired
+// ahead that come within ClaimLead. It reports whether the claim of due
+// runs found fewer than it had slots: only then is the next due run asked
+// for, since otherwise the attempts that end wake the loop.
+func (s *Scheduler) claimDue(it *iteration, claimAt time.Time, reached []string) (askNext bool) {
+	_, askNext, err := s.claim(it.ctx, claimAt, 0, len(reached) > 0 && len(reached) <= splitRound)
+	if err != nil {
+		s.loopError(it, "claim runs", err)
+	}
+	if err := s.claimAhead(it.ctx, s.clock.Now()); err != nil {
+		s.loopError(it, "claim runs ahead of their tick", err)
+	}
+	return askNext
+}
+
+// expire expires runs that can no longer start, at most once a second
+// (under load the loop turns hundreds of times a second), and after the
+// claims, which it would delay: a claim never takes a run past its
+// not_after, so this only records what already holds.
+func (s *Scheduler) expire(it *iteration) {
+	if it.now.Sub(s.expiredAt) < time.Second && !it.now.Before(s.expiredAt) {
+		return
+	}
+	s.expiredAt = it.now
+	expired, err := s.st.RunsExpire(it.ctx, s.cfg.NodeID, s.storeNow(it.now))
+	if err != nil {
+		s.loopError(it, "expire runs", err)
+	}
+	for _, r := range expired {
+		s.logRun(it.ctx, r, "", "run expired: not started by not_after")
+	}
+}
+
+// rereadReached reads again the cursors of the ticks fired ahead that the
+// clock has reached: if a pause or a reload took a tick back (its run is
+// gone and the cursor moved back), the tick is due now, and fires at the
+// next iteration.
+func (s *Scheduler) rereadReached(it *iteration, claimAt time.Time, reached []string) {
+	if len(reached) == 0 {
+		return
+	}
+	cs, err := s.st.ScheduleCursors(it.ctx, reached)
+	if err != nil {
+		s.loopError(it, "read schedule cursors", err)
+		// Read them again in a second.
+		again := claimAt.Add(time.Second).UnixMicro()
+		s.mu.Lock()
+		for _, name := range reached {
+			s.ahead[name] = again
+		}
+		s.aheadAt = earliest(s.aheadAt, again)
+		s.mu.Unlock()
+	}
+	for name, c := range cs {
+		s.setCursor(name, c)
+	}
+}
+
+// nextWake is when the next iteration is due: the next tick to fire, tick
+// fired ahead to claim or run to claim ahead, the next due run when
+// askNext, and at the latest a poll interval after this iteration began;
+// within a second when a store call failed.
+func (s *Scheduler) nextWake(it *iteration, askNext bool) time.Time {
+	next := it.now.Add(s.cfg.PollInterval)
 	s.mu.Lock()
 	if nt := s.nextQueuedLocked(); !nt.IsZero() && nt.Before(next) {
 		next = nt
@@ -288,16 +373,16 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 		s.mu.Lock()
 		limits := s.limits // replaced, never changed, by setJobs
 		s.mu.Unlock()
-		nextRun, err := s.st.RunsNextDue(ctx, limits)
+		nextRun, err := s.st.RunsNextDue(it.ctx, limits)
 		if err != nil {
-			noteErr("next due run", err)
-		} else if nextRun.After(now) && nextRun.Before(next) {
+			s.loopError(it, "next due run", err)
+		} else if nextRun.After(it.now) && nextRun.Before(next) {
 			next = nextRun
 		}
 	}
-	if storeOK {
+	if !it.storeFailed {
 		s.lastStoreErr.Store(nil)
-	} else if d := now.Add(time.Second); d.Before(next) {
+	} else if d := it.now.Add(time.Second); d.Before(next) {
 		next = d // try again soon
 	}
 	return next
