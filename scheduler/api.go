@@ -134,7 +134,7 @@ func (s *Scheduler) setPaused(ctx context.Context, job string, paused bool) (*st
 // cron job (zero while paused), the at time of a one-off job.
 func (s *Scheduler) NextFire(job string) time.Time {
 	s.mu.Lock()
-	j := s.jobLocked(job)
+	j := s.declared.job(job)
 	var (
 		d      *jobs.Definition
 		last   time.Time

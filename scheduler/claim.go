@@ -83,7 +83,7 @@ func (s *Scheduler) claimRuns(ctx context.Context, now time.Time, most int, due 
 	s.mu.Lock()
 	free := s.freeLocked()
 	draining := s.draining || s.fenced.Load()
-	limits := s.limits // replaced, never changed, by setJobs
+	limits := s.declared.limits // replaced, never changed, by setJobs
 	s.mu.Unlock()
 	if only != nil {
 		sub := make(map[string]int, len(only))

@@ -118,7 +118,7 @@ func (s *Scheduler) fire(ctx context.Context, due []*jobState, now time.Time, ah
 func (s *Scheduler) setCursor(job string, c *store.Cursor) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if j := s.jobLocked(job); j != nil && j.def.Schedule != nil {
+	if j := s.declared.job(job); j != nil && j.def.Schedule != nil {
 		j.setCursor(c)
 		s.noteAheadLocked(j, s.clock.Now())
 		s.queueLocked(j)

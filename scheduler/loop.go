@@ -371,7 +371,7 @@ func (s *Scheduler) nextWake(it *iteration, askNext bool) time.Time {
 	s.mu.Unlock()
 	if askNext {
 		s.mu.Lock()
-		limits := s.limits // replaced, never changed, by setJobs
+		limits := s.declared.limits // replaced, never changed, by setJobs
 		s.mu.Unlock()
 		nextRun, err := s.st.RunsNextDue(it.ctx, limits)
 		if err != nil {
@@ -422,7 +422,7 @@ func (s *Scheduler) noteStoreError(err error) {
 func (s *Scheduler) refreshPaused(ctx context.Context) error {
 	s.mu.Lock()
 	var paused []string
-	for _, j := range s.cron {
+	for _, j := range s.declared.cron {
 		if j.hasCursor && j.paused {
 			paused = append(paused, j.def.Name)
 		}

@@ -58,7 +58,7 @@ type Metrics struct {
 // Metrics returns this process's figures.
 func (s *Scheduler) Metrics() Metrics {
 	s.mu.Lock()
-	nJobs := len(s.all)
+	nJobs := len(s.declared.all)
 	fireBatch := time.Duration(s.fireCost) * time.Microsecond
 	s.mu.Unlock()
 	c := &s.count

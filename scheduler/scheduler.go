@@ -139,15 +139,10 @@ type Scheduler struct {
 	// the runs whose cancellation was requested (cluster.go).
 	fireMu sync.Mutex
 	mu     sync.Mutex
-	// all holds each declared job's definition and state (ticks.go) in
-	// declaration order, byName the same sorted by name (a map would cost
-	// 40 bytes per job more; a node may declare 100,000), cron the jobs
-	// with a schedule, and ticks the timer heap of the active cron jobs.
-	// setJobs replaces the slices; it never changes them in place.
-	all    []*jobState
-	byName []*jobState
-	cron   []*jobState
-	ticks  tickHeap
+	// declared is the declared jobs, ticks the timer heap of the active
+	// cron jobs.
+	declared jobSet
+	ticks    tickHeap
 	// rounds counts, by tick, the jobs ranked for it (roundLeadLocked).
 	rounds map[int64]int32
 	// fireCost is how long the store takes to write a fire of fireBatch
@@ -158,8 +153,6 @@ type Scheduler struct {
 	fireCosts   [3]int64
 	fireCostsN  int
 	fireCostsAt int
-	// limits is each declared job's concurrency limit, as claims take it.
-	limits map[string]int
 	// ahead holds, by job name, the cursors read or written later than the
 	// clock (a tick fired ahead of its time, by this node or another) until
 	// the clock reaches them; aheadAt is the earliest, noTick when empty.
@@ -304,49 +297,23 @@ func New(st store.Store, cfg Config, defs []*jobs.Definition) (*Scheduler, error
 	return s, nil
 }
 
+// setJobs validates defs and makes them the declared jobs.
 func (s *Scheduler) setJobs(defs []*jobs.Definition) error {
-	all := make([]*jobState, len(defs))
-	limits := make(map[string]int, len(defs))
-	var cron []*jobState
-	states := make([]jobState, len(defs)) // one allocation, not one per job
-	for i, d := range defs {
-		if err := d.Validate(); err != nil {
-			return fmt.Errorf("job %q: %w", d.Name, err)
-		}
-		if _, dup := limits[d.Name]; dup {
-			return fmt.Errorf("job %q: declared twice", d.Name)
-		}
-		states[i] = newJobState(d)
-		all[i] = &states[i]
-		limits[d.Name] = d.ConcurrencyLimit()
-		if d.Schedule != nil {
-			cron = append(cron, all[i])
-		}
+	set, err := newJobSet(defs)
+	if err != nil {
+		return err
 	}
-	byName := slices.Clone(all)
-	slices.SortFunc(byName, func(a, b *jobState) int { return strings.Compare(a.def.Name, b.def.Name) })
 	s.mu.Lock()
 	// The cursors stay as they were read until syncJobs reads them again.
-	for _, j := range cron {
-		if old := s.jobLocked(j.def.Name); old != nil && old.hasCursor {
+	for _, j := range set.cron {
+		if old := s.declared.job(j.def.Name); old != nil && old.hasCursor {
 			j.hasCursor, j.paused, j.last = true, old.paused, old.last
 		}
 	}
-	s.all, s.byName, s.cron, s.limits = all, byName, slices.Clip(cron), limits
+	s.declared = set
 	s.requeueAllLocked()
 	s.mu.Unlock()
 	return nil
-}
-
-// jobLocked returns the state of a declared job; nil if none. s.mu is held.
-func (s *Scheduler) jobLocked(name string) *jobState {
-	i, ok := slices.BinarySearchFunc(s.byName, name, func(j *jobState, name string) int {
-		return strings.Compare(j.def.Name, name)
-	})
-	if !ok {
-		return nil
-	}
-	return s.byName[i]
 }
 
 // Incarnation is this process's incarnation id.
@@ -359,8 +326,8 @@ func (s *Scheduler) NodeID() string { return s.cfg.NodeID }
 func (s *Scheduler) Jobs() []*jobs.Definition {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]*jobs.Definition, 0, len(s.all))
-	for _, j := range s.all {
+	out := make([]*jobs.Definition, 0, len(s.declared.all))
+	for _, j := range s.declared.all {
 		out = append(out, j.def)
 	}
 	return out
@@ -370,7 +337,7 @@ func (s *Scheduler) Jobs() []*jobs.Definition {
 func (s *Scheduler) Job(name string) (*jobs.Definition, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if j := s.jobLocked(name); j != nil {
+	if j := s.declared.job(name); j != nil {
 		return j.def, true
 	}
 	return nil, false
@@ -413,15 +380,15 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	go s.heartbeatLoop(now)
 	go s.pruneLoop(now)
 	s.live.Store(true)
-	s.log.InfoContext(ctx, "scheduler started", "incarnation", s.Incarnation(), "jobs", len(s.all), "concurrency", s.cfg.Concurrency)
+	s.log.InfoContext(ctx, "scheduler started", "incarnation", s.Incarnation(), "jobs", len(s.declared.all), "concurrency", s.cfg.Concurrency)
 	return nil
 }
 
 func (s *Scheduler) jobNames() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	names := make([]string, len(s.all))
-	for i, j := range s.all {
+	names := make([]string, len(s.declared.all))
+	for i, j := range s.declared.all {
 		names[i] = j.def.Name
 	}
 	return names
@@ -576,7 +543,7 @@ func (s *Scheduler) syncJobs(ctx context.Context, now time.Time) error {
 		}
 	}
 	s.mu.Lock()
-	for _, j := range s.cron {
+	for _, j := range s.declared.cron {
 		if c := cursors[j.def.Name]; c != nil {
 			j.setCursor(c)
 			s.noteAheadLocked(j, now)

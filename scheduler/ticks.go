@@ -342,10 +342,10 @@ func (s *Scheduler) requeueAllLocked() {
 	clear(s.ticks)
 	s.ticks = s.ticks[:0]
 	clear(s.rounds)
-	for _, j := range s.cron {
+	for _, j := range s.declared.cron {
 		j.queued, j.rank, j.rankOf = noTick, 0, noTick
 	}
-	for _, j := range s.cron {
+	for _, j := range s.declared.cron {
 		s.queueLocked(j)
 	}
 }

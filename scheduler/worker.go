@@ -21,7 +21,7 @@ import (
 func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundStart) {
 	s.mu.Lock()
 	var d *jobs.Definition
-	if j := s.jobLocked(r.Job); j != nil {
+	if j := s.declared.job(r.Job); j != nil {
 		d = j.def
 	}
 	f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}
