@@ -41,7 +41,7 @@ func (s *Scheduler) fire(ctx context.Context, due []*jobState, now time.Time, ah
 	for i, j := range due {
 		lasts[i] = j.lastTick()
 		// The ticks within FireLead, or the next one, which a large round
-		// fires further ahead (roundLeadLocked).
+		// fires further ahead (tickQueue.roundLead).
 		horizons[i] = now.Add(s.cfg.FireLead)
 		if nt := fromMicros(j.nextTick()); nt.After(horizons[i]) {
 			horizons[i] = nt
@@ -121,7 +121,7 @@ func (s *Scheduler) setCursor(job string, c *store.Cursor) {
 	if j := s.declared.job(job); j != nil && j.def.Schedule != nil {
 		j.setCursor(c)
 		s.noteAheadLocked(j, s.clock.Now())
-		s.queueLocked(j)
+		s.ticks.queue(j)
 	}
 }
 

@@ -160,7 +160,7 @@ func (s *Scheduler) fireDue(it *iteration) {
 func (s *Scheduler) takeDue(now time.Time) (due, early []*jobState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, j := range s.dueLocked(now) {
+	for _, j := range s.ticks.popDue(now) {
 		if j.nextTick() <= now.UnixMicro() {
 			due = append(due, j)
 		} else {
@@ -181,10 +181,10 @@ func (s *Scheduler) fireAndQueue(it *iteration, batch []*jobState, ahead bool) e
 	s.fireMu.Unlock()
 	s.mu.Lock()
 	if err == nil {
-		s.noteFireCostLocked(took, len(batch))
+		s.ticks.cost.note(took, len(batch))
 	}
 	for _, j := range batch {
-		s.queueLocked(j)
+		s.ticks.queue(j)
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -355,7 +355,7 @@ func (s *Scheduler) rereadReached(it *iteration, claimAt time.Time, reached []st
 func (s *Scheduler) nextWake(it *iteration, askNext bool) time.Time {
 	next := it.now.Add(s.cfg.PollInterval)
 	s.mu.Lock()
-	if nt := s.nextQueuedLocked(); !nt.IsZero() && nt.Before(next) {
+	if nt := s.ticks.next(); !nt.IsZero() && nt.Before(next) {
 		next = nt
 	}
 	if s.aheadAt != noTick {

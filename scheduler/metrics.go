@@ -51,7 +51,7 @@ type Metrics struct {
 	// from this node (fencing).
 	StaleWrites int64
 	// FireBatch is how long the store takes to write a fire of 500 cron
-	// ticks (noteFireCostLocked); 0 until one of 250 or more was written.
+	// ticks (fireCost.note); 0 until one of 250 or more was written.
 	FireBatch time.Duration
 }
 
@@ -59,7 +59,7 @@ type Metrics struct {
 func (s *Scheduler) Metrics() Metrics {
 	s.mu.Lock()
 	nJobs := len(s.declared.all)
-	fireBatch := time.Duration(s.fireCost) * time.Microsecond
+	fireBatch := time.Duration(s.ticks.cost.median) * time.Microsecond
 	s.mu.Unlock()
 	c := &s.count
 	return Metrics{

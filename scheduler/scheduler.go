@@ -38,7 +38,7 @@ type Config struct {
 	// written then, pending until the tick (or until ClaimLead before it),
 	// so that at the tick at most the claim is left to do. Default 250ms;
 	// a round of more than 500 jobs at one tick begins earlier (see
-	// roundLeadLocked); negative: ticks fire at their time.
+	// tickQueue.roundLead); negative: ticks fire at their time.
 	FireLead time.Duration
 	// ClaimLead is how long before its tick the run of a tick fired ahead
 	// is claimed: its attempt is this node's from then on, started_at the
@@ -139,20 +139,9 @@ type Scheduler struct {
 	// the runs whose cancellation was requested (cluster.go).
 	fireMu sync.Mutex
 	mu     sync.Mutex
-	// declared is the declared jobs, ticks the timer heap of the active
-	// cron jobs.
+	// declared is the declared jobs, ticks the queue of their next ticks.
 	declared jobSet
-	ticks    tickHeap
-	// rounds counts, by tick, the jobs ranked for it (roundLeadLocked).
-	rounds map[int64]int32
-	// fireCost is how long the store takes to write a fire of fireBatch
-	// jobs, in microseconds: the median of fireCosts, the last fires
-	// noteFireCostLocked counted (fireCostsN of them, the next written at
-	// fireCostsAt); 0 before the first large fire.
-	fireCost    int64
-	fireCosts   [3]int64
-	fireCostsN  int
-	fireCostsAt int
+	ticks    tickQueue
 	// ahead holds, by job name, the cursors read or written later than the
 	// clock (a tick fired ahead of its time, by this node or another) until
 	// the clock reaches them; aheadAt is the earliest, noTick when empty.
@@ -279,7 +268,7 @@ func New(st store.Store, cfg Config, defs []*jobs.Definition) (*Scheduler, error
 		clock:        cfg.Clock,
 		running:      map[string]*attempt{},
 		ahead:        map[string]int64{},
-		rounds:       map[int64]int32{},
+		ticks:        newTickQueue(cfg.FireLead),
 		aheadAt:      noTick,
 		claimedTo:    noTick,
 		claimAheadAt: noTick,
@@ -311,7 +300,7 @@ func (s *Scheduler) setJobs(defs []*jobs.Definition) error {
 		}
 	}
 	s.declared = set
-	s.requeueAllLocked()
+	s.ticks.requeue(s.declared.cron)
 	s.mu.Unlock()
 	return nil
 }
@@ -551,7 +540,7 @@ func (s *Scheduler) syncJobs(ctx context.Context, now time.Time) error {
 			j.hasCursor = false
 		}
 	}
-	s.requeueAllLocked()
+	s.ticks.requeue(s.declared.cron)
 	s.mu.Unlock()
 
 	for _, d := range defs {
