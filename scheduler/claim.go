@@ -128,7 +128,7 @@ func (s *Scheduler) claimRuns(ctx context.Context, now time.Time, most int, due 
 }
 
 // claimAhead claims, ClaimLead before their tick, the runs of the ticks
-// fired ahead (see roundsAheadLocked), with the tick as the claim's time
+// fired ahead (aheadTicks.takeRounds), with the tick as the claim's time
 // (the attempt's started_at), and starts their attempts when the clock
 // reaches the tick. At the tick nothing is left to write: the handlers
 // start then, not after a claim of the whole round. The jobs whose run
@@ -144,7 +144,7 @@ func (s *Scheduler) claimAhead(ctx context.Context, now time.Time) error {
 		return nil
 	}
 	s.mu.Lock()
-	rounds := s.roundsAheadLocked(now.UnixMicro(), now.Add(s.cfg.ClaimLead).UnixMicro())
+	rounds := s.ahead.takeRounds(now.UnixMicro(), now.Add(s.cfg.ClaimLead).UnixMicro(), s.freeLocked())
 	s.mu.Unlock()
 	for i, round := range rounds {
 		at := fromMicros(round.at)
@@ -162,14 +162,14 @@ func (s *Scheduler) claimAhead(ctx context.Context, now time.Time) error {
 		s.mu.Lock()
 		for _, name := range round.jobs {
 			if !claimed[name] {
-				s.aheadLocked(name, round.at)
+				s.ahead.add(name, round.at)
 			}
 		}
 		if err != nil {
 			// The later rounds are claimed at their tick too.
 			for _, later := range rounds[i+1:] {
 				for _, name := range later.jobs {
-					s.aheadLocked(name, later.at)
+					s.ahead.add(name, later.at)
 				}
 			}
 		}

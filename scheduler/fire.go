@@ -120,7 +120,7 @@ func (s *Scheduler) setCursor(job string, c *store.Cursor) {
 	defer s.mu.Unlock()
 	if j := s.declared.job(job); j != nil && j.def.Schedule != nil {
 		j.setCursor(c)
-		s.noteAheadLocked(j, s.clock.Now())
+		s.ahead.note(j, s.clock.Now())
 		s.ticks.queue(j)
 	}
 }

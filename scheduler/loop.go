@@ -241,7 +241,15 @@ func (c *claimBetween) wait() {
 func (s *Scheduler) takeReached(now time.Time) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.aheadDueLocked(now)
+	return s.ahead.takeReached(now)
+}
+
+// aheadReached reports whether the clock has reached the earliest tick
+// fired ahead.
+func (s *Scheduler) aheadReached(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ahead.reached(now)
 }
 
 // claimReached claims the runs of the ticks fired ahead whose time has
@@ -337,10 +345,7 @@ func (s *Scheduler) rereadReached(it *iteration, claimAt time.Time, reached []st
 		// Read them again in a second.
 		again := claimAt.Add(time.Second).UnixMicro()
 		s.mu.Lock()
-		for _, name := range reached {
-			s.ahead[name] = again
-		}
-		s.aheadAt = earliest(s.aheadAt, again)
+		s.ahead.readAgainAt(reached, again)
 		s.mu.Unlock()
 	}
 	for name, c := range cs {
@@ -358,13 +363,13 @@ func (s *Scheduler) nextWake(it *iteration, askNext bool) time.Time {
 	if nt := s.ticks.next(); !nt.IsZero() && nt.Before(next) {
 		next = nt
 	}
-	if s.aheadAt != noTick {
-		if at := fromMicros(s.aheadAt); at.Before(next) {
+	if s.ahead.first != noTick {
+		if at := fromMicros(s.ahead.first); at.Before(next) {
 			next = at
 		}
 	}
-	if s.cfg.ClaimLead > 0 && s.claimAheadAt != noTick {
-		if at := fromMicros(s.claimAheadAt).Add(-s.cfg.ClaimLead); at.Before(next) {
+	if s.cfg.ClaimLead > 0 && s.ahead.firstToClaim != noTick {
+		if at := fromMicros(s.ahead.firstToClaim).Add(-s.cfg.ClaimLead); at.Before(next) {
 			next = at
 		}
 	}

@@ -142,20 +142,7 @@ type Scheduler struct {
 	// declared is the declared jobs, ticks the queue of their next ticks.
 	declared jobSet
 	ticks    tickQueue
-	// ahead holds, by job name, the cursors read or written later than the
-	// clock (a tick fired ahead of its time, by this node or another) until
-	// the clock reaches them; aheadAt is the earliest, noTick when empty.
-	// The loop wakes then to claim the runs of those ticks and reads the
-	// cursors again: a withdrawal (a pause, a reload elsewhere) may have
-	// taken the tick back, and then it fires at once.
-	ahead   map[string]int64
-	aheadAt int64
-	// claimedTo is how far ahead the loop has claimed the runs of the
-	// ticks in ahead (see claimAhead): a tick at or before it that is
-	// still in ahead is claimed at its time. claimAheadAt is the earliest
-	// tick in ahead later than claimedTo, noTick when there is none.
-	claimedTo    int64
-	claimAheadAt int64
+	ahead    aheadTicks
 	// pausedReadAt is when the loop last re-read paused cursors, expiredAt
 	// when it last expired runs (loop only).
 	expiredAt    time.Time
@@ -262,18 +249,15 @@ func (c stopCause) Error() string { return "attempt stopped: " + string(c.reason
 func New(st store.Store, cfg Config, defs []*jobs.Definition) (*Scheduler, error) {
 	cfg = cfg.withDefaults()
 	s := &Scheduler{
-		cfg:          cfg,
-		st:           st,
-		log:          cfg.Logger.With("component", "scheduler", "node", cfg.NodeID),
-		clock:        cfg.Clock,
-		running:      map[string]*attempt{},
-		ahead:        map[string]int64{},
-		ticks:        newTickQueue(cfg.FireLead),
-		aheadAt:      noTick,
-		claimedTo:    noTick,
-		claimAheadAt: noTick,
-		wake:         make(chan struct{}, 1),
-		backlog:      make(chan struct{}, 1),
+		cfg:     cfg,
+		st:      st,
+		log:     cfg.Logger.With("component", "scheduler", "node", cfg.NodeID),
+		clock:   cfg.Clock,
+		running: map[string]*attempt{},
+		ahead:   newAheadTicks(),
+		ticks:   newTickQueue(cfg.FireLead),
+		wake:    make(chan struct{}, 1),
+		backlog: make(chan struct{}, 1),
 	}
 	inc := uuid.NewString()
 	s.inc.Store(&inc)
@@ -535,7 +519,7 @@ func (s *Scheduler) syncJobs(ctx context.Context, now time.Time) error {
 	for _, j := range s.declared.cron {
 		if c := cursors[j.def.Name]; c != nil {
 			j.setCursor(c)
-			s.noteAheadLocked(j, now)
+			s.ahead.note(j, now)
 		} else {
 			j.hasCursor = false
 		}
@@ -662,11 +646,7 @@ func (s *Scheduler) withdrawAhead(ctx context.Context) {
 func (s *Scheduler) aheadJobs() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	names := make([]string, 0, len(s.ahead))
-	for name := range s.ahead {
-		names = append(names, name)
-	}
-	return names
+	return s.ahead.jobs()
 }
 
 // Running returns the number of attempts of this node whose result is not

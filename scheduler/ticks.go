@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"container/heap"
-	"maps"
 	"math"
 	"slices"
 	"time"
@@ -259,103 +258,6 @@ func (q *tickQueue) unrank(j *jobState) {
 		delete(q.rounds, j.rankOf)
 	}
 	j.rank, j.rankOf = 0, noTick
-}
-
-// noteAheadLocked records the job's cursor if it is later than now: a
-// tick fired ahead of its time. s.mu is held.
-func (s *Scheduler) noteAheadLocked(j *jobState, now time.Time) {
-	if !j.hasCursor || j.last <= now.UnixMicro() {
-		return
-	}
-	s.aheadLocked(j.def.Name, j.last)
-}
-
-// aheadLocked records in ahead that the job's tick at is to be claimed.
-// s.mu is held.
-func (s *Scheduler) aheadLocked(job string, at int64) {
-	s.ahead[job] = at
-	s.aheadAt = earliest(s.aheadAt, at)
-	if at > s.claimedTo {
-		s.claimAheadAt = earliest(s.claimAheadAt, at)
-	}
-}
-
-// roundsAheadLocked takes out of ahead the rounds to claim ahead of their
-// tick (see claimAhead): those of the ticks later than now, no later
-// than horizon, and not looked at before, as long as the free slots take
-// each round whole and it has at most fireBatch jobs (a larger round is
-// claimed at its tick, between the fires that it needs). It returns them
-// by tick, earliest first. s.mu is held.
-func (s *Scheduler) roundsAheadLocked(now, horizon int64) []aheadRound {
-	if s.claimAheadAt == noTick || s.claimAheadAt > horizon {
-		return nil
-	}
-	from := max(s.claimedTo, now)
-	byTick := map[int64][]string{}
-	s.claimAheadAt = noTick
-	for name, at := range s.ahead {
-		switch {
-		case at > horizon:
-			s.claimAheadAt = earliest(s.claimAheadAt, at)
-		case at > from:
-			byTick[at] = append(byTick[at], name)
-		}
-	}
-	s.claimedTo = horizon
-	var rounds []aheadRound
-	free := s.freeLocked()
-	for _, at := range slices.Sorted(maps.Keys(byTick)) {
-		names := byTick[at]
-		if len(names) > fireBatch || len(names) > free {
-			continue
-		}
-		free -= len(names)
-		for _, name := range names {
-			delete(s.ahead, name)
-		}
-		rounds = append(rounds, aheadRound{at: at, jobs: names})
-	}
-	if len(rounds) > 0 {
-		s.aheadAt = noTick
-		for _, at := range s.ahead {
-			s.aheadAt = earliest(s.aheadAt, at)
-		}
-	}
-	return rounds
-}
-
-// aheadRound is the jobs whose ticks fired ahead are at one time.
-type aheadRound struct {
-	at   int64
-	jobs []string
-}
-
-// aheadReached reports whether the clock has reached the earliest tick
-// fired ahead.
-func (s *Scheduler) aheadReached(now time.Time) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.aheadAt != noTick && s.aheadAt <= now.UnixMicro()
-}
-
-// aheadDueLocked takes out the jobs whose cursor was ahead of the clock
-// and no longer is. s.mu is held.
-func (s *Scheduler) aheadDueLocked(now time.Time) []string {
-	until := now.UnixMicro()
-	if s.aheadAt == noTick || s.aheadAt > until {
-		return nil
-	}
-	var due []string
-	s.aheadAt = noTick
-	for name, at := range s.ahead {
-		if at <= until {
-			due = append(due, name)
-			delete(s.ahead, name)
-		} else {
-			s.aheadAt = earliest(s.aheadAt, at)
-		}
-	}
-	return due
 }
 
 // requeue rebuilds the heap from the cron jobs and their cursors.
