@@ -202,7 +202,7 @@ func (s *Scheduler) Health(ctx context.Context) Health {
 		h.Problems = append(h.Problems, fmt.Sprintf("scheduling loop stuck: last iteration %s ago", age.Round(time.Second)))
 	}
 	s.mu.Lock()
-	draining := s.draining
+	draining := s.attempts.draining
 	s.mu.Unlock()
 	if draining {
 		h.Problems = append(h.Problems, "shutting down")

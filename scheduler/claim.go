@@ -45,19 +45,11 @@ func (s *Scheduler) claimParts(ctx context.Context, now time.Time, reached []str
 // ConcurrentWriter.
 const sideBySide = 4
 
-// freeSlots is how many attempts may start now (see freeLocked).
+// freeSlots is how many attempts may start now (see attemptSet.free).
 func (s *Scheduler) freeSlots() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.freeLocked()
-}
-
-// freeLocked is how many attempts may start now. An attempt that ended
-// holds no slot while its result is written, but at most Concurrency
-// results may wait for their write: a store that writes them slower than
-// attempts end holds claims back. s.mu is held.
-func (s *Scheduler) freeLocked() int {
-	return min(s.cfg.Concurrency-len(s.running), 2*s.cfg.Concurrency-len(s.running)-int(s.finishing.Load()))
+	return s.attempts.free(s.cfg.Concurrency)
 }
 
 // claim starts due runs up to the free slots, and at most most of them
@@ -81,8 +73,8 @@ func (s *Scheduler) claimJobs(ctx context.Context, now time.Time, most int, due 
 func (s *Scheduler) claimRuns(ctx context.Context, now time.Time, most int, due bool, only []string,
 	start <-chan struct{}, rs *roundStart) ([]*jobs.Run, bool, error) {
 	s.mu.Lock()
-	free := s.freeLocked()
-	draining := s.draining || s.fenced.Load()
+	free := s.attempts.free(s.cfg.Concurrency)
+	draining := s.attempts.draining || s.fenced.Load()
 	limits := s.declared.limits // replaced, never changed, by setJobs
 	s.mu.Unlock()
 	if only != nil {
@@ -103,7 +95,7 @@ func (s *Scheduler) claimRuns(ctx context.Context, now time.Time, most int, due 
 	// load, each a transaction). Slots held by attempts that are still
 	// running are not waited for: a due run must not wait for long
 	// attempts to end.
-	if free < max(1, s.cfg.Concurrency/2) && s.finishing.Load() > 0 {
+	if free < max(1, s.cfg.Concurrency/2) && s.attempts.finishing.Load() > 0 {
 		return nil, false, nil
 	}
 	limit := free
@@ -144,7 +136,7 @@ func (s *Scheduler) claimAhead(ctx context.Context, now time.Time) error {
 		return nil
 	}
 	s.mu.Lock()
-	rounds := s.ahead.takeRounds(now.UnixMicro(), now.Add(s.cfg.ClaimLead).UnixMicro(), s.freeLocked())
+	rounds := s.ahead.takeRounds(now.UnixMicro(), now.Add(s.cfg.ClaimLead).UnixMicro(), s.attempts.free(s.cfg.Concurrency))
 	s.mu.Unlock()
 	for i, round := range rounds {
 		at := fromMicros(round.at)

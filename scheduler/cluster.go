@@ -173,8 +173,8 @@ func (s *Scheduler) fence(ctx context.Context, why string) {
 		return
 	}
 	s.mu.Lock()
-	n := len(s.running)
-	for _, a := range s.running {
+	n := len(s.attempts.running)
+	for _, a := range s.attempts.running {
 		a.cancel(stopCause{jobs.ReasonFenced})
 	}
 	s.mu.Unlock()

@@ -147,15 +147,11 @@ type Scheduler struct {
 	// when it last expired runs (loop only).
 	expiredAt    time.Time
 	pausedReadAt time.Time
-	running      map[string]*attempt // by run id
-	draining     bool
+	attempts     attemptSet
 
 	wake chan struct{}
 	// completions feeds the completers; completerDone closes when they end.
-	completions chan *completion
-	// finishing counts the attempts that have ended (and left running)
-	// and whose result is being written.
-	finishing     atomic.Int64
+	completions   chan *completion
 	completerDone chan struct{}
 	// burst is set while the loop fires the ticks of a burst, more than
 	// one transaction of them, and starts their runs: the channel closes
@@ -249,15 +245,15 @@ func (c stopCause) Error() string { return "attempt stopped: " + string(c.reason
 func New(st store.Store, cfg Config, defs []*jobs.Definition) (*Scheduler, error) {
 	cfg = cfg.withDefaults()
 	s := &Scheduler{
-		cfg:     cfg,
-		st:      st,
-		log:     cfg.Logger.With("component", "scheduler", "node", cfg.NodeID),
-		clock:   cfg.Clock,
-		running: map[string]*attempt{},
-		ahead:   newAheadTicks(),
-		ticks:   newTickQueue(cfg.FireLead),
-		wake:    make(chan struct{}, 1),
-		backlog: make(chan struct{}, 1),
+		cfg:      cfg,
+		st:       st,
+		log:      cfg.Logger.With("component", "scheduler", "node", cfg.NodeID),
+		clock:    cfg.Clock,
+		attempts: attemptSet{running: map[string]*attempt{}},
+		ahead:    newAheadTicks(),
+		ticks:    newTickQueue(cfg.FireLead),
+		wake:     make(chan struct{}, 1),
+		backlog:  make(chan struct{}, 1),
 	}
 	inc := uuid.NewString()
 	s.inc.Store(&inc)
@@ -593,8 +589,8 @@ func (s *Scheduler) Stop(ctx context.Context) {
 	}
 	s.stopOnce.Do(func() {
 		s.mu.Lock()
-		s.draining = true
-		n := len(s.running)
+		s.attempts.draining = true
+		n := len(s.attempts.running)
 		s.mu.Unlock()
 		s.stopLoop(ErrStopped)
 		s.loops.Wait()
@@ -654,7 +650,7 @@ func (s *Scheduler) aheadJobs() []string {
 func (s *Scheduler) Running() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.running) + int(s.finishing.Load())
+	return s.attempts.unwritten()
 }
 
 // storeNow is the Now to pass to the store: zero when the store's clock rules.

@@ -7,12 +7,40 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/jobs/command"
 	"github.com/schedulerd/schedulerd/store"
 )
+
+// attemptSet is this node's attempts whose result is not written yet, and
+// whether the node still claims: what a claim counts its slots by.
+type attemptSet struct {
+	// running is the attempts running, by run id. Scheduler.mu guards it.
+	running map[string]*attempt
+	// finishing counts the attempts that have ended (and left running)
+	// and whose result is being written.
+	finishing atomic.Int64
+	// draining is set when Stop begins: nothing more is claimed.
+	// Scheduler.mu guards it.
+	draining bool
+}
+
+// free is how many attempts may start now, of concurrency. An attempt
+// that ended holds no slot while its result is written, but at most
+// concurrency results may wait for their write: a store that writes them
+// slower than attempts end holds claims back. Scheduler.mu is held.
+func (as *attemptSet) free(concurrency int) int {
+	return min(concurrency-len(as.running), 2*concurrency-len(as.running)-int(as.finishing.Load()))
+}
+
+// unwritten is how many attempts have a result not written yet: those
+// running and those that ended a moment ago. Scheduler.mu is held.
+func (as *attemptSet) unwritten() int {
+	return len(as.running) + int(as.finishing.Load())
+}
 
 // startAttempt runs a claimed run in its own goroutine. The attempt is
 // registered before startAttempt returns, so the next claim sees the slot
@@ -27,7 +55,7 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 	f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}
 	ctx, cancel := context.WithCancelCause(s.runCtx)
 	a := &attempt{run: r, fence: f, cancel: cancel}
-	s.running[r.ID] = a
+	s.attempts.running[r.ID] = a
 	s.workers.Add(1)
 	s.mu.Unlock()
 	if rs != nil {
@@ -67,8 +95,8 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 		// The attempt no longer runs: its slot is free while its result
 		// is written, so the next claim need not wait for that write.
 		s.mu.Lock()
-		delete(s.running, r.ID)
-		if s.finishing.Add(1) == int64(s.cfg.Concurrency) {
+		delete(s.attempts.running, r.ID)
+		if s.attempts.finishing.Add(1) == int64(s.cfg.Concurrency) {
 			select {
 			case s.backlog <- struct{}{}:
 			default:
@@ -80,7 +108,7 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 		}
 		s.completions <- c
 		<-c.done // the result is written (or given up on)
-		s.finishing.Add(-1)
+		s.attempts.finishing.Add(-1)
 		seq := s.testSignals.iterSeq.Load()
 		s.Wake()
 		s.testSignals.attemptEnded(seq)
@@ -201,7 +229,7 @@ func (s *Scheduler) awaitBurst() {
 		}
 	}
 	done := s.burst.Load()
-	if done == nil || s.finishing.Load() >= int64(s.cfg.Concurrency) {
+	if done == nil || s.attempts.finishing.Load() >= int64(s.cfg.Concurrency) {
 		return
 	}
 	select {
@@ -368,7 +396,7 @@ func (s *Scheduler) runCommand(ctx context.Context, d *jobs.Definition, info job
 // stopLocal stops an attempt running on this node, if there is one.
 func (s *Scheduler) stopLocal(runID string, reason jobs.Reason) bool {
 	s.mu.Lock()
-	a := s.running[runID]
+	a := s.attempts.running[runID]
 	s.mu.Unlock()
 	if a == nil {
 		return false
