@@ -179,7 +179,7 @@ func (s *Scheduler) claimAhead(ctx context.Context, now time.Time) error {
 func (s *Scheduler) startAt(t time.Time, rs *roundStart) <-chan struct{} {
 	start := make(chan struct{})
 	open := func() {
-		s.starting.Store(rs)
+		s.results.starting.Store(rs)
 		close(start)
 	}
 	d := t.Sub(s.clock.Now())

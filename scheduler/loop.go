@@ -71,7 +71,7 @@ type iteration struct {
 	// next iteration comes within a second.
 	storeFailed bool
 	// burst, when the iteration began a burst, is closed when it ends
-	// (see Scheduler.burst).
+	// (see resultQueue.burst).
 	burst chan struct{}
 }
 
@@ -88,14 +88,14 @@ func (s *Scheduler) loopError(it *iteration, what string, err error) {
 }
 
 // beginBurst makes the results of attempts wait until the iteration ends
-// (see Scheduler.burst), unless it has begun a burst already.
+// (see resultQueue.burst), unless it has begun a burst already.
 func (s *Scheduler) beginBurst(it *iteration) {
 	if it.burst != nil {
 		return
 	}
 	done := make(chan struct{})
 	it.burst = done
-	s.burst.Store(&done)
+	s.results.burst.Store(&done)
 }
 
 // endBurst ends the iteration's burst, if it began one.
@@ -103,7 +103,7 @@ func (s *Scheduler) endBurst(it *iteration) {
 	if it.burst == nil {
 		return
 	}
-	s.burst.Store(nil)
+	s.results.burst.Store(nil)
 	close(it.burst)
 }
 

@@ -149,21 +149,8 @@ type Scheduler struct {
 	pausedReadAt time.Time
 	attempts     attemptSet
 
-	wake chan struct{}
-	// completions feeds the completers; completerDone closes when they end.
-	completions   chan *completion
-	completerDone chan struct{}
-	// burst is set while the loop fires the ticks of a burst, more than
-	// one transaction of them, and starts their runs: the channel closes
-	// when it is done. The completer waits for it, so that the writes
-	// that start due runs are not queued behind the results of attempts
-	// that ended; backlog is signalled when Concurrency results wait, and
-	// the completer then writes them anyway (they hold claims back).
-	burst atomic.Pointer[chan struct{}]
-	// starting is the last round claimed ahead whose tick has come (see
-	// roundStart): the completer waits until its attempts have started.
-	starting atomic.Pointer[roundStart]
-	backlog  chan struct{}
+	wake     chan struct{}
+	results  resultQueue
 	loopCtx  context.Context
 	stopLoop context.CancelCauseFunc
 	runCtx   context.Context // parent of every attempt; cancelled at the end of shutdown grace
@@ -253,7 +240,7 @@ func New(st store.Store, cfg Config, defs []*jobs.Definition) (*Scheduler, error
 		ahead:    newAheadTicks(),
 		ticks:    newTickQueue(cfg.FireLead),
 		wake:     make(chan struct{}, 1),
-		backlog:  make(chan struct{}, 1),
+		results:  resultQueue{backlog: make(chan struct{}, 1)},
 	}
 	inc := uuid.NewString()
 	s.inc.Store(&inc)
@@ -339,8 +326,8 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.loopCtx, s.stopLoop = context.WithCancelCause(context.WithoutCancel(ctx))
 	s.runCtx, s.stopRuns = context.WithCancelCause(context.WithoutCancel(ctx))
 	s.lastLoop.Store(now.UnixNano())
-	s.completions = make(chan *completion, s.cfg.Concurrency)
-	s.completerDone = make(chan struct{})
+	s.results.queue = make(chan *completion, s.cfg.Concurrency)
+	s.results.done = make(chan struct{})
 	go s.completers()
 	s.loops.Add(3)
 	// The loops count their deadlines from now, read here and not in the
@@ -612,8 +599,8 @@ func (s *Scheduler) Stop(ctx context.Context) {
 			<-done
 		}
 		s.stopRuns(ErrStopped)
-		close(s.completions) // every worker is done: no more results
-		<-s.completerDone
+		close(s.results.queue) // every worker is done: no more results
+		<-s.results.done
 		s.log.InfoContext(ctx, "scheduler stopped")
 	})
 }

@@ -98,7 +98,7 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 		delete(s.attempts.running, r.ID)
 		if s.attempts.finishing.Add(1) == int64(s.cfg.Concurrency) {
 			select {
-			case s.backlog <- struct{}{}:
+			case s.results.backlog <- struct{}{}:
 			default:
 			}
 		}
@@ -106,7 +106,7 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 		if rs == nil || rs.started() {
 			s.Wake() // else the round's last start wakes the loop
 		}
-		s.completions <- c
+		s.results.queue <- c
 		<-c.done // the result is written (or given up on)
 		s.attempts.finishing.Add(-1)
 		seq := s.testSignals.iterSeq.Load()
@@ -152,6 +152,25 @@ func stopReason(ctx context.Context) (jobs.Reason, bool) {
 	return "", false
 }
 
+// resultQueue hands the results of attempts to the completers, which
+// write them, and holds their writes back while the loop starts runs.
+type resultQueue struct {
+	// queue feeds the completers; done closes when they end.
+	queue chan *completion
+	done  chan struct{}
+	// burst is set while the loop fires the ticks of a burst, more than
+	// one transaction of them, and starts their runs: the channel closes
+	// when it is done. The completer waits for it, so that the writes
+	// that start due runs are not queued behind the results of attempts
+	// that ended; backlog is signalled when Concurrency results wait, and
+	// the completer then writes them anyway (they hold claims back).
+	burst   atomic.Pointer[chan struct{}]
+	backlog chan struct{}
+	// starting is the last round claimed ahead whose tick has come (see
+	// roundStart): the completer waits until its attempts have started.
+	starting atomic.Pointer[roundStart]
+}
+
 // completion is the result of an attempt waiting to be written.
 type completion struct {
 	run  *jobs.Run
@@ -172,9 +191,9 @@ const completionBatch = 1000
 // PostgreSQL two completers did 12% fewer runs per second, at concurrency
 // 2,000 12% more. (Batches lock their runs in the order of the ids, so
 // two never deadlock, and an attempt's result is in one batch only.)
-// completerDone closes when they have all ended.
+// s.results.done closes when they have all ended.
 func (s *Scheduler) completers() {
-	defer close(s.completerDone)
+	defer close(s.results.done)
 	n := 1
 	if _, ok := s.st.(store.ConcurrentWriter); ok && s.cfg.Concurrency > completionBatch {
 		n = 2
@@ -189,16 +208,16 @@ func (s *Scheduler) completers() {
 // completer writes the results of attempts: whatever has accumulated while
 // the previous write ran goes in one transaction, so under load results
 // are written in batches and when idle each is written at once. It ends
-// when s.completions is closed (after the workers are done).
+// when s.results.queue is closed (after the workers are done).
 func (s *Scheduler) completer() {
 	batch := make([]*completion, 0, completionBatch)
-	for first := range s.completions {
+	for first := range s.results.queue {
 		s.awaitBurst()
 		batch = append(batch[:0], first)
 	drain:
 		for len(batch) < completionBatch {
 			select {
-			case c, ok := <-s.completions:
+			case c, ok := <-s.results.queue:
 				if !ok {
 					break drain
 				}
@@ -222,19 +241,19 @@ func (s *Scheduler) completer() {
 // those results are written a moment later. Results that hold claims back
 // (Concurrency of them: see claim) are written at once.
 func (s *Scheduler) awaitBurst() {
-	if rs := s.starting.Load(); rs != nil {
+	if rs := s.results.starting.Load(); rs != nil {
 		select {
 		case <-rs.done:
-		case <-s.backlog:
+		case <-s.results.backlog:
 		}
 	}
-	done := s.burst.Load()
+	done := s.results.burst.Load()
 	if done == nil || s.attempts.finishing.Load() >= int64(s.cfg.Concurrency) {
 		return
 	}
 	select {
 	case <-*done:
-	case <-s.backlog:
+	case <-s.results.backlog:
 	}
 }
 
