@@ -186,7 +186,7 @@ func (s *Scheduler) Health(ctx context.Context) Health {
 		LastLoop:      time.Unix(0, s.lastLoop.Load()),
 		Running:       s.Running(),
 	}
-	if !s.live.Load() {
+	if !s.life.live.Load() {
 		h.Problems = append(h.Problems, "scheduler not started")
 	}
 	if err := s.pingStore(ctx); err != nil {

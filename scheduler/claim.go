@@ -191,7 +191,7 @@ func (s *Scheduler) startAt(t time.Time, rs *roundStart) <-chan struct{} {
 	go func() {
 		select {
 		case <-tm.C():
-		case <-s.runCtx.Done():
+		case <-s.life.runCtx.Done():
 			tm.Stop()
 		}
 		open()

@@ -19,8 +19,8 @@ import (
 // nodes that went silent; and fences this node when its own heartbeat has
 // not succeeded for inactive_threshold - heartbeat_interval.
 func (s *Scheduler) heartbeatLoop(start time.Time) {
-	defer s.loops.Done()
-	ctx := s.loopCtx
+	defer s.life.loops.Done()
+	ctx := s.life.loopCtx
 	next := start
 	// connectedSince is when the current streak of successful heartbeats
 	// began: the node judges others only by time it was itself connected.

@@ -12,8 +12,8 @@ import (
 // their window, claims due runs up to the free slots and starts them, then
 // sleeps until the next tick, the next due run, a wake-up, or PollInterval.
 func (s *Scheduler) tickLoop() {
-	defer s.loops.Done()
-	ctx := s.loopCtx
+	defer s.life.loops.Done()
+	ctx := s.life.loopCtx
 	var wakeups <-chan struct{} // nil (never ready) unless the store notifies
 	if n, ok := s.st.(store.Notifier); ok {
 		wakeups = n.Wakeups()
@@ -396,8 +396,8 @@ func (s *Scheduler) nextWake(it *iteration, askNext bool) time.Time {
 // pruneLoop deletes finished runs older than history, at start and then
 // every PruneInterval.
 func (s *Scheduler) pruneLoop(start time.Time) {
-	defer s.loops.Done()
-	ctx := s.loopCtx
+	defer s.life.loops.Done()
+	ctx := s.life.loopCtx
 	next := start
 	for {
 		n, err := s.st.RunsPrune(ctx, s.clock.Now().Add(-s.cfg.History))

@@ -149,17 +149,9 @@ type Scheduler struct {
 	pausedReadAt time.Time
 	attempts     attemptSet
 
-	wake     chan struct{}
-	results  resultQueue
-	loopCtx  context.Context
-	stopLoop context.CancelCauseFunc
-	runCtx   context.Context // parent of every attempt; cancelled at the end of shutdown grace
-	stopRuns context.CancelCauseFunc
-	loops    sync.WaitGroup
-	workers  sync.WaitGroup
-	started  atomic.Bool
-	live     atomic.Bool // Start succeeded: there are loops to stop
-	stopOnce sync.Once
+	wake    chan struct{}
+	results resultQueue
+	life    lifecycle
 
 	// health
 	lastLoop      atomic.Int64 // unix nanos of the last loop iteration
@@ -213,6 +205,24 @@ func (ts *testSignals) attemptEnded(seq int64) {
 	if ts.attemptDone != nil {
 		ts.attemptDone <- seq
 	}
+}
+
+// lifecycle is the engine's start and stop (Start, Stop): the contexts
+// that stop its loops and its attempts, and the groups that wait for them.
+type lifecycle struct {
+	started  atomic.Bool // Start was called
+	live     atomic.Bool // Start succeeded: there are loops to stop
+	stopOnce sync.Once
+	// loopCtx is the loops' context, cancelled when Stop begins; loops
+	// counts the loops.
+	loopCtx  context.Context
+	stopLoop context.CancelCauseFunc
+	loops    sync.WaitGroup
+	// runCtx is the parent of every attempt, cancelled at the end of
+	// shutdown grace; workers counts the attempts' goroutines.
+	runCtx   context.Context
+	stopRuns context.CancelCauseFunc
+	workers  sync.WaitGroup
 }
 
 // attempt is an attempt running on this node.
@@ -303,7 +313,7 @@ func (s *Scheduler) Job(name string) (*jobs.Definition, bool) {
 // process left running, makes the runs of one-off jobs, and starts the loops.
 // It returns after that synchronous setup.
 func (s *Scheduler) Start(ctx context.Context) error {
-	if !s.started.CompareAndSwap(false, true) {
+	if !s.life.started.CompareAndSwap(false, true) {
 		return errors.New("scheduler already started")
 	}
 	now := s.clock.Now()
@@ -323,19 +333,19 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		return err
 	}
 
-	s.loopCtx, s.stopLoop = context.WithCancelCause(context.WithoutCancel(ctx))
-	s.runCtx, s.stopRuns = context.WithCancelCause(context.WithoutCancel(ctx))
+	s.life.loopCtx, s.life.stopLoop = context.WithCancelCause(context.WithoutCancel(ctx))
+	s.life.runCtx, s.life.stopRuns = context.WithCancelCause(context.WithoutCancel(ctx))
 	s.lastLoop.Store(now.UnixNano())
 	s.results.queue = make(chan *completion, s.cfg.Concurrency)
 	s.results.done = make(chan struct{})
 	go s.completers()
-	s.loops.Add(3)
+	s.life.loops.Add(3)
 	// The loops count their deadlines from now, read here and not in the
 	// goroutines, so their schedule does not depend on when they first run.
 	go s.tickLoop()
 	go s.heartbeatLoop(now)
 	go s.pruneLoop(now)
-	s.live.Store(true)
+	s.life.live.Store(true)
 	s.log.InfoContext(ctx, "scheduler started", "incarnation", s.Incarnation(), "jobs", len(s.declared.all), "concurrency", s.cfg.Concurrency)
 	return nil
 }
@@ -571,34 +581,34 @@ func (s *Scheduler) Wake() {
 // shutdown_grace, then stops them (reason shutdown, through the retry flow)
 // and waits until their results are written. It is idempotent.
 func (s *Scheduler) Stop(ctx context.Context) {
-	if !s.live.Load() {
+	if !s.life.live.Load() {
 		return
 	}
-	s.stopOnce.Do(func() {
+	s.life.stopOnce.Do(func() {
 		s.mu.Lock()
 		s.attempts.draining = true
 		n := len(s.attempts.running)
 		s.mu.Unlock()
-		s.stopLoop(ErrStopped)
-		s.loops.Wait()
+		s.life.stopLoop(ErrStopped)
+		s.life.loops.Wait()
 		s.withdrawAhead(ctx)
 		if n > 0 {
 			s.log.InfoContext(ctx, "waiting for running attempts", "running", n, "shutdown_grace", s.cfg.ShutdownGrace)
 		}
 		done := make(chan struct{})
-		go func() { s.workers.Wait(); close(done) }()
+		go func() { s.life.workers.Wait(); close(done) }()
 		t := s.clock.NewTimer(s.cfg.ShutdownGrace)
 		defer t.Stop()
 		select {
 		case <-done:
 		case <-t.C():
-			s.stopRuns(stopCause{jobs.ReasonShutdown})
+			s.life.stopRuns(stopCause{jobs.ReasonShutdown})
 			<-done
 		case <-ctx.Done():
-			s.stopRuns(stopCause{jobs.ReasonShutdown})
+			s.life.stopRuns(stopCause{jobs.ReasonShutdown})
 			<-done
 		}
-		s.stopRuns(ErrStopped)
+		s.life.stopRuns(ErrStopped)
 		close(s.results.queue) // every worker is done: no more results
 		<-s.results.done
 		s.log.InfoContext(ctx, "scheduler stopped")

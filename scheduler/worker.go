@@ -53,17 +53,17 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 		d = j.def
 	}
 	f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}
-	ctx, cancel := context.WithCancelCause(s.runCtx)
+	ctx, cancel := context.WithCancelCause(s.life.runCtx)
 	a := &attempt{run: r, fence: f, cancel: cancel}
 	s.attempts.running[r.ID] = a
-	s.workers.Add(1)
+	s.life.workers.Add(1)
 	s.mu.Unlock()
 	if rs != nil {
 		rs.waiting.Add(1)
 	}
 
 	go func() {
-		defer s.workers.Done()
+		defer s.life.workers.Done()
 		var res jobs.Result
 		ok := awaitStart(ctx, start)
 		if ok && !s.provenAlive(ctx) {
