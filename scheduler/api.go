@@ -182,8 +182,8 @@ func (s *Scheduler) Health(ctx context.Context) Health {
 	now := s.clock.Now()
 	h := Health{
 		Incarnation:   s.Incarnation(),
-		LastHeartbeat: time.Unix(0, s.lastHeartbeat.Load()),
-		LastLoop:      time.Unix(0, s.lastLoop.Load()),
+		LastHeartbeat: time.Unix(0, s.lease.lastHeartbeat.Load()),
+		LastLoop:      time.Unix(0, s.loop.last.Load()),
 		Running:       s.Running(),
 	}
 	if !s.life.live.Load() {

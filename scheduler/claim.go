@@ -74,7 +74,7 @@ func (s *Scheduler) claimRuns(ctx context.Context, now time.Time, most int, due 
 	start <-chan struct{}, rs *roundStart) ([]*jobs.Run, bool, error) {
 	s.mu.Lock()
 	free := s.attempts.free(s.cfg.Concurrency)
-	draining := s.attempts.draining || s.fenced.Load()
+	draining := s.attempts.draining || s.lease.fenced.Load()
 	limits := s.declared.limits // replaced, never changed, by setJobs
 	s.mu.Unlock()
 	if only != nil {

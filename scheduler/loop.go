@@ -26,7 +26,7 @@ func (s *Scheduler) tickLoop() {
 		if poll := now.Add(s.cfg.PollInterval); poll.Before(deadline) {
 			deadline = poll
 		}
-		s.lastLoop.Store(now.UnixNano())
+		s.loop.last.Store(now.UnixNano())
 		if s.OnLoop != nil {
 			s.OnLoop()
 		}
@@ -112,10 +112,10 @@ func (s *Scheduler) endBurst(it *iteration) {
 // (A pause made elsewhere is seen at once: firing on a paused cursor is
 // refused by the store and the cursor re-read.)
 func (s *Scheduler) rereadPaused(it *iteration) {
-	if it.now.Sub(s.pausedReadAt) < s.cfg.PollInterval {
+	if it.now.Sub(s.loop.pausedReadAt) < s.cfg.PollInterval {
 		return
 	}
-	s.pausedReadAt = it.now
+	s.loop.pausedReadAt = it.now
 	if err := s.refreshPaused(it.ctx); err != nil {
 		s.loopError(it, "read paused cursors", err)
 	}
@@ -318,10 +318,10 @@ func (s *Scheduler) claimDue(it *iteration, claimAt time.Time, reached []string)
 // claims, which it would delay: a claim never takes a run past its
 // not_after, so this only records what already holds.
 func (s *Scheduler) expire(it *iteration) {
-	if it.now.Sub(s.expiredAt) < time.Second && !it.now.Before(s.expiredAt) {
+	if it.now.Sub(s.loop.expiredAt) < time.Second && !it.now.Before(s.loop.expiredAt) {
 		return
 	}
-	s.expiredAt = it.now
+	s.loop.expiredAt = it.now
 	expired, err := s.st.RunsExpire(it.ctx, s.cfg.NodeID, s.storeNow(it.now))
 	if err != nil {
 		s.loopError(it, "expire runs", err)

@@ -64,8 +64,8 @@ func (s *Scheduler) Metrics() Metrics {
 	c := &s.count
 	return Metrics{
 		Node: s.cfg.NodeID, Incarnation: s.Incarnation(), Version: s.cfg.Version, Jobs: nJobs, Concurrency: s.cfg.Concurrency,
-		Running: s.Running(), Fenced: s.fenced.Load(),
-		LastHeartbeat: time.Unix(0, s.lastHeartbeat.Load()), LastLoop: time.Unix(0, s.lastLoop.Load()),
+		Running: s.Running(), Fenced: s.lease.fenced.Load(),
+		LastHeartbeat: time.Unix(0, s.lease.lastHeartbeat.Load()), LastLoop: time.Unix(0, s.loop.last.Load()),
 		TicksFired: c.ticksFired.Load(), AttemptsStarted: c.attemptsStarted.Load(),
 		Results: map[jobs.Status]int64{
 			jobs.StatusCompleted: c.completed.Load(), jobs.StatusRetrying: c.retrying.Load(),

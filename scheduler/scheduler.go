@@ -132,33 +132,28 @@ type Scheduler struct {
 	// tokenKey signs attempt tokens (AttemptToken); new at every process
 	// start and never stored.
 	tokenKey [32]byte
-	// fenced is set while the node has fenced itself: it claims nothing.
-	fenced atomic.Bool
+	lease    lease
 
 	// fireMu is held while ticks are fired and while the heartbeat stops
 	// the runs whose cancellation was requested (cluster.go).
 	fireMu sync.Mutex
-	mu     sync.Mutex
-	// declared is the declared jobs, ticks the queue of their next ticks.
+	// mu guards the declared jobs, the queue of their next ticks, the
+	// ticks fired ahead and the attempts running.
+	mu       sync.Mutex
 	declared jobSet
 	ticks    tickQueue
 	ahead    aheadTicks
-	// pausedReadAt is when the loop last re-read paused cursors, expiredAt
-	// when it last expired runs (loop only).
-	expiredAt    time.Time
-	pausedReadAt time.Time
-	attempts     attemptSet
+	attempts attemptSet
 
+	loop    loopState
 	wake    chan struct{}
 	results resultQueue
 	life    lifecycle
 
-	// health
-	lastLoop      atomic.Int64 // unix nanos of the last loop iteration
-	lastHeartbeat atomic.Int64 // unix nanos of the last successful heartbeat
-	aliveMu       sync.Mutex   // one heartbeat for all attempts that must prove the node alive
-	lastStoreErr  atomic.Pointer[string]
-	count         counters // for Metrics
+	// lastStoreErr is the last store error, cleared when a loop iteration
+	// or a rejoin has none.
+	lastStoreErr atomic.Pointer[string]
+	count        counters // for Metrics
 
 	testSignals testSignals
 
@@ -205,6 +200,28 @@ func (ts *testSignals) attemptEnded(seq int64) {
 	if ts.attemptDone != nil {
 		ts.attemptDone <- seq
 	}
+}
+
+// lease is the node's standing in the cluster as this process sees it:
+// whether its last heartbeat is recent enough that no other node can have
+// judged it dead (Scheduler.leaseHeld), and whether it has fenced itself.
+type lease struct {
+	lastHeartbeat atomic.Int64 // unix nanos of the last successful heartbeat
+	// aliveMu makes one heartbeat serve all the attempts that must prove
+	// the node alive before they start (Scheduler.provenAlive).
+	aliveMu sync.Mutex
+	// fenced is set while the node has fenced itself: it claims nothing.
+	fenced atomic.Bool
+}
+
+// loopState is what the scheduling loop keeps from one iteration to the
+// next.
+type loopState struct {
+	last atomic.Int64 // unix nanos of the last iteration, for Health
+	// pausedReadAt is when the loop last re-read paused cursors, expiredAt
+	// when it last expired runs (the loop's alone).
+	pausedReadAt time.Time
+	expiredAt    time.Time
 }
 
 // lifecycle is the engine's start and stop (Start, Stop): the contexts
@@ -321,7 +338,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.lastHeartbeat.Store(now.UnixNano())
+	s.lease.lastHeartbeat.Store(now.UnixNano())
 	if prev != nil {
 		s.log.InfoContext(ctx, "node took over from its previous process",
 			"previous_incarnation", prev.Incarnation, "previous_pid", prev.PID, "incarnation", s.Incarnation())
@@ -335,7 +352,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 
 	s.life.loopCtx, s.life.stopLoop = context.WithCancelCause(context.WithoutCancel(ctx))
 	s.life.runCtx, s.life.stopRuns = context.WithCancelCause(context.WithoutCancel(ctx))
-	s.lastLoop.Store(now.UnixNano())
+	s.loop.last.Store(now.UnixNano())
 	s.results.queue = make(chan *completion, s.cfg.Concurrency)
 	s.results.done = make(chan struct{})
 	go s.completers()
