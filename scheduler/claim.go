@@ -205,7 +205,7 @@ func (s *Scheduler) startAt(t time.Time, rs *roundStart) <-chan struct{} {
 // attempts that end do not wake the loop. On SQLite, whose writes and
 // reads run on this process's processors, the completer's write and the
 // loop's claim otherwise took both processors from the round's attempts,
-// which waited 2-3 ms for them.
+// which waited for them.
 type roundStart struct {
 	// waiting counts the attempts claimed that have not started, plus
 	// one held by the claim until it has started them all.

@@ -13,7 +13,7 @@ import (
 // so a copy of one taken under Scheduler.mu stays valid without it.
 type jobSet struct {
 	// all is the jobs in declaration order, byName the same sorted by
-	// name (a map would cost 40 bytes per job more; a node may declare
+	// name (a map would cost more memory per job; a node may declare
 	// 100,000), cron those with a schedule.
 	all    []*jobState
 	byName []*jobState

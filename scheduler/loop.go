@@ -259,17 +259,16 @@ func (s *Scheduler) aheadReached(now time.Time) bool {
 // ConcurrentWriter, four or more, four side by side, so that the first
 // start after a part of the writing, not all of it; the results of
 // attempts that end meanwhile wait, as in a burst. The store need not
-// look whether anything is due first: it is. (With 10,000 runs at one
-// tick, one claim of 4,000 took 370 ms on PostgreSQL, a claim of 500
-// 20-30 ms.)
+// look whether anything is due first: it is. (One claim of a whole large
+// round takes many times as long as a claim of fireBatch runs, and no
+// attempt of it starts before it ends.)
 func (s *Scheduler) claimReached(it *iteration, claimAt time.Time, reached []string) {
 	if len(reached) <= splitRound {
 		return
 	}
 	s.beginBurst(it)
-	// In turn, each part pays for a transaction of its own: with 167
-	// jobs at one tick, the SQLite spread p50 was 4.8-5.2 ms in three
-	// parts (one run of six: 7.6), 5.9-7.5 in two and 5.2-5.9 in four.
+	// In turn, each part pays for a transaction of its own: on SQLite,
+	// three parts spread the starts of a round less than two or four.
 	part := min(fireBatch, max(splitRound, (len(reached)+2)/3))
 	if _, concurrent := s.st.(store.ConcurrentWriter); concurrent && s.freeSlots() >= len(reached) {
 		// Side by side, each part claiming the runs of its own jobs:
@@ -292,8 +291,7 @@ func (s *Scheduler) claimReached(it *iteration, claimAt time.Time, reached []str
 		}
 		// Let the part's attempts start on this processor before
 		// the next part is written. Handed to the other one, they
-		// waited for its thread to wake: 1-3 ms on the benchmark's
-		// VM.
+		// waited for its thread to wake.
 		runtime.Gosched()
 	}
 }

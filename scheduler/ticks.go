@@ -14,9 +14,8 @@ import (
 // and, for a cron job, its cursor as last read or written, the next tick
 // after it and the heap entry. It is kept small, as integers rather than
 // time.Time values and without the cursor's counters (the store has them),
-// because a node may declare 100,000 jobs: one map of these replaced a map
-// of definitions, one of cursors and one of cached ticks, and halved the
-// engine's memory per job.
+// because a node may declare 100,000 jobs: one of these per job replaced a
+// map of definitions, one of cursors and one of cached ticks.
 type jobState struct {
 	def *jobs.Definition
 	// last is the cursor's Last in Unix microseconds, as the stores keep
@@ -95,8 +94,9 @@ func (j *jobState) nextTick() int64 {
 }
 
 // The cron jobs' next ticks are kept in a timer heap, so that a loop
-// iteration costs what is due, not the number of jobs: with 100,000 jobs a
-// pass over all of them took milliseconds every iteration.
+// iteration costs what is due, not the number of jobs: with 100,000 jobs,
+// a pass over all of them at every iteration would cost more than the
+// work that is due.
 //
 // Each active cron job has one live entry: the time to fire its next tick
 // after its cursor (FireLead before it, or the tick itself when its fire
@@ -183,16 +183,16 @@ func (q *tickQueue) fireAt(j *jobState) int64 {
 // it, in the order they are queued; the first fireBatch ranks fire
 // FireLead ahead, and each further fireBatch one step earlier than the
 // one before. The round is then written in transactions of fireBatch, a
-// step apart, the last one FireLead before the tick. With 10,000 jobs at
-// one second the first fire came 250 ms ahead, the fires still ran 830 ms
-// after the tick on PostgreSQL, and the claims of the runs fired by then
-// took 370 ms in one statement: the p99 lag was 0.8-1.2 s. Now the round's
-// fires begin 1.2 s ahead. The extra lead is at most maxRoundLead.
+// step apart, the last one FireLead before the tick. Fired all at once
+// FireLead ahead, a round of thousands of jobs was still being written
+// after its tick, and the claim of the runs fired by then came after
+// that, in one long statement: the round started late. The extra lead is
+// at most maxRoundLead.
 //
-// The step is roundLeadStep (a fire of fireBatch takes 25-50 ms on the
-// benchmark's machine), or 5/4 of the time the store takes to write a fire
-// of fireBatch when that is longer (leadStep): on a slower store the
-// round starts earlier, so that it is still written before the tick.
+// The step is roundLeadStep (about what a fire of fireBatch takes on a
+// fast machine), or 5/4 of the time the store takes to write a fire of
+// fireBatch when that is longer (leadStep): on a slower store the round
+// starts earlier, so that it is still written before the tick.
 const (
 	roundLeadStep = 50 * time.Millisecond
 	maxRoundLead  = 10 * time.Second
@@ -316,7 +316,7 @@ func (q *tickQueue) next() time.Time {
 const defaultFireLead = 250 * time.Millisecond
 
 // defaultClaimLead is Config.ClaimLead's default: several times what the
-// claim of a round of a few hundred runs takes (3-8 ms on the benchmark's
-// machine), and short enough that a run is seen running before its tick
-// only for a moment.
+// claim of a round of a few hundred runs takes on a fast machine, and
+// short enough that a run is seen running before its tick only for a
+// moment.
 const defaultClaimLead = 50 * time.Millisecond

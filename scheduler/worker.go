@@ -187,11 +187,11 @@ const completionBatch = 1000
 // batch is written while one is; one otherwise. A second completer on a
 // store whose writes take turns would only wait for the first, and with
 // fewer results waiting than a batch holds it would split batches that
-// one completer writes whole: in the burn-down at concurrency 64 on
-// PostgreSQL two completers did 12% fewer runs per second, at concurrency
-// 2,000 12% more. (Batches lock their runs in the order of the ids, so
-// two never deadlock, and an attempt's result is in one batch only.)
-// s.results.done closes when they have all ended.
+// one completer writes whole: in the burn-down on PostgreSQL, two
+// completers did fewer runs per second than one at concurrency 64, and
+// more at concurrency 2,000. (Batches lock their runs in the order of the
+// ids, so two never deadlock, and an attempt's result is in one batch
+// only.) s.results.done closes when they have all ended.
 func (s *Scheduler) completers() {
 	defer close(s.results.done)
 	n := 1
@@ -235,10 +235,10 @@ func (s *Scheduler) completer() {
 
 // awaitBurst waits, while the attempts of a round claimed ahead start
 // (see roundStart) and while the loop fires a burst of ticks, until that
-// is done or Concurrency results wait to be written. A burst of 10,000 ticks
-// is fired in about a second, and its runs start that much sooner when
-// the results of the runs it started do not take turns with its writes;
-// those results are written a moment later. Results that hold claims back
+// is done or Concurrency results wait to be written. A burst of thousands
+// of ticks takes a while to fire, and its runs start that much sooner
+// when the results of the runs it started do not take turns with its
+// writes; those results are written a moment later. Results that hold claims back
 // (Concurrency of them: see claim) are written at once.
 func (s *Scheduler) awaitBurst() {
 	if rs := s.results.starting.Load(); rs != nil {
