@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/scheduler/schedulertest"
 	"github.com/schedulerd/schedulerd/store"
 )
 
@@ -108,9 +109,9 @@ func TestFireAheadDeferredUntilTheTick(t *testing.T) {
 		t.Fatalf("cursor after the deferred fire: %+v", c)
 	}
 	// The loop does not try again before the tick.
-	seq := h.s.iterSeq.Load()
+	seq := h.s.testSignals.iterSeq.Load()
 	h.advanceTo(t2.Add(-lead / 2))
-	if n := h.s.iterSeq.Load() - seq; n > 1 {
+	if n := h.s.testSignals.iterSeq.Load() - seq; n > 1 {
 		t.Fatalf("%d iterations in the lead of a deferred tick", n)
 	}
 	// It ends before the tick: the tick fires at its time.
@@ -484,7 +485,7 @@ func TestFireAheadLargeRoundEarlier(t *testing.T) {
 // far ahead it fires, at most maxRoundLead beyond FireLead, and never
 // before the job's previous tick; leaving the tick gives the rank back.
 func TestRoundLead(t *testing.T) {
-	s := &Scheduler{cfg: Config{FireLead: lead}, rounds: map[int64]int32{}}
+	q := newTickQueue(lead)
 	every := func(spec string, last time.Time) *jobState {
 		j := newJobState(&jobs.Definition{Name: spec, Schedule: mustSchedule(t, spec)})
 		j.setCursor(&store.Cursor{Last: last})
@@ -493,28 +494,28 @@ func TestRoundLead(t *testing.T) {
 	tick := t0.Add(time.Minute)
 	want := func(j *jobState, at time.Time) {
 		t.Helper()
-		if got := fromMicros(s.fireAtLocked(j)); !got.Equal(at) {
+		if got := fromMicros(q.fireAt(j)); !got.Equal(at) {
 			t.Fatalf("job of rank %d fires at %s, want %s", j.rank, got.Format(time.StampMicro), at.Format(time.StampMicro))
 		}
 	}
 	first := every("* * * * *", t0)
 	want(first, tick.Add(-lead))
-	s.rounds[tick.UnixMicro()] = fireBatch
+	q.rounds[tick.UnixMicro()] = fireBatch
 	want(every("* * * * *", t0), tick.Add(-lead-roundLeadStep))
-	s.rounds[tick.UnixMicro()] = 1_000_000
+	q.rounds[tick.UnixMicro()] = 1_000_000
 	want(every("* * * * *", t0), tick.Add(-lead-maxRoundLead))
 
 	// Every second, its previous tick (the cursor) fired ahead at t0+5s:
 	// rank 20*fireBatch+1 would fire the next 1.25 s ahead, before it.
 	prev := t0.Add(5 * time.Second)
-	s.rounds[prev.Add(time.Second).UnixMicro()] = 20 * fireBatch
+	q.rounds[prev.Add(time.Second).UnixMicro()] = 20 * fireBatch
 	want(every("* * * * * *", prev), prev)
 
 	// The first job's tick fires; queued for the next, it leaves the count.
-	n := s.rounds[tick.UnixMicro()]
+	n := q.rounds[tick.UnixMicro()]
 	first.setCursor(&store.Cursor{Last: tick})
 	want(first, tick.Add(time.Minute-lead))
-	if got := s.rounds[tick.UnixMicro()]; got != n-1 {
+	if got := q.rounds[tick.UnixMicro()]; got != n-1 {
 		t.Fatalf("jobs ranked for the tick after the first left: %d, want %d", got, n-1)
 	}
 }
@@ -525,43 +526,43 @@ func TestRoundLead(t *testing.T) {
 // so that one stalled or quick fire among them does not move it; fires of
 // fewer than fireBatch/2 jobs do not count.
 func TestLeadStepFollowsFireCost(t *testing.T) {
-	s := &Scheduler{cfg: Config{FireLead: lead}, rounds: map[int64]int32{}}
+	q := newTickQueue(lead)
 	step := func(want time.Duration) {
 		t.Helper()
-		if got := time.Duration(s.leadStepLocked()) * time.Microsecond; got != want {
-			t.Fatalf("step %s, want %s (fire cost %dµs, last fires %v)", got, want, s.fireCost, s.fireCosts[:s.fireCostsN])
+		if got := time.Duration(q.leadStep()) * time.Microsecond; got != want {
+			t.Fatalf("step %s, want %s (fire cost %dµs, last fires %v)", got, want, q.cost.median, q.cost.last[:q.cost.n])
 		}
 	}
 	step(roundLeadStep)
-	s.noteFireCostLocked(80*time.Millisecond, fireBatch) // the first fire counts alone
+	q.cost.note(80*time.Millisecond, fireBatch) // the first fire counts alone
 	step(100 * time.Millisecond)
-	s.noteFireCostLocked(15*time.Millisecond, fireBatch/2) // 30 ms for fireBatch; the lower of two
+	q.cost.note(15*time.Millisecond, fireBatch/2) // 30 ms for fireBatch; the lower of two
 	step(roundLeadStep)
-	s.noteFireCostLocked(time.Second, fireBatch/2-1) // too few to count
+	q.cost.note(time.Second, fireBatch/2-1) // too few to count
 	step(roundLeadStep)
-	s.noteFireCostLocked(time.Second, fireBatch) // one stall: 30, 80, 1000
+	q.cost.note(time.Second, fireBatch) // one stall: 30, 80, 1000
 	step(100 * time.Millisecond)
-	s.noteFireCostLocked(40*time.Millisecond, fireBatch) // 30, 40, 1000 (the 80 ms fire is the oldest, out)
+	q.cost.note(40*time.Millisecond, fireBatch) // 30, 40, 1000 (the 80 ms fire is the oldest, out)
 	step(roundLeadStep)
-	s.noteFireCostLocked(400*time.Millisecond, fireBatch) // 40, 400, 1000
+	q.cost.note(400*time.Millisecond, fireBatch) // 40, 400, 1000
 	step(500 * time.Millisecond)
-	s.noteFireCostLocked(400*time.Millisecond, fireBatch) // a slower store: 400, 400, 1000
+	q.cost.note(400*time.Millisecond, fireBatch) // a slower store: 400, 400, 1000
 	step(500 * time.Millisecond)
-	s.noteFireCostLocked(10*time.Millisecond, fireBatch) // one quick fire: 10, 400, 400
+	q.cost.note(10*time.Millisecond, fireBatch) // one quick fire: 10, 400, 400
 	step(500 * time.Millisecond)
-	s.noteFireCostLocked(10*time.Millisecond, fireBatch) // 10, 10, 400
+	q.cost.note(10*time.Millisecond, fireBatch) // 10, 10, 400
 	step(roundLeadStep)
-	s.noteFireCostLocked(-time.Millisecond, fireBatch) // a clock step back does not count
+	q.cost.note(-time.Millisecond, fireBatch) // a clock step back does not count
 	step(roundLeadStep)
-	s.noteFireCostLocked(200*time.Millisecond, fireBatch)
-	s.noteFireCostLocked(200*time.Millisecond, fireBatch) // 10, 200, 200: step 250 ms
+	q.cost.note(200*time.Millisecond, fireBatch)
+	q.cost.note(200*time.Millisecond, fireBatch) // 10, 200, 200: step 250 ms
 
 	// The lead of a rank uses the step.
 	j := newJobState(&jobs.Definition{Name: "j", Schedule: mustSchedule(t, "* * * * *")})
 	j.setCursor(&store.Cursor{Last: t0})
 	tick := t0.Add(time.Minute)
-	s.rounds[tick.UnixMicro()] = 2 * fireBatch
-	if got, want := fromMicros(s.fireAtLocked(&j)), tick.Add(-lead-500*time.Millisecond); !got.Equal(want) {
+	q.rounds[tick.UnixMicro()] = 2 * fireBatch
+	if got, want := fromMicros(q.fireAt(&j)), tick.Add(-lead-500*time.Millisecond); !got.Equal(want) {
 		t.Fatalf("rank %d fires at %s, want %s", j.rank, got.Format(time.StampMicro), want.Format(time.StampMicro))
 	}
 }
@@ -570,7 +571,7 @@ func TestLeadStepFollowsFireCost(t *testing.T) {
 // on the fake clock.
 type slowFires struct {
 	store.Store
-	clock *FakeClock
+	clock *schedulertest.FakeClock
 	took  time.Duration
 }
 

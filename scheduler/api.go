@@ -134,7 +134,7 @@ func (s *Scheduler) setPaused(ctx context.Context, job string, paused bool) (*st
 // cron job (zero while paused), the at time of a one-off job.
 func (s *Scheduler) NextFire(job string) time.Time {
 	s.mu.Lock()
-	j := s.jobLocked(job)
+	j := s.declared.job(job)
 	var (
 		d      *jobs.Definition
 		last   time.Time
@@ -182,11 +182,11 @@ func (s *Scheduler) Health(ctx context.Context) Health {
 	now := s.clock.Now()
 	h := Health{
 		Incarnation:   s.Incarnation(),
-		LastHeartbeat: time.Unix(0, s.lastHeartbeat.Load()),
-		LastLoop:      time.Unix(0, s.lastLoop.Load()),
+		LastHeartbeat: time.Unix(0, s.lease.lastHeartbeat.Load()),
+		LastLoop:      time.Unix(0, s.loop.last.Load()),
 		Running:       s.Running(),
 	}
-	if !s.live.Load() {
+	if !s.life.live.Load() {
 		h.Problems = append(h.Problems, "scheduler not started")
 	}
 	if err := s.pingStore(ctx); err != nil {
@@ -202,7 +202,7 @@ func (s *Scheduler) Health(ctx context.Context) Health {
 		h.Problems = append(h.Problems, fmt.Sprintf("scheduling loop stuck: last iteration %s ago", age.Round(time.Second)))
 	}
 	s.mu.Lock()
-	draining := s.draining
+	draining := s.attempts.draining
 	s.mu.Unlock()
 	if draining {
 		h.Problems = append(h.Problems, "shutting down")

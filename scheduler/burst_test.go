@@ -140,9 +140,9 @@ func testBurstStartsItsRuns(t *testing.T, n int, concurrent bool) {
 	// The first fire's runs are claimed and ended; their results wait.
 	h.handled(first)
 	deadline := time.Now().Add(10 * time.Second)
-	for h.s.finishing.Load() < int64(first) {
+	for h.s.attempts.finishing.Load() < int64(first) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d attempts ended with their results unwritten", h.s.finishing.Load(), first)
+			t.Fatalf("%d of %d attempts ended with their results unwritten", h.s.attempts.finishing.Load(), first)
 		}
 		select {
 		case <-st.wrote:

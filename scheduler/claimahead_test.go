@@ -148,7 +148,7 @@ func frozenAfterClaimAhead(t *testing.T) (*harness, *jobs.Run, time.Time) {
 	}, func(h *harness) {
 		h.heartbeatAt(t0.Add(40 * time.Second))
 	})
-	h.s.lastHeartbeat.Store(tick.Add(-2 * time.Minute).UnixNano())
+	h.s.lease.lastHeartbeat.Store(tick.Add(-2 * time.Minute).UnixNano())
 	return h, run, tick
 }
 
@@ -177,7 +177,7 @@ func TestClaimedAheadTakenWhileFrozen(t *testing.T) {
 	if list, _ := h.calls.snapshot(); len(list) != 0 {
 		t.Fatalf("the frozen node ran the handler of a run taken from it: %+v", list)
 	}
-	if !h.s.fenced.Load() {
+	if !h.s.lease.fenced.Load() {
 		t.Fatal("the node did not fence itself when the store refused its heartbeat")
 	}
 	got := h.run(run.ID)
@@ -202,10 +202,10 @@ func TestClaimedAheadProvenAliveAfterFreeze(t *testing.T) {
 	if _, at := h.calls.snapshot(); info.RunID != run.ID || !at[0].Equal(tick) {
 		t.Fatalf("handler call %+v at %s, want run %s at %s", info, at[0], run.ID, tick)
 	}
-	if h.s.fenced.Load() {
+	if h.s.lease.fenced.Load() {
 		t.Fatal("a node whose registration is still its own fenced itself")
 	}
-	if last := time.Unix(0, h.s.lastHeartbeat.Load()); !last.Equal(tick) {
+	if last := time.Unix(0, h.s.lease.lastHeartbeat.Load()); !last.Equal(tick) {
 		t.Fatalf("last heartbeat %s, want the one made at the tick", last)
 	}
 	nodes, err := h.st.NodesList(context.Background(), true)
@@ -218,7 +218,7 @@ func TestClaimedAheadProvenAliveAfterFreeze(t *testing.T) {
 // the loop's, when nothing else sets one then.
 func sleepsUntil(h *harness, t time.Time) {
 	h.t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !pendingTimerAt(h.clock, t); {
+	for deadline := time.Now().Add(10 * time.Second); !h.clock.HasTimerAt(t); {
 		if time.Now().After(deadline) {
 			next, _ := h.clock.NextTimer()
 			h.t.Fatalf("no timer at %s; the next is at %s", t, next)
@@ -228,18 +228,6 @@ func sleepsUntil(h *harness, t time.Time) {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-}
-
-// pendingTimerAt reports whether the clock has a timer due at t.
-func pendingTimerAt(c *FakeClock, t time.Time) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, tm := range c.timers {
-		if tm.at.Equal(t) {
-			return true
-		}
-	}
-	return false
 }
 
 // TestClaimAheadRoundLargerThanSlots: a round that the free slots cannot

@@ -19,8 +19,8 @@ import (
 // nodes that went silent; and fences this node when its own heartbeat has
 // not succeeded for inactive_threshold - heartbeat_interval.
 func (s *Scheduler) heartbeatLoop(start time.Time) {
-	defer s.loops.Done()
-	ctx := s.loopCtx
+	defer s.life.loops.Done()
+	ctx := s.life.loopCtx
 	next := start
 	// connectedSince is when the current streak of successful heartbeats
 	// began: the node judges others only by time it was itself connected.
@@ -36,16 +36,14 @@ func (s *Scheduler) heartbeatLoop(start time.Time) {
 		case <-t.C():
 		}
 		s.heartbeatRound(ctx, &connectedSince)
-		if s.hbDone != nil {
-			s.hbDone(s.hbSeq.Add(1))
-		}
+		s.testSignals.heartbeatDone()
 	}
 }
 
 // heartbeatRound is one round of the heartbeat loop.
 func (s *Scheduler) heartbeatRound(ctx context.Context, connectedSince *time.Time) {
 	now := s.clock.Now()
-	if s.fenced.Load() {
+	if s.lease.fenced.Load() {
 		if err := s.rejoin(ctx, now); err != nil {
 			if ctx.Err() == nil {
 				s.log.WarnContext(ctx, "rejoin: store still unreachable", "error", err)
@@ -66,7 +64,7 @@ func (s *Scheduler) heartbeatRound(ctx context.Context, connectedSince *time.Tim
 			s.fence(ctx, "the node's registration was taken over or pruned: "+err.Error())
 			return
 		}
-		last := time.Unix(0, s.lastHeartbeat.Load())
+		last := time.Unix(0, s.lease.lastHeartbeat.Load())
 		s.log.ErrorContext(ctx, "heartbeat", "error", err, "last_success", last.UTC().Format(time.RFC3339))
 		if !s.leaseHeld(now) {
 			s.fence(ctx, fmt.Sprintf("no successful heartbeat for %s", now.Sub(last).Round(time.Millisecond)))
@@ -103,22 +101,22 @@ func (s *Scheduler) heartbeatRound(ctx context.Context, connectedSince *time.Tim
 // pruned) or does not answer, the node fences itself, as the heartbeat loop
 // would, and the attempt ends fenced without starting.
 func (s *Scheduler) provenAlive(ctx context.Context) bool {
-	if s.fenced.Load() {
+	if s.lease.fenced.Load() {
 		return false
 	}
 	if s.leaseHeld(s.clock.Now()) {
 		return true
 	}
-	s.aliveMu.Lock()
-	defer s.aliveMu.Unlock()
+	s.lease.aliveMu.Lock()
+	defer s.lease.aliveMu.Unlock()
 	now := s.clock.Now()
 	switch {
-	case s.fenced.Load():
+	case s.lease.fenced.Load():
 		return false
 	case s.leaseHeld(now): // proven meanwhile by another attempt or the heartbeat loop
 		return true
 	}
-	last := time.Unix(0, s.lastHeartbeat.Load())
+	last := time.Unix(0, s.lease.lastHeartbeat.Load())
 	err := s.heartbeat(ctx, now)
 	if err == nil {
 		s.log.InfoContext(ctx, "node proved it is alive before starting an attempt", "silent_for",
@@ -142,14 +140,14 @@ func (s *Scheduler) heartbeat(ctx context.Context, now time.Time) error {
 	if err := s.st.NodeHeartbeat(hctx, s.cfg.NodeID, s.Incarnation(), s.storeNow(now)); err != nil {
 		return err
 	}
-	s.lastHeartbeat.Store(now.UnixNano())
+	s.lease.lastHeartbeat.Store(now.UnixNano())
 	return nil
 }
 
 // leaseHeld reports whether the last successful heartbeat is recent enough
 // at now that no other node can have judged this one dead.
 func (s *Scheduler) leaseHeld(now time.Time) bool {
-	return now.Sub(time.Unix(0, s.lastHeartbeat.Load())) < s.cfg.InactiveThreshold-s.cfg.HeartbeatInterval
+	return now.Sub(time.Unix(0, s.lease.lastHeartbeat.Load())) < s.cfg.InactiveThreshold-s.cfg.HeartbeatInterval
 }
 
 // nodeIncarnation is the incarnation that the node id's row names now, or
@@ -171,12 +169,12 @@ func (s *Scheduler) nodeIncarnation(ctx context.Context, id string) (string, err
 // that cannot prove it is alive must not act as if it owned its runs, which
 // the other nodes are about to recover.
 func (s *Scheduler) fence(ctx context.Context, why string) {
-	if !s.fenced.CompareAndSwap(false, true) {
+	if !s.lease.fenced.CompareAndSwap(false, true) {
 		return
 	}
 	s.mu.Lock()
-	n := len(s.running)
-	for _, a := range s.running {
+	n := len(s.attempts.running)
+	for _, a := range s.attempts.running {
 		a.cancel(stopCause{jobs.ReasonFenced})
 	}
 	s.mu.Unlock()
@@ -210,11 +208,11 @@ func (s *Scheduler) rejoin(ctx context.Context, now time.Time) error {
 		return err
 	}
 	_ = prev
-	s.lastHeartbeat.Store(now.UnixNano())
+	s.lease.lastHeartbeat.Store(now.UnixNano())
 	if err := s.recoverOwn(ctx, now); err != nil {
 		return err
 	}
-	s.fenced.Store(false)
+	s.lease.fenced.Store(false)
 	s.lastStoreErr.Store(nil)
 	s.log.InfoContext(ctx, "node rejoined as a new incarnation", "incarnation", inc, "previous_incarnation", old)
 	s.Wake()

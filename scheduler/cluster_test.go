@@ -262,12 +262,12 @@ func TestRejoinOverLostMark(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.heartbeatAt(t0.Add(30 * time.Second))
-	if !h.s.fenced.Load() {
+	if !h.s.lease.fenced.Load() {
 		t.Fatal("a node marked lost did not fence itself at its heartbeat")
 	}
 	h.heartbeatAt(t0.Add(60 * time.Second))
-	if h.s.fenced.Load() || h.s.Incarnation() == old {
-		t.Fatalf("after the next round: fenced %v, incarnation %s (was %s); want rejoined", h.s.fenced.Load(), h.s.Incarnation(), old)
+	if h.s.lease.fenced.Load() || h.s.Incarnation() == old {
+		t.Fatalf("after the next round: fenced %v, incarnation %s (was %s); want rejoined", h.s.lease.fenced.Load(), h.s.Incarnation(), old)
 	}
 	nodes, err = h.st.NodesList(ctx, false)
 	if err != nil || len(nodes) != 1 || nodes[0].Incarnation != h.s.Incarnation() {
@@ -331,11 +331,11 @@ func TestSelfFenceAndRejoin(t *testing.T) {
 	o.down.Store(true)
 	h.heartbeatAt(t0.Add(30 * time.Second))
 	h.heartbeatAt(t0.Add(60 * time.Second))
-	if h.s.fenced.Load() {
+	if h.s.lease.fenced.Load() {
 		t.Fatal("fenced after 60s without a heartbeat; the limit is 90s")
 	}
 	h.heartbeatAt(t0.Add(90 * time.Second))
-	if !h.s.fenced.Load() {
+	if !h.s.lease.fenced.Load() {
 		t.Fatal("not fenced after 90s without a heartbeat")
 	}
 	h.attemptsDone(1) // the running attempt was stopped
@@ -354,7 +354,7 @@ func TestSelfFenceAndRejoin(t *testing.T) {
 
 	o.down.Store(false)
 	h.heartbeatAt(t0.Add(120 * time.Second))
-	if h.s.fenced.Load() {
+	if h.s.lease.fenced.Load() {
 		t.Fatal("still fenced after the store came back")
 	}
 	if h.s.Incarnation() == oldInc {
@@ -427,7 +427,7 @@ func TestHealthStaleAtTheLeaseBound(t *testing.T) {
 		age   time.Duration
 		stale bool
 	}{{0, false}, {bound - time.Microsecond, false}, {bound, true}, {bound + time.Second, true}} {
-		h.s.lastHeartbeat.Store(now.Add(-tt.age).UnixNano())
+		h.s.lease.lastHeartbeat.Store(now.Add(-tt.age).UnixNano())
 		if got, held := stale(), h.s.leaseHeld(now); got != tt.stale || held == tt.stale {
 			t.Errorf("last heartbeat %s ago: stale %v, lease held %v; want stale %v", tt.age, got, held, tt.stale)
 		}

@@ -18,6 +18,35 @@
 // planning unable to fire a tick twice. The cost is a wasted transaction per
 // lost race, one per tick per extra node, which is small at cron rates.
 //
+// # Words
+//
+// The loop (loop.go), the fires (fire.go), the claims (claim.go) and the
+// tick queue (ticks.go) use these words in one sense each:
+//
+//   - tick: a time a cron schedule fires at. A job's cursor is the newest
+//     tick it handled, fired or skipped.
+//   - fire: write the runs of jobs' ticks and move their cursors, in one
+//     transaction for many jobs.
+//   - due, early: a due tick's time has come; an early one is within its
+//     lead, and is fired ahead.
+//   - lead: how long before its tick a step is taken. FireLead: the tick
+//     is fired then; ClaimLead: the run of a tick fired ahead is claimed
+//     then, and its attempt starts at the tick. A large round gets more
+//     lead, its round lead, in steps that follow the fire cost.
+//   - ahead: before the tick. A tick fired ahead has its run written and
+//     pending, and its cursor later than the clock; aheadTicks holds it
+//     until the clock reaches the tick, and the tick is then reached.
+//   - round: the jobs whose ticks fall at one time. A job queued for a
+//     tick gets a rank in its round, which sets its round lead.
+//   - part: a share of a large round reached, whose runs one claim takes,
+//     so that the first attempts start after one claim, not after all.
+//   - burst: an iteration that fires in more than one transaction, or
+//     claims a round in parts. The results of attempts wait to be written
+//     until it ends (resultQueue.burst), so that the writes that start
+//     runs go first.
+//   - iteration: one turn of the scheduling loop, a fixed list of steps
+//     (iterate).
+//
 // Every timer loop reads time from an injected Clock, so tests of ticks,
-// backoff and windows advance a FakeClock instead of sleeping.
+// backoff and windows advance a schedulertest.FakeClock instead of sleeping.
 package scheduler

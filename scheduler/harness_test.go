@@ -11,6 +11,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/jobs/schedule"
+	"github.com/schedulerd/schedulerd/scheduler/schedulertest"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/sqlite"
 )
@@ -24,7 +25,7 @@ var t0 = time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 type harness struct {
 	t      *testing.T
 	path   string
-	clock  *FakeClock
+	clock  *schedulertest.FakeClock
 	st     store.Store
 	s      *Scheduler
 	cfg    Config
@@ -126,7 +127,7 @@ func newHarness(t *testing.T, defs func(h *harness) []*jobs.Definition) *harness
 // newHarnessWith lets setup change the harness before the first start.
 func newHarnessWith(t *testing.T, setup func(h *harness), defs func(h *harness) []*jobs.Definition) *harness {
 	t.Helper()
-	h := &harness{t: t, path: filepath.Join(t.TempDir(), "schedulerd.db"), clock: NewFakeClock(t0), calls: newCalls()}
+	h := &harness{t: t, path: filepath.Join(t.TempDir(), "schedulerd.db"), clock: schedulertest.NewFakeClock(t0), calls: newCalls()}
 	h.cfg = Config{NodeID: "node-a", Concurrency: 4, PollInterval: time.Minute, HeartbeatInterval: 30 * time.Second,
 		ShutdownGrace: 30 * time.Second, Rand: func() float64 { return 1 }}
 	if setup != nil {
@@ -156,10 +157,10 @@ func (h *harness) start(defs []*jobs.Definition) {
 		h.t.Fatal(err)
 	}
 	h.iters = newIterTracker()
-	s.iterDone = h.iters.done
+	s.testSignals.iterDone = h.iters.done
 	h.beats = newIterTracker()
-	s.hbDone = h.beats.done
-	s.attemptDone = make(chan int64, 10000)
+	s.testSignals.hbDone = h.beats.done
+	s.testSignals.attemptDone = make(chan int64, 10000)
 	h.s = s
 	h.closed = false
 	if err := s.Start(context.Background()); err != nil {
@@ -172,7 +173,7 @@ func (h *harness) start(defs []*jobs.Definition) {
 // waits for that heartbeat round to finish.
 func (h *harness) heartbeatAt(t time.Time) {
 	h.t.Helper()
-	seq := h.s.hbSeq.Load()
+	seq := h.s.testSignals.hbSeq.Load()
 	h.clock.Set(t)
 	h.beats.waitAfter(h.t, seq)
 }
@@ -210,7 +211,7 @@ func (h *harness) stop() {
 // after the call has finished.
 func (h *harness) loop() {
 	h.t.Helper()
-	seq := h.s.iterSeq.Load()
+	seq := h.s.testSignals.iterSeq.Load()
 	h.s.Wake()
 	h.iters.waitAfter(h.t, seq)
 }
@@ -222,7 +223,7 @@ func (h *harness) loop() {
 func (h *harness) advanceTo(t time.Time) {
 	h.t.Helper()
 	h.clock.Set(t)
-	seq := h.s.iterSeq.Load()
+	seq := h.s.testSignals.iterSeq.Load()
 	h.s.Wake()
 	h.iters.waitAfter(h.t, seq)
 }
@@ -233,7 +234,7 @@ func (h *harness) attemptsDone(n int) {
 	var seq int64
 	for i := 0; i < n; i++ {
 		select {
-		case s := <-h.s.attemptDone:
+		case s := <-h.s.testSignals.attemptDone:
 			seq = max(seq, s)
 		case <-time.After(10 * time.Second):
 			h.t.Fatalf("attempt %d of %d did not finish", i+1, n)

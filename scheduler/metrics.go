@@ -51,21 +51,21 @@ type Metrics struct {
 	// from this node (fencing).
 	StaleWrites int64
 	// FireBatch is how long the store takes to write a fire of 500 cron
-	// ticks (noteFireCostLocked); 0 until one of 250 or more was written.
+	// ticks (fireCost.note); 0 until one of 250 or more was written.
 	FireBatch time.Duration
 }
 
 // Metrics returns this process's figures.
 func (s *Scheduler) Metrics() Metrics {
 	s.mu.Lock()
-	nJobs := len(s.all)
-	fireBatch := time.Duration(s.fireCost) * time.Microsecond
+	nJobs := len(s.declared.all)
+	fireBatch := time.Duration(s.ticks.cost.median) * time.Microsecond
 	s.mu.Unlock()
 	c := &s.count
 	return Metrics{
 		Node: s.cfg.NodeID, Incarnation: s.Incarnation(), Version: s.cfg.Version, Jobs: nJobs, Concurrency: s.cfg.Concurrency,
-		Running: s.Running(), Fenced: s.fenced.Load(),
-		LastHeartbeat: time.Unix(0, s.lastHeartbeat.Load()), LastLoop: time.Unix(0, s.lastLoop.Load()),
+		Running: s.Running(), Fenced: s.lease.fenced.Load(),
+		LastHeartbeat: time.Unix(0, s.lease.lastHeartbeat.Load()), LastLoop: time.Unix(0, s.loop.last.Load()),
 		TicksFired: c.ticksFired.Load(), AttemptsStarted: c.attemptsStarted.Load(),
 		Results: map[jobs.Status]int64{
 			jobs.StatusCompleted: c.completed.Load(), jobs.StatusRetrying: c.retrying.Load(),

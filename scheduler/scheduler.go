@@ -38,7 +38,7 @@ type Config struct {
 	// written then, pending until the tick (or until ClaimLead before it),
 	// so that at the tick at most the claim is left to do. Default 250ms;
 	// a round of more than 500 jobs at one tick begins earlier (see
-	// roundLeadLocked); negative: ticks fire at their time.
+	// tickQueue.roundLead); negative: ticks fire at their time.
 	FireLead time.Duration
 	// ClaimLead is how long before its tick the run of a tick fired ahead
 	// is claimed: its attempt is this node's from then on, started_at the
@@ -52,7 +52,7 @@ type Config struct {
 	// StoreClock makes the store's clock authoritative: store calls get a
 	// zero Now, so leases, windows and liveness are judged by the database
 	// clock (PostgreSQL, several nodes). Without it the engine's Clock is
-	// passed down (one node, and tests with a FakeClock).
+	// passed down (one node, and tests with a schedulertest.FakeClock).
 	StoreClock bool
 	// ExclusiveStore says that this process holds the store alone (the
 	// SQLite lock): any earlier incarnation of the node is then gone, and
@@ -132,103 +132,114 @@ type Scheduler struct {
 	// tokenKey signs attempt tokens (AttemptToken); new at every process
 	// start and never stored.
 	tokenKey [32]byte
-	// fenced is set while the node has fenced itself: it claims nothing.
-	fenced atomic.Bool
+	lease    lease
 
 	// fireMu is held while ticks are fired and while the heartbeat stops
 	// the runs whose cancellation was requested (cluster.go).
 	fireMu sync.Mutex
-	mu     sync.Mutex
-	// all holds each declared job's definition and state (ticks.go) in
-	// declaration order, byName the same sorted by name (a map would cost
-	// 40 bytes per job more; a node may declare 100,000), cron the jobs
-	// with a schedule, and ticks the timer heap of the active cron jobs.
-	// setJobs replaces the slices; it never changes them in place.
-	all    []*jobState
-	byName []*jobState
-	cron   []*jobState
-	ticks  tickHeap
-	// rounds counts, by tick, the jobs ranked for it (roundLeadLocked).
-	rounds map[int64]int32
-	// fireCost is how long the store takes to write a fire of fireBatch
-	// jobs, in microseconds: the median of fireCosts, the last fires
-	// noteFireCostLocked counted (fireCostsN of them, the next written at
-	// fireCostsAt); 0 before the first large fire.
-	fireCost    int64
-	fireCosts   [3]int64
-	fireCostsN  int
-	fireCostsAt int
-	// limits is each declared job's concurrency limit, as claims take it.
-	limits map[string]int
-	// ahead holds, by job name, the cursors read or written later than the
-	// clock (a tick fired ahead of its time, by this node or another) until
-	// the clock reaches them; aheadAt is the earliest, noTick when empty.
-	// The loop wakes then to claim the runs of those ticks and reads the
-	// cursors again: a withdrawal (a pause, a reload elsewhere) may have
-	// taken the tick back, and then it fires at once.
-	ahead   map[string]int64
-	aheadAt int64
-	// claimedTo is how far ahead the loop has claimed the runs of the
-	// ticks in ahead (see claimAhead): a tick at or before it that is
-	// still in ahead is claimed at its time. claimAheadAt is the earliest
-	// tick in ahead later than claimedTo, noTick when there is none.
-	claimedTo    int64
-	claimAheadAt int64
-	// pausedReadAt is when the loop last re-read paused cursors, expiredAt
-	// when it last expired runs (loop only).
-	expiredAt    time.Time
-	pausedReadAt time.Time
-	running      map[string]*attempt // by run id
-	draining     bool
+	// mu guards the declared jobs, the queue of their next ticks, the
+	// ticks fired ahead and the attempts running.
+	mu       sync.Mutex
+	declared jobSet
+	ticks    tickQueue
+	ahead    aheadTicks
+	attempts attemptSet
 
-	wake chan struct{}
-	// completions feeds the completers; completerDone closes when they end.
-	completions chan *completion
-	// finishing counts the attempts that have ended (and left running)
-	// and whose result is being written.
-	finishing     atomic.Int64
-	completerDone chan struct{}
-	// burst is set while the loop fires the ticks of a burst, more than
-	// one transaction of them, and starts their runs: the channel closes
-	// when it is done. The completer waits for it, so that the writes
-	// that start due runs are not queued behind the results of attempts
-	// that ended; backlog is signalled when Concurrency results wait, and
-	// the completer then writes them anyway (they hold claims back).
-	burst atomic.Pointer[chan struct{}]
-	// starting is the last round claimed ahead whose tick has come (see
-	// roundStart): the completer waits until its attempts have started.
-	starting atomic.Pointer[roundStart]
-	backlog  chan struct{}
-	loopCtx  context.Context
-	stopLoop context.CancelCauseFunc
-	runCtx   context.Context // parent of every attempt; cancelled at the end of shutdown grace
-	stopRuns context.CancelCauseFunc
-	loops    sync.WaitGroup
-	workers  sync.WaitGroup
-	started  atomic.Bool
-	live     atomic.Bool // Start succeeded: there are loops to stop
-	stopOnce sync.Once
+	loop    loopState
+	wake    chan struct{}
+	results resultQueue
+	life    lifecycle
 
-	// health
-	lastLoop      atomic.Int64 // unix nanos of the last loop iteration
-	lastHeartbeat atomic.Int64 // unix nanos of the last successful heartbeat
-	aliveMu       sync.Mutex   // one heartbeat for all attempts that must prove the node alive
-	lastStoreErr  atomic.Pointer[string]
-	count         counters // for Metrics
+	// lastStoreErr is the last store error, cleared when a loop iteration
+	// or a rejoin has none.
+	lastStoreErr atomic.Pointer[string]
+	count        counters // for Metrics
 
-	// Test hooks. iterSeq counts loop iterations started; iterDone, when
-	// set, is called with the number of each finished iteration; attemptDone
-	// receives, for each finished attempt, the iteration count read just
-	// before the attempt woke the loop (so an iteration after it follows).
-	iterSeq     atomic.Int64
-	iterDone    func(seq int64)
-	hbSeq       atomic.Int64
-	hbDone      func(seq int64) // after each heartbeat round
-	attemptDone chan int64
+	testSignals testSignals
 
 	// OnLoop, if set before Start, is called after each loop iteration from the
 	// loop goroutine (the daemon sends the systemd watchdog ping from it).
 	OnLoop func()
+}
+
+// testSignals are what tests wait on to know that the loops did their
+// work, instead of sleeping. Only tests set them, before Start; the
+// engine counts and signals, and does nothing else with them.
+type testSignals struct {
+	// iterSeq counts the scheduling loop's iterations started; iterDone,
+	// when set, is called with the number of each finished iteration.
+	iterSeq  atomic.Int64
+	iterDone func(seq int64)
+	// hbDone, when set, is called after each heartbeat round with the
+	// number of the round, counted in hbSeq.
+	hbSeq  atomic.Int64
+	hbDone func(seq int64)
+	// attemptDone, when set, receives for each finished attempt the
+	// iteration count read just before the attempt woke the loop (so an
+	// iteration after it follows).
+	attemptDone chan int64
+}
+
+// iterationDone signals that iteration seq of the loop has finished.
+func (ts *testSignals) iterationDone(seq int64) {
+	if ts.iterDone != nil {
+		ts.iterDone(seq)
+	}
+}
+
+// heartbeatDone signals that a heartbeat round has finished.
+func (ts *testSignals) heartbeatDone() {
+	if ts.hbDone != nil {
+		ts.hbDone(ts.hbSeq.Add(1))
+	}
+}
+
+// attemptEnded signals that an attempt has ended and its result is
+// written; seq is the loop's iteration count read before it woke the loop.
+func (ts *testSignals) attemptEnded(seq int64) {
+	if ts.attemptDone != nil {
+		ts.attemptDone <- seq
+	}
+}
+
+// lease is the node's standing in the cluster as this process sees it:
+// whether its last heartbeat is recent enough that no other node can have
+// judged it dead (Scheduler.leaseHeld), and whether it has fenced itself.
+type lease struct {
+	lastHeartbeat atomic.Int64 // unix nanos of the last successful heartbeat
+	// aliveMu makes one heartbeat serve all the attempts that must prove
+	// the node alive before they start (Scheduler.provenAlive).
+	aliveMu sync.Mutex
+	// fenced is set while the node has fenced itself: it claims nothing.
+	fenced atomic.Bool
+}
+
+// loopState is what the scheduling loop keeps from one iteration to the
+// next.
+type loopState struct {
+	last atomic.Int64 // unix nanos of the last iteration, for Health
+	// pausedReadAt is when the loop last re-read paused cursors, expiredAt
+	// when it last expired runs (the loop's alone).
+	pausedReadAt time.Time
+	expiredAt    time.Time
+}
+
+// lifecycle is the engine's start and stop (Start, Stop): the contexts
+// that stop its loops and its attempts, and the groups that wait for them.
+type lifecycle struct {
+	started  atomic.Bool // Start was called
+	live     atomic.Bool // Start succeeded: there are loops to stop
+	stopOnce sync.Once
+	// loopCtx is the loops' context, cancelled when Stop begins; loops
+	// counts the loops.
+	loopCtx  context.Context
+	stopLoop context.CancelCauseFunc
+	loops    sync.WaitGroup
+	// runCtx is the parent of every attempt, cancelled at the end of
+	// shutdown grace; workers counts the attempts' goroutines.
+	runCtx   context.Context
+	stopRuns context.CancelCauseFunc
+	workers  sync.WaitGroup
 }
 
 // attempt is an attempt running on this node.
@@ -248,18 +259,15 @@ func (c stopCause) Error() string { return "attempt stopped: " + string(c.reason
 func New(st store.Store, cfg Config, defs []*jobs.Definition) (*Scheduler, error) {
 	cfg = cfg.withDefaults()
 	s := &Scheduler{
-		cfg:          cfg,
-		st:           st,
-		log:          cfg.Logger.With("component", "scheduler", "node", cfg.NodeID),
-		clock:        cfg.Clock,
-		running:      map[string]*attempt{},
-		ahead:        map[string]int64{},
-		rounds:       map[int64]int32{},
-		aheadAt:      noTick,
-		claimedTo:    noTick,
-		claimAheadAt: noTick,
-		wake:         make(chan struct{}, 1),
-		backlog:      make(chan struct{}, 1),
+		cfg:      cfg,
+		st:       st,
+		log:      cfg.Logger.With("component", "scheduler", "node", cfg.NodeID),
+		clock:    cfg.Clock,
+		attempts: attemptSet{running: map[string]*attempt{}},
+		ahead:    newAheadTicks(),
+		ticks:    newTickQueue(cfg.FireLead),
+		wake:     make(chan struct{}, 1),
+		results:  resultQueue{backlog: make(chan struct{}, 1)},
 	}
 	inc := uuid.NewString()
 	s.inc.Store(&inc)
@@ -272,49 +280,23 @@ func New(st store.Store, cfg Config, defs []*jobs.Definition) (*Scheduler, error
 	return s, nil
 }
 
+// setJobs validates defs and makes them the declared jobs.
 func (s *Scheduler) setJobs(defs []*jobs.Definition) error {
-	all := make([]*jobState, len(defs))
-	limits := make(map[string]int, len(defs))
-	var cron []*jobState
-	states := make([]jobState, len(defs)) // one allocation, not one per job
-	for i, d := range defs {
-		if err := d.Validate(); err != nil {
-			return fmt.Errorf("job %q: %w", d.Name, err)
-		}
-		if _, dup := limits[d.Name]; dup {
-			return fmt.Errorf("job %q: declared twice", d.Name)
-		}
-		states[i] = newJobState(d)
-		all[i] = &states[i]
-		limits[d.Name] = d.ConcurrencyLimit()
-		if d.Schedule != nil {
-			cron = append(cron, all[i])
-		}
+	set, err := newJobSet(defs)
+	if err != nil {
+		return err
 	}
-	byName := slices.Clone(all)
-	slices.SortFunc(byName, func(a, b *jobState) int { return strings.Compare(a.def.Name, b.def.Name) })
 	s.mu.Lock()
 	// The cursors stay as they were read until syncJobs reads them again.
-	for _, j := range cron {
-		if old := s.jobLocked(j.def.Name); old != nil && old.hasCursor {
+	for _, j := range set.cron {
+		if old := s.declared.job(j.def.Name); old != nil && old.hasCursor {
 			j.hasCursor, j.paused, j.last = true, old.paused, old.last
 		}
 	}
-	s.all, s.byName, s.cron, s.limits = all, byName, slices.Clip(cron), limits
-	s.requeueAllLocked()
+	s.declared = set
+	s.ticks.requeue(s.declared.cron)
 	s.mu.Unlock()
 	return nil
-}
-
-// jobLocked returns the state of a declared job; nil if none. s.mu is held.
-func (s *Scheduler) jobLocked(name string) *jobState {
-	i, ok := slices.BinarySearchFunc(s.byName, name, func(j *jobState, name string) int {
-		return strings.Compare(j.def.Name, name)
-	})
-	if !ok {
-		return nil
-	}
-	return s.byName[i]
 }
 
 // Incarnation is this process's incarnation id.
@@ -327,8 +309,8 @@ func (s *Scheduler) NodeID() string { return s.cfg.NodeID }
 func (s *Scheduler) Jobs() []*jobs.Definition {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]*jobs.Definition, 0, len(s.all))
-	for _, j := range s.all {
+	out := make([]*jobs.Definition, 0, len(s.declared.all))
+	for _, j := range s.declared.all {
 		out = append(out, j.def)
 	}
 	return out
@@ -338,7 +320,7 @@ func (s *Scheduler) Jobs() []*jobs.Definition {
 func (s *Scheduler) Job(name string) (*jobs.Definition, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if j := s.jobLocked(name); j != nil {
+	if j := s.declared.job(name); j != nil {
 		return j.def, true
 	}
 	return nil, false
@@ -348,7 +330,7 @@ func (s *Scheduler) Job(name string) (*jobs.Definition, bool) {
 // process left running, makes the runs of one-off jobs, and starts the loops.
 // It returns after that synchronous setup.
 func (s *Scheduler) Start(ctx context.Context) error {
-	if !s.started.CompareAndSwap(false, true) {
+	if !s.life.started.CompareAndSwap(false, true) {
 		return errors.New("scheduler already started")
 	}
 	now := s.clock.Now()
@@ -356,7 +338,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.lastHeartbeat.Store(now.UnixNano())
+	s.lease.lastHeartbeat.Store(now.UnixNano())
 	if prev != nil {
 		s.log.InfoContext(ctx, "node took over from its previous process",
 			"previous_incarnation", prev.Incarnation, "previous_pid", prev.PID, "incarnation", s.Incarnation())
@@ -368,28 +350,28 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		return err
 	}
 
-	s.loopCtx, s.stopLoop = context.WithCancelCause(context.WithoutCancel(ctx))
-	s.runCtx, s.stopRuns = context.WithCancelCause(context.WithoutCancel(ctx))
-	s.lastLoop.Store(now.UnixNano())
-	s.completions = make(chan *completion, s.cfg.Concurrency)
-	s.completerDone = make(chan struct{})
+	s.life.loopCtx, s.life.stopLoop = context.WithCancelCause(context.WithoutCancel(ctx))
+	s.life.runCtx, s.life.stopRuns = context.WithCancelCause(context.WithoutCancel(ctx))
+	s.loop.last.Store(now.UnixNano())
+	s.results.queue = make(chan *completion, s.cfg.Concurrency)
+	s.results.done = make(chan struct{})
 	go s.completers()
-	s.loops.Add(3)
+	s.life.loops.Add(3)
 	// The loops count their deadlines from now, read here and not in the
 	// goroutines, so their schedule does not depend on when they first run.
 	go s.tickLoop()
 	go s.heartbeatLoop(now)
 	go s.pruneLoop(now)
-	s.live.Store(true)
-	s.log.InfoContext(ctx, "scheduler started", "incarnation", s.Incarnation(), "jobs", len(s.all), "concurrency", s.cfg.Concurrency)
+	s.life.live.Store(true)
+	s.log.InfoContext(ctx, "scheduler started", "incarnation", s.Incarnation(), "jobs", len(s.declared.all), "concurrency", s.cfg.Concurrency)
 	return nil
 }
 
 func (s *Scheduler) jobNames() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	names := make([]string, len(s.all))
-	for i, j := range s.all {
+	names := make([]string, len(s.declared.all))
+	for i, j := range s.declared.all {
 		names[i] = j.def.Name
 	}
 	return names
@@ -544,15 +526,15 @@ func (s *Scheduler) syncJobs(ctx context.Context, now time.Time) error {
 		}
 	}
 	s.mu.Lock()
-	for _, j := range s.cron {
+	for _, j := range s.declared.cron {
 		if c := cursors[j.def.Name]; c != nil {
 			j.setCursor(c)
-			s.noteAheadLocked(j, now)
+			s.ahead.note(j, now)
 		} else {
 			j.hasCursor = false
 		}
 	}
-	s.requeueAllLocked()
+	s.ticks.requeue(s.declared.cron)
 	s.mu.Unlock()
 
 	for _, d := range defs {
@@ -616,36 +598,36 @@ func (s *Scheduler) Wake() {
 // shutdown_grace, then stops them (reason shutdown, through the retry flow)
 // and waits until their results are written. It is idempotent.
 func (s *Scheduler) Stop(ctx context.Context) {
-	if !s.live.Load() {
+	if !s.life.live.Load() {
 		return
 	}
-	s.stopOnce.Do(func() {
+	s.life.stopOnce.Do(func() {
 		s.mu.Lock()
-		s.draining = true
-		n := len(s.running)
+		s.attempts.draining = true
+		n := len(s.attempts.running)
 		s.mu.Unlock()
-		s.stopLoop(ErrStopped)
-		s.loops.Wait()
+		s.life.stopLoop(ErrStopped)
+		s.life.loops.Wait()
 		s.withdrawAhead(ctx)
 		if n > 0 {
 			s.log.InfoContext(ctx, "waiting for running attempts", "running", n, "shutdown_grace", s.cfg.ShutdownGrace)
 		}
 		done := make(chan struct{})
-		go func() { s.workers.Wait(); close(done) }()
+		go func() { s.life.workers.Wait(); close(done) }()
 		t := s.clock.NewTimer(s.cfg.ShutdownGrace)
 		defer t.Stop()
 		select {
 		case <-done:
 		case <-t.C():
-			s.stopRuns(stopCause{jobs.ReasonShutdown})
+			s.life.stopRuns(stopCause{jobs.ReasonShutdown})
 			<-done
 		case <-ctx.Done():
-			s.stopRuns(stopCause{jobs.ReasonShutdown})
+			s.life.stopRuns(stopCause{jobs.ReasonShutdown})
 			<-done
 		}
-		s.stopRuns(ErrStopped)
-		close(s.completions) // every worker is done: no more results
-		<-s.completerDone
+		s.life.stopRuns(ErrStopped)
+		close(s.results.queue) // every worker is done: no more results
+		<-s.results.done
 		s.log.InfoContext(ctx, "scheduler stopped")
 	})
 }
@@ -674,11 +656,7 @@ func (s *Scheduler) withdrawAhead(ctx context.Context) {
 func (s *Scheduler) aheadJobs() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	names := make([]string, 0, len(s.ahead))
-	for name := range s.ahead {
-		names = append(names, name)
-	}
-	return names
+	return s.ahead.jobs()
 }
 
 // Running returns the number of attempts of this node whose result is not
@@ -686,7 +664,7 @@ func (s *Scheduler) aheadJobs() []string {
 func (s *Scheduler) Running() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.running) + int(s.finishing.Load())
+	return s.attempts.unwritten()
 }
 
 // storeNow is the Now to pass to the store: zero when the store's clock rules.

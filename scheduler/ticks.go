@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"container/heap"
-	"maps"
 	"math"
 	"slices"
 	"time"
@@ -15,9 +14,8 @@ import (
 // and, for a cron job, its cursor as last read or written, the next tick
 // after it and the heap entry. It is kept small, as integers rather than
 // time.Time values and without the cursor's counters (the store has them),
-// because a node may declare 100,000 jobs: one map of these replaced a map
-// of definitions, one of cursors and one of cached ticks, and halved the
-// engine's memory per job.
+// because a node may declare 100,000 jobs: one of these per job replaced a
+// map of definitions, one of cursors and one of cached ticks.
 type jobState struct {
 	def *jobs.Definition
 	// last is the cursor's Last in Unix microseconds, as the stores keep
@@ -26,7 +24,7 @@ type jobState struct {
 	hasCursor bool
 	paused    bool
 	// rank is the job's place, from 1, among the jobs queued for its tick
-	// rankOf (noTick: none); see roundLeadLocked.
+	// rankOf (noTick: none); see tickQueue.roundLead.
 	rank   int32
 	rankOf int64
 	// next is the schedule's next tick after nextOf (noTick: none), a cache
@@ -96,17 +94,34 @@ func (j *jobState) nextTick() int64 {
 }
 
 // The cron jobs' next ticks are kept in a timer heap, so that a loop
-// iteration costs what is due, not the number of jobs: with 100,000 jobs a
-// pass over all of them took milliseconds every iteration.
+// iteration costs what is due, not the number of jobs: with 100,000 jobs,
+// a pass over all of them at every iteration would cost more than the
+// work that is due.
 //
 // Each active cron job has one live entry: the time to fire its next tick
 // after its cursor (FireLead before it, or the tick itself when its fire
-// ahead was deferred), recorded in its jobState as queued. An entry whose time is not
-// the job's queued time is stale (the job was queued again, earlier) and is
-// dropped when it comes up. Code that moves a cursor queues the job again
-// (queueLocked); a cursor that only moves forward needs nothing more, since
-// its old entry, when it comes up, finds the later tick and queues it.
-// setJobs rebuilds the heap, so an entry never outlives its job's state.
+// ahead was deferred), recorded in its jobState as queued. An entry whose
+// time is not the job's queued time is stale (the job was queued again,
+// earlier) and is dropped when it comes up. Code that moves a cursor
+// queues the job again (tickQueue.queue); a cursor that only moves forward
+// needs nothing more, since its old entry, when it comes up, finds the
+// later tick and queues it. setJobs rebuilds the heap, so an entry never
+// outlives its job's state.
+
+// tickQueue is the timer heap of the active cron jobs, and what decides
+// how far ahead of its tick each job is fired: FireLead, and in a large
+// round the job's rank and the fire cost. Scheduler.mu guards it.
+type tickQueue struct {
+	heap     tickHeap
+	fireLead time.Duration // Config.FireLead
+	// rounds counts, by tick, the jobs ranked for it (roundLead).
+	rounds map[int64]int32
+	cost   fireCost
+}
+
+func newTickQueue(fireLead time.Duration) tickQueue {
+	return tickQueue{fireLead: fireLead, rounds: map[int64]int32{}}
+}
 
 // tickEntry is an entry of the timer heap.
 type tickEntry struct {
@@ -128,13 +143,13 @@ func (h *tickHeap) Pop() any {
 	return e
 }
 
-// queueLocked makes sure the heap holds an entry for the next tick of the
-// job if it is an active cron job. s.mu is held.
-func (s *Scheduler) queueLocked(j *jobState) {
+// queue makes sure the heap holds an entry for the next tick of the job
+// if it is an active cron job.
+func (q *tickQueue) queue(j *jobState) {
 	if j == nil || !j.active() {
 		return
 	}
-	at := s.fireAtLocked(j)
+	at := q.fireAt(j)
 	if at == noTick {
 		return
 	}
@@ -142,19 +157,19 @@ func (s *Scheduler) queueLocked(j *jobState) {
 		return // the live entry comes up first, and finds at then
 	}
 	j.queued = at
-	heap.Push(&s.ticks, tickEntry{at: at, job: j})
+	heap.Push(&q.heap, tickEntry{at: at, job: j})
 }
 
-// fireAtLocked is when to fire the job's next tick: FireLead before it,
-// earlier in a large round (roundLeadLocked), or at it when its fire
-// ahead was deferred; noTick when there is none. s.mu is held.
-func (s *Scheduler) fireAtLocked(j *jobState) int64 {
+// fireAt is when to fire the job's next tick: FireLead before it, earlier
+// in a large round (roundLead), or at it when its fire ahead was deferred;
+// noTick when there is none.
+func (q *tickQueue) fireAt(j *jobState) int64 {
 	nt := j.nextTick()
-	if nt == noTick || nt == j.deferred || s.cfg.FireLead <= 0 {
+	if nt == noTick || nt == j.deferred || q.fireLead <= 0 {
 		return nt
 	}
-	at := nt - s.cfg.FireLead.Microseconds()
-	if extra := s.roundLeadLocked(j, nt); extra > 0 {
+	at := nt - q.fireLead.Microseconds()
+	if extra := q.roundLead(j, nt); extra > 0 {
 		// Never before the job's previous tick: a job has at most one
 		// tick fired ahead (its cursor), which the loop claims at its time.
 		at = max(at-extra, j.last)
@@ -168,209 +183,117 @@ func (s *Scheduler) fireAtLocked(j *jobState) int64 {
 // it, in the order they are queued; the first fireBatch ranks fire
 // FireLead ahead, and each further fireBatch one step earlier than the
 // one before. The round is then written in transactions of fireBatch, a
-// step apart, the last one FireLead before the tick. With 10,000 jobs at
-// one second the first fire came 250 ms ahead, the fires still ran 830 ms
-// after the tick on PostgreSQL, and the claims of the runs fired by then
-// took 370 ms in one statement: the p99 lag was 0.8-1.2 s. Now the round's
-// fires begin 1.2 s ahead. The extra lead is at most maxRoundLead.
+// step apart, the last one FireLead before the tick. Fired all at once
+// FireLead ahead, a round of thousands of jobs was still being written
+// after its tick, and the claim of the runs fired by then came after
+// that, in one long statement: the round started late. The extra lead is
+// at most maxRoundLead.
 //
-// The step is roundLeadStep (a fire of fireBatch takes 25-50 ms on the
-// benchmark's machine), or 5/4 of the time the store takes to write a fire
-// of fireBatch when that is longer (leadStepLocked): on a slower store the
-// round starts earlier, so that it is still written before the tick.
+// The step is roundLeadStep (about what a fire of fireBatch takes on a
+// fast machine), or 5/4 of the time the store takes to write a fire of
+// fireBatch when that is longer (leadStep): on a slower store the round
+// starts earlier, so that it is still written before the tick.
 const (
 	roundLeadStep = 50 * time.Millisecond
 	maxRoundLead  = 10 * time.Second
 )
 
-// noteFireCostLocked counts the time the store took for a fire of n jobs,
-// scaled to fireBatch, among the last three, and sets the fire cost to
-// their median: one of the three, slowed by a stall (a checkpoint, a pause
-// of the machine) or quick, does not move it; two of them do. The first
-// fire of a process counts alone. Fires of fewer than fireBatch/2 jobs are
-// not counted: their fixed costs would be scaled up with them. s.mu is
-// held.
-func (s *Scheduler) noteFireCostLocked(took time.Duration, n int) {
+// fireCost is how long the store takes to write a fire of fireBatch jobs,
+// in microseconds: median is the median of the last fires counted (n of
+// them in last, the next written at at); 0 before the first large fire.
+type fireCost struct {
+	median int64
+	last   [3]int64
+	n, at  int
+}
+
+// note counts the time the store took for a fire of n jobs, scaled to
+// fireBatch, among the last three, and sets the median: one of the three,
+// slowed by a stall (a checkpoint, a pause of the machine) or quick, does
+// not move it; two of them do. The first fire of a process counts alone.
+// Fires of fewer than fireBatch/2 jobs are not counted: their fixed costs
+// would be scaled up with them.
+func (c *fireCost) note(took time.Duration, n int) {
 	if n < fireBatch/2 || took < 0 {
 		return
 	}
-	s.fireCosts[s.fireCostsAt] = took.Microseconds() * fireBatch / int64(n)
-	s.fireCostsAt = (s.fireCostsAt + 1) % len(s.fireCosts)
-	s.fireCostsN = min(s.fireCostsN+1, len(s.fireCosts))
-	c := s.fireCosts // a copy: the ring keeps its order
-	sorted := c[:s.fireCostsN]
+	c.last[c.at] = took.Microseconds() * fireBatch / int64(n)
+	c.at = (c.at + 1) % len(c.last)
+	c.n = min(c.n+1, len(c.last))
+	last := c.last // a copy: the ring keeps its order
+	sorted := last[:c.n]
 	slices.Sort(sorted)
 	// The lower median when there are two: the first fire of a process
 	// (cold caches) is often its slowest.
-	s.fireCost = sorted[(len(sorted)-1)/2]
+	c.median = sorted[(len(sorted)-1)/2]
 }
 
-// leadStepLocked is how much earlier each further fireBatch of a large
-// round fires: roundLeadStep, or 5/4 of the fire cost if that is longer.
-// s.mu is held.
-func (s *Scheduler) leadStepLocked() int64 {
-	return max(roundLeadStep.Microseconds(), s.fireCost*5/4)
+// leadStep is how much earlier each further fireBatch of a large round
+// fires: roundLeadStep, or 5/4 of the fire cost if that is longer.
+func (q *tickQueue) leadStep() int64 {
+	return max(roundLeadStep.Microseconds(), q.cost.median*5/4)
 }
 
-// roundLeadLocked is how much further ahead than FireLead the job's tick
-// at tick is fired, from its rank among the jobs queued for that tick,
-// which it is given the first time it is queued for it. s.mu is held.
-func (s *Scheduler) roundLeadLocked(j *jobState, tick int64) int64 {
+// roundLead is how much further ahead than FireLead the job's tick at
+// tick is fired, from its rank among the jobs queued for that tick, which
+// it is given the first time it is queued for it.
+func (q *tickQueue) roundLead(j *jobState, tick int64) int64 {
 	if j.rankOf != tick {
-		s.unrankLocked(j)
-		n := s.rounds[tick] + 1
-		s.rounds[tick] = n
+		q.unrank(j)
+		n := q.rounds[tick] + 1
+		q.rounds[tick] = n
 		j.rank, j.rankOf = n, tick
 	}
-	return min(int64((j.rank-1)/fireBatch)*s.leadStepLocked(), maxRoundLead.Microseconds())
+	return min(int64((j.rank-1)/fireBatch)*q.leadStep(), maxRoundLead.Microseconds())
 }
 
-// unrankLocked takes the job out of the count of its ranked tick. s.mu is
-// held.
-func (s *Scheduler) unrankLocked(j *jobState) {
+// unrank takes the job out of the count of its ranked tick.
+func (q *tickQueue) unrank(j *jobState) {
 	if j.rankOf == noTick {
 		return
 	}
-	if n := s.rounds[j.rankOf] - 1; n > 0 {
-		s.rounds[j.rankOf] = n
+	if n := q.rounds[j.rankOf] - 1; n > 0 {
+		q.rounds[j.rankOf] = n
 	} else {
-		delete(s.rounds, j.rankOf)
+		delete(q.rounds, j.rankOf)
 	}
 	j.rank, j.rankOf = 0, noTick
 }
 
-// noteAheadLocked records the job's cursor if it is later than now: a
-// tick fired ahead of its time. s.mu is held.
-func (s *Scheduler) noteAheadLocked(j *jobState, now time.Time) {
-	if !j.hasCursor || j.last <= now.UnixMicro() {
-		return
-	}
-	s.aheadLocked(j.def.Name, j.last)
-}
-
-// aheadLocked records in ahead that the job's tick at is to be claimed.
-// s.mu is held.
-func (s *Scheduler) aheadLocked(job string, at int64) {
-	s.ahead[job] = at
-	s.aheadAt = earliest(s.aheadAt, at)
-	if at > s.claimedTo {
-		s.claimAheadAt = earliest(s.claimAheadAt, at)
-	}
-}
-
-// roundsAheadLocked takes out of ahead the rounds to claim ahead of their
-// tick (see claimAhead): those of the ticks later than now, no later
-// than horizon, and not looked at before, as long as the free slots take
-// each round whole and it has at most fireBatch jobs (a larger round is
-// claimed at its tick, between the fires that it needs). It returns them
-// by tick, earliest first. s.mu is held.
-func (s *Scheduler) roundsAheadLocked(now, horizon int64) []aheadRound {
-	if s.claimAheadAt == noTick || s.claimAheadAt > horizon {
-		return nil
-	}
-	from := max(s.claimedTo, now)
-	byTick := map[int64][]string{}
-	s.claimAheadAt = noTick
-	for name, at := range s.ahead {
-		switch {
-		case at > horizon:
-			s.claimAheadAt = earliest(s.claimAheadAt, at)
-		case at > from:
-			byTick[at] = append(byTick[at], name)
-		}
-	}
-	s.claimedTo = horizon
-	var rounds []aheadRound
-	free := s.freeLocked()
-	for _, at := range slices.Sorted(maps.Keys(byTick)) {
-		names := byTick[at]
-		if len(names) > fireBatch || len(names) > free {
-			continue
-		}
-		free -= len(names)
-		for _, name := range names {
-			delete(s.ahead, name)
-		}
-		rounds = append(rounds, aheadRound{at: at, jobs: names})
-	}
-	if len(rounds) > 0 {
-		s.aheadAt = noTick
-		for _, at := range s.ahead {
-			s.aheadAt = earliest(s.aheadAt, at)
-		}
-	}
-	return rounds
-}
-
-// aheadRound is the jobs whose ticks fired ahead are at one time.
-type aheadRound struct {
-	at   int64
-	jobs []string
-}
-
-// aheadReached reports whether the clock has reached the earliest tick
-// fired ahead.
-func (s *Scheduler) aheadReached(now time.Time) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.aheadAt != noTick && s.aheadAt <= now.UnixMicro()
-}
-
-// aheadDueLocked takes out the jobs whose cursor was ahead of the clock
-// and no longer is. s.mu is held.
-func (s *Scheduler) aheadDueLocked(now time.Time) []string {
-	until := now.UnixMicro()
-	if s.aheadAt == noTick || s.aheadAt > until {
-		return nil
-	}
-	var due []string
-	s.aheadAt = noTick
-	for name, at := range s.ahead {
-		if at <= until {
-			due = append(due, name)
-			delete(s.ahead, name)
-		} else {
-			s.aheadAt = earliest(s.aheadAt, at)
-		}
-	}
-	return due
-}
-
-// requeueAllLocked rebuilds the heap from the declared jobs and cursors.
-// s.mu is held.
-func (s *Scheduler) requeueAllLocked() {
-	clear(s.ticks)
-	s.ticks = s.ticks[:0]
-	clear(s.rounds)
-	for _, j := range s.cron {
+// requeue rebuilds the heap from the cron jobs and their cursors.
+func (q *tickQueue) requeue(cron []*jobState) {
+	clear(q.heap)
+	q.heap = q.heap[:0]
+	clear(q.rounds)
+	for _, j := range cron {
 		j.queued, j.rank, j.rankOf = noTick, 0, noTick
 	}
-	for _, j := range s.cron {
-		s.queueLocked(j)
+	for _, j := range cron {
+		q.queue(j)
 	}
 }
 
-// dueLocked takes out of the heap the cron jobs whose next tick is to be
-// fired at or before now (see fireAtLocked), in that order. The caller fires them and queues them again
-// (queueLocked) whatever the outcome. s.mu is held.
-func (s *Scheduler) dueLocked(now time.Time) []*jobState {
+// popDue takes out of the heap the cron jobs whose next tick is to be
+// fired at or before now (see fireAt), in that order. The caller fires
+// them and queues them again whatever the outcome.
+func (q *tickQueue) popDue(now time.Time) []*jobState {
 	var due []*jobState
 	until := now.UnixMicro()
-	for len(s.ticks) > 0 && s.ticks[0].at <= until {
-		e := heap.Pop(&s.ticks).(tickEntry)
+	for len(q.heap) > 0 && q.heap[0].at <= until {
+		e := heap.Pop(&q.heap).(tickEntry)
 		j := e.job
 		if j.queued != e.at {
 			continue // stale
 		}
 		j.queued = noTick
 		if !j.active() {
-			s.unrankLocked(j)
+			q.unrank(j)
 			continue // queued again when resumed
 		}
-		switch at := s.fireAtLocked(j); {
+		switch at := q.fireAt(j); {
 		case at == noTick:
 		case at > until:
-			s.queueLocked(j)
+			q.queue(j)
 		default:
 			due = append(due, j)
 		}
@@ -378,23 +301,22 @@ func (s *Scheduler) dueLocked(now time.Time) []*jobState {
 	return due
 }
 
-// nextQueuedLocked is the time of the first heap entry; zero when empty.
-// s.mu is held.
-func (s *Scheduler) nextQueuedLocked() time.Time {
-	if len(s.ticks) == 0 {
+// next is the time of the first heap entry; zero when empty.
+func (q *tickQueue) next() time.Time {
+	if len(q.heap) == 0 {
 		return time.Time{}
 	}
-	return fromMicros(s.ticks[0].at)
+	return fromMicros(q.heap[0].at)
 }
 
 // defaultFireLead is Config.FireLead's default: long enough to write the
 // runs of fireBatch ticks due at one second before it comes, short enough
 // that little can change in between (see Config.FireLead); a larger round
-// starts earlier (roundLeadLocked).
+// starts earlier (tickQueue.roundLead).
 const defaultFireLead = 250 * time.Millisecond
 
 // defaultClaimLead is Config.ClaimLead's default: several times what the
-// claim of a round of a few hundred runs takes (3-8 ms on the benchmark's
-// machine), and short enough that a run is seen running before its tick
-// only for a moment.
+// claim of a round of a few hundred runs takes on a fast machine, and
+// short enough that a run is seen running before its tick only for a
+// moment.
 const defaultClaimLead = 50 * time.Millisecond

@@ -7,12 +7,40 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/jobs/command"
 	"github.com/schedulerd/schedulerd/store"
 )
+
+// attemptSet is this node's attempts whose result is not written yet, and
+// whether the node still claims: what a claim counts its slots by.
+type attemptSet struct {
+	// running is the attempts running, by run id. Scheduler.mu guards it.
+	running map[string]*attempt
+	// finishing counts the attempts that have ended (and left running)
+	// and whose result is being written.
+	finishing atomic.Int64
+	// draining is set when Stop begins: nothing more is claimed.
+	// Scheduler.mu guards it.
+	draining bool
+}
+
+// free is how many attempts may start now, of concurrency. An attempt
+// that ended holds no slot while its result is written, but at most
+// concurrency results may wait for their write: a store that writes them
+// slower than attempts end holds claims back. Scheduler.mu is held.
+func (as *attemptSet) free(concurrency int) int {
+	return min(concurrency-len(as.running), 2*concurrency-len(as.running)-int(as.finishing.Load()))
+}
+
+// unwritten is how many attempts have a result not written yet: those
+// running and those that ended a moment ago. Scheduler.mu is held.
+func (as *attemptSet) unwritten() int {
+	return len(as.running) + int(as.finishing.Load())
+}
 
 // startAttempt runs a claimed run in its own goroutine. The attempt is
 // registered before startAttempt returns, so the next claim sees the slot
@@ -21,21 +49,21 @@ import (
 func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundStart) {
 	s.mu.Lock()
 	var d *jobs.Definition
-	if j := s.jobLocked(r.Job); j != nil {
+	if j := s.declared.job(r.Job); j != nil {
 		d = j.def
 	}
 	f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}
-	ctx, cancel := context.WithCancelCause(s.runCtx)
+	ctx, cancel := context.WithCancelCause(s.life.runCtx)
 	a := &attempt{run: r, fence: f, cancel: cancel}
-	s.running[r.ID] = a
-	s.workers.Add(1)
+	s.attempts.running[r.ID] = a
+	s.life.workers.Add(1)
 	s.mu.Unlock()
 	if rs != nil {
 		rs.waiting.Add(1)
 	}
 
 	go func() {
-		defer s.workers.Done()
+		defer s.life.workers.Done()
 		var res jobs.Result
 		ok := awaitStart(ctx, start)
 		if ok && !s.provenAlive(ctx) {
@@ -67,10 +95,10 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 		// The attempt no longer runs: its slot is free while its result
 		// is written, so the next claim need not wait for that write.
 		s.mu.Lock()
-		delete(s.running, r.ID)
-		if s.finishing.Add(1) == int64(s.cfg.Concurrency) {
+		delete(s.attempts.running, r.ID)
+		if s.attempts.finishing.Add(1) == int64(s.cfg.Concurrency) {
 			select {
-			case s.backlog <- struct{}{}:
+			case s.results.backlog <- struct{}{}:
 			default:
 			}
 		}
@@ -78,14 +106,12 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 		if rs == nil || rs.started() {
 			s.Wake() // else the round's last start wakes the loop
 		}
-		s.completions <- c
+		s.results.queue <- c
 		<-c.done // the result is written (or given up on)
-		s.finishing.Add(-1)
-		seq := s.iterSeq.Load()
+		s.attempts.finishing.Add(-1)
+		seq := s.testSignals.iterSeq.Load()
 		s.Wake()
-		if s.attemptDone != nil {
-			s.attemptDone <- seq
-		}
+		s.testSignals.attemptEnded(seq)
 	}()
 }
 
@@ -126,6 +152,25 @@ func stopReason(ctx context.Context) (jobs.Reason, bool) {
 	return "", false
 }
 
+// resultQueue hands the results of attempts to the completers, which
+// write them, and holds their writes back while the loop starts runs.
+type resultQueue struct {
+	// queue feeds the completers; done closes when they end.
+	queue chan *completion
+	done  chan struct{}
+	// burst is set while the loop fires the ticks of a burst, more than
+	// one transaction of them, and starts their runs: the channel closes
+	// when it is done. The completer waits for it, so that the writes
+	// that start due runs are not queued behind the results of attempts
+	// that ended; backlog is signalled when Concurrency results wait, and
+	// the completer then writes them anyway (they hold claims back).
+	burst   atomic.Pointer[chan struct{}]
+	backlog chan struct{}
+	// starting is the last round claimed ahead whose tick has come (see
+	// roundStart): the completer waits until its attempts have started.
+	starting atomic.Pointer[roundStart]
+}
+
 // completion is the result of an attempt waiting to be written.
 type completion struct {
 	run  *jobs.Run
@@ -142,13 +187,13 @@ const completionBatch = 1000
 // batch is written while one is; one otherwise. A second completer on a
 // store whose writes take turns would only wait for the first, and with
 // fewer results waiting than a batch holds it would split batches that
-// one completer writes whole: in the burn-down at concurrency 64 on
-// PostgreSQL two completers did 12% fewer runs per second, at concurrency
-// 2,000 12% more. (Batches lock their runs in the order of the ids, so
-// two never deadlock, and an attempt's result is in one batch only.)
-// completerDone closes when they have all ended.
+// one completer writes whole: in the burn-down on PostgreSQL, two
+// completers did fewer runs per second than one at concurrency 64, and
+// more at concurrency 2,000. (Batches lock their runs in the order of the
+// ids, so two never deadlock, and an attempt's result is in one batch
+// only.) s.results.done closes when they have all ended.
 func (s *Scheduler) completers() {
-	defer close(s.completerDone)
+	defer close(s.results.done)
 	n := 1
 	if _, ok := s.st.(store.ConcurrentWriter); ok && s.cfg.Concurrency > completionBatch {
 		n = 2
@@ -163,16 +208,16 @@ func (s *Scheduler) completers() {
 // completer writes the results of attempts: whatever has accumulated while
 // the previous write ran goes in one transaction, so under load results
 // are written in batches and when idle each is written at once. It ends
-// when s.completions is closed (after the workers are done).
+// when s.results.queue is closed (after the workers are done).
 func (s *Scheduler) completer() {
 	batch := make([]*completion, 0, completionBatch)
-	for first := range s.completions {
+	for first := range s.results.queue {
 		s.awaitBurst()
 		batch = append(batch[:0], first)
 	drain:
 		for len(batch) < completionBatch {
 			select {
-			case c, ok := <-s.completions:
+			case c, ok := <-s.results.queue:
 				if !ok {
 					break drain
 				}
@@ -190,25 +235,25 @@ func (s *Scheduler) completer() {
 
 // awaitBurst waits, while the attempts of a round claimed ahead start
 // (see roundStart) and while the loop fires a burst of ticks, until that
-// is done or Concurrency results wait to be written. A burst of 10,000 ticks
-// is fired in about a second, and its runs start that much sooner when
-// the results of the runs it started do not take turns with its writes;
-// those results are written a moment later. Results that hold claims back
+// is done or Concurrency results wait to be written. A burst of thousands
+// of ticks takes a while to fire, and its runs start that much sooner
+// when the results of the runs it started do not take turns with its
+// writes; those results are written a moment later. Results that hold claims back
 // (Concurrency of them: see claim) are written at once.
 func (s *Scheduler) awaitBurst() {
-	if rs := s.starting.Load(); rs != nil {
+	if rs := s.results.starting.Load(); rs != nil {
 		select {
 		case <-rs.done:
-		case <-s.backlog:
+		case <-s.results.backlog:
 		}
 	}
-	done := s.burst.Load()
-	if done == nil || s.finishing.Load() >= int64(s.cfg.Concurrency) {
+	done := s.results.burst.Load()
+	if done == nil || s.attempts.finishing.Load() >= int64(s.cfg.Concurrency) {
 		return
 	}
 	select {
 	case <-*done:
-	case <-s.backlog:
+	case <-s.results.backlog:
 	}
 }
 
@@ -365,4 +410,16 @@ func (s *Scheduler) runCommand(ctx context.Context, d *jobs.Definition, info job
 		res.Err = fmt.Errorf("%w (SIGKILL after kill_grace %s)", res.Err, d.KillGrace)
 	}
 	return res
+}
+
+// stopLocal stops an attempt running on this node, if there is one.
+func (s *Scheduler) stopLocal(runID string, reason jobs.Reason) bool {
+	s.mu.Lock()
+	a := s.attempts.running[runID]
+	s.mu.Unlock()
+	if a == nil {
+		return false
+	}
+	a.cancel(stopCause{reason})
+	return true
 }
