@@ -34,6 +34,16 @@ var envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // reservedEnvPrefix starts the variables the daemon sets for a job.
 const reservedEnvPrefix = "SCHEDULERD_"
 
+// ValidJobName reports whether name may name a job: up to 128 letters,
+// digits, '.', '_' and '-', starting with a letter or digit.
+func ValidJobName(name string) bool { return namePattern.MatchString(name) }
+
+// ValidEnvName reports whether a job's env may set the variable name: letters,
+// digits and '_', not starting with a digit nor with SCHEDULERD_.
+func ValidEnvName(name string) bool {
+	return envNamePattern.MatchString(name) && !strings.HasPrefix(name, reservedEnvPrefix)
+}
+
 var (
 	topKeys = []string{"daemon", "defaults", "job"}
 	// jobOnlyKeys may be set in a [[job]] but not in [defaults].

@@ -56,6 +56,8 @@ Usage:
   schedulerd next --schedule SPEC [--timezone TZ] [--from TIME] [-n N]
                                          preview fire times
   schedulerd migrate [--config F]        apply store migrations
+  schedulerd import-crontab [--user NAME] FILE|-
+                                         print [[job]] tables equivalent to a crontab
   schedulerd version [--json]            print version, commit, build date and Go version
 
 Commands that talk to the running daemon over its control socket:
@@ -98,6 +100,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdNext(rest, stdout)
 	case "migrate":
 		return cmdMigrate(ctx, rest, stdout)
+	case "import-crontab":
+		return cmdImportCrontab(rest, stdout, stderr)
 	case "version", "--version":
 		return cmdVersion(rest, stdout)
 	case "help", "-h", "--help":

@@ -16,6 +16,9 @@ func BenchmarkNext(b *testing.B) {
 		{"0 9 * * mon-fri", "America/New_York"},
 		{"0 0 29 2 *", "UTC"},
 		{"0 0 13 * 5", "Asia/Kolkata"},
+		{"0 0 L * *", "Europe/Berlin"},
+		{"30 2 * 3 0L", "Europe/Berlin"},
+		{"0 9 15W * *", "America/New_York"},
 		{"@every 90m", "Europe/Berlin"},
 	} {
 		b.Run(bc.spec+"/"+bc.zone, func(b *testing.B) {

@@ -175,7 +175,14 @@ func (s *Schedule) nextWall(from, limit int64) (int64, bool) {
 			}
 		}
 		dim := daysIn(y, mo)
-		if s.dowStar {
+		if s.ext.last || s.ext.weekday {
+			// L and W name one day of the month, or none.
+			if t := s.domTarget(y, mo, dim); t < d {
+				d = dim + 1
+			} else if t != d {
+				d, h, mi, sec = t, 0, 0, 0
+			}
+		} else if s.dowStar {
 			// Days are given by the day-of-month field alone.
 			if next := nextBit(uint64(s.dom), d); next < 0 || next > dim {
 				d = dim + 1
@@ -226,13 +233,64 @@ func (s *Schedule) nextWall(from, limit int64) (int64, bool) {
 
 // dayMatches applies cron's day rule: if either day field is "*", the day
 // must match both fields (the starred one matches every day), else either.
+// With a day form of Cronos (L, W, #), the day must match both, as in Cronos.
 func (s *Schedule) dayMatches(y int64, mo, d int) bool {
+	wd := weekday(daysFromCivil(y, mo, d))
+	dowMatch := s.dow&(1<<wd) != 0
+	if s.ext != (dayExt{}) {
+		dim := daysIn(y, mo)
+		switch {
+		case s.ext.nth != 0 && (d-1)/7+1 != int(s.ext.nth):
+			return false
+		case s.ext.lastWeek && d+7 <= dim:
+			return false
+		case s.ext.last || s.ext.weekday:
+			return dowMatch && d == s.domTarget(y, mo, dim)
+		}
+		return dowMatch && s.dom&(1<<d) != 0
+	}
 	domMatch := s.dom&(1<<d) != 0
-	dowMatch := s.dow&(1<<weekday(daysFromCivil(y, mo, d))) != 0
 	if s.domStar || s.dowStar {
 		return domMatch && dowMatch
 	}
 	return domMatch || dowMatch
+}
+
+// domTarget returns the day of month that L, L-n, nW, LW or L-nW name in a
+// month of dim days, or 0 when there is none (L-30 in February, 31W in
+// April).
+func (s *Schedule) domTarget(y int64, mo, dim int) int {
+	t := int(s.ext.day)
+	if s.ext.last {
+		t = dim - t
+	}
+	if t < 1 || t > dim {
+		return 0
+	}
+	if s.ext.weekday {
+		t = nearestWeekday(y, mo, t, dim)
+	}
+	return t
+}
+
+// nearestWeekday returns the weekday (Monday to Friday) nearest to day d of
+// a month of dim days, without leaving the month: a Saturday moves to the
+// Friday before, or to the Monday after when it is the 1st; a Sunday to the
+// Monday after, or to the Friday before when it is the last day.
+func nearestWeekday(y int64, mo, d, dim int) int {
+	switch weekday(daysFromCivil(y, mo, d)) {
+	case 6: // Saturday
+		if d == 1 {
+			return 3
+		}
+		return d - 1
+	case 0: // Sunday
+		if d == dim {
+			return d - 2
+		}
+		return d + 1
+	}
+	return d
 }
 
 // nextBit returns the lowest set bit of set at position from or above, or -1.

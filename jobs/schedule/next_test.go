@@ -17,6 +17,7 @@ import (
 //	America/Havana       2026-03-08 00:00 CST -> 01:00 CDT;   2026-11-01 01:00 CDT -> 00:00 CST
 //	Australia/Lord_Howe  2026-04-05 02:00 +11 -> 01:30 +1030; 2026-10-04 02:00 +1030 -> 02:30 +11
 //	Pacific/Apia         2011-12-30 00:00 -10 -> 2011-12-31 00:00 +14 (a whole day skipped)
+//	Asia/Jerusalem       2026-03-27 02:00 IST -> 03:00 IDT (a Friday)
 //	Asia/Kolkata (+05:30), Asia/Kathmandu (+05:45) and UTC: no DST.
 
 // nextCase is a row of TestNext: from a local time, the next fire times.
@@ -112,11 +113,58 @@ var nextCases = []nextCase{
 	{"@yearly", "UTC", "2026-06-01 00:00", []string{"2027-01-01T00:00:00Z", "2028-01-01T00:00:00Z"}},
 	// Both day fields restricted: the 13th or a Friday.
 	{"0 0 13 * 5", "UTC", "2026-02-01 00:00", []string{"2026-02-06T00:00:00Z", "2026-02-13T00:00:00Z", "2026-02-20T00:00:00Z", "2026-02-27T00:00:00Z", "2026-03-06T00:00:00Z", "2026-03-13T00:00:00Z", "2026-03-20T00:00:00Z"}},
-	// A step is a restriction: odd days or Mondays.
-	{"0 0 */2 * mon", "UTC", "2026-02-01 00:00", []string{"2026-02-02T00:00:00Z", "2026-02-03T00:00:00Z", "2026-02-05T00:00:00Z", "2026-02-07T00:00:00Z", "2026-02-09T00:00:00Z", "2026-02-11T00:00:00Z"}},
+	// Both restricted, one as a range with a step: odd days or Mondays.
+	{"0 0 1-31/2 * mon", "UTC", "2026-02-01 00:00", []string{"2026-02-02T00:00:00Z", "2026-02-03T00:00:00Z", "2026-02-05T00:00:00Z", "2026-02-07T00:00:00Z", "2026-02-09T00:00:00Z", "2026-02-11T00:00:00Z"}},
+	// A field written starting with "*" is no restriction for ISC cron, even
+	// with a step: Mondays with an odd date.
+	{"0 0 */2 * mon", "UTC", "2026-02-01 00:00", []string{"2026-02-09T00:00:00Z", "2026-02-23T00:00:00Z", "2026-03-09T00:00:00Z", "2026-03-23T00:00:00Z", "2026-04-13T00:00:00Z"}},
+	// With an L, W or # form, a day matches both day fields, as in Cronos:
+	// Friday the 13th (always the second Friday), a last day that is a Friday.
+	{"0 0 13 * 5#2", "UTC", "2026-01-01 00:00", []string{"2026-02-13T00:00:00Z", "2026-03-13T00:00:00Z", "2026-11-13T00:00:00Z"}},
+	{"0 0 L * 5", "UTC", "2026-01-01 00:00", []string{"2026-07-31T00:00:00Z", "2027-04-30T00:00:00Z"}},
 	// Day of month starred: the day of week alone decides (Fridays in February).
 	{"0 0 * feb fri", "UTC", "2026-01-01 00:00", []string{"2026-02-06T00:00:00Z", "2026-02-13T00:00:00Z", "2026-02-20T00:00:00Z", "2026-02-27T00:00:00Z", "2027-02-05T00:00:00Z"}},
 	{"@every 1s", "UTC", "2026-01-01 00:00", []string{"2026-01-01T00:00:01Z", "2026-01-01T00:00:02Z"}},
+
+	// The day forms L, W and # follow the same DST rules: the day is chosen
+	// on the calendar, then the wall time is mapped as for any other spec.
+	// Europe/Berlin changes on the last Sunday of March and of October.
+	{"30 2 * 3 0L", "Europe/Berlin", "2026-03-01 00:00", []string{"2026-03-29T03:00:00+02:00", "2027-03-28T03:00:00+02:00"}},
+	{"30 2 * 10 SUNL", "Europe/Berlin", "2026-10-01 00:00", []string{"2026-10-25T02:30:00+02:00", "2027-10-31T02:30:00+02:00"}},
+	{"*/30 2 * 10 7L", "Europe/Berlin", "2026-10-25 00:00", []string{"2026-10-25T02:00:00+02:00", "2026-10-25T02:30:00+02:00", "2026-10-25T02:00:00+01:00", "2026-10-25T02:30:00+01:00", "2027-10-31T02:00:00+02:00"}},
+	{"30 2 * 3 0#5", "Europe/Berlin", "2026-03-01 00:00", []string{"2026-03-29T03:00:00+02:00", "2030-03-31T03:00:00+02:00"}},
+	{"30 2 L 3 *", "Europe/Berlin", "2024-03-01 00:00", []string{"2024-03-31T03:00:00+02:00", "2025-03-31T02:30:00+02:00"}},
+	{"30 2 L 10 *", "Europe/Berlin", "2021-10-01 00:00", []string{"2021-10-31T02:30:00+02:00", "2022-10-31T02:30:00+01:00"}},
+	{"30 * L 10 *", "Europe/Berlin", "2021-10-31 01:45", []string{"2021-10-31T02:30:00+02:00", "2021-10-31T02:30:00+01:00", "2021-10-31T03:30:00+01:00"}},
+	{"30 2 L-2 3 *", "Europe/Berlin", "2026-03-01 00:00", []string{"2026-03-29T03:00:00+02:00", "2027-03-29T02:30:00+02:00"}},
+	// W never picks the Sunday of the change: 29W moves to Monday the 30th.
+	{"30 2 29W 3 *", "Europe/Berlin", "2026-03-01 00:00", []string{"2026-03-30T02:30:00+02:00"}},
+	{"0 2 LW 3 *", "Europe/Berlin", "2024-03-01 00:00", []string{"2024-03-29T02:00:00+01:00", "2025-03-31T02:00:00+02:00"}},
+	// America/New_York changes on the second Sunday of March and the first
+	// of November.
+	{"30 2 * 3 0#2", "America/New_York", "2026-03-01 00:00", []string{"2026-03-08T03:00:00-04:00", "2027-03-14T03:00:00-04:00"}},
+	{"30 1 * 11 SUN#1", "America/New_York", "2026-10-31 12:00", []string{"2026-11-01T01:30:00-04:00", "2027-11-07T01:30:00-04:00"}},
+	{"30 * * 11 0#1", "America/New_York", "2026-11-01 00:00", []string{"2026-11-01T00:30:00-04:00", "2026-11-01T01:30:00-04:00", "2026-11-01T01:30:00-05:00", "2026-11-01T02:30:00-05:00"}},
+	{"30 1 L-29 11 *", "America/New_York", "2026-10-31 12:00", []string{"2026-11-01T01:30:00-04:00", "2027-11-01T01:30:00-04:00"}},
+	{"30 2 8W 3 *", "America/New_York", "2026-03-01 00:00", []string{"2026-03-09T02:30:00-04:00"}},
+	{"30 1 1W 11 *", "America/New_York", "2026-10-31 12:00", []string{"2026-11-02T01:30:00-05:00"}},
+	// Australia/Lord_Howe changes by 30 minutes on the first Sunday of
+	// April (01:30-02:00 repeated) and of October (02:00-02:30 skipped).
+	{"15 2 * 10 0#1", "Australia/Lord_Howe", "2026-10-01 00:00", []string{"2026-10-04T02:30:00+11:00", "2027-10-03T02:30:00+11:00"}},
+	{"45 1 * 4 SUN#1", "Australia/Lord_Howe", "2026-04-01 00:00", []string{"2026-04-05T01:45:00+11:00", "2027-04-04T01:45:00+11:00"}},
+	{"*/15 1 * 4 0#1", "Australia/Lord_Howe", "2026-04-05 01:20", []string{"2026-04-05T01:30:00+11:00", "2026-04-05T01:45:00+11:00", "2026-04-05T01:30:00+10:30", "2026-04-05T01:45:00+10:30", "2027-04-04T01:00:00+11:00"}},
+	{"15 2 L-27 10 *", "Australia/Lord_Howe", "2026-10-01 00:00", []string{"2026-10-04T02:30:00+11:00", "2027-10-04T02:15:00+11:00"}},
+	{"15 2 4W 10 *", "Australia/Lord_Howe", "2026-10-01 00:00", []string{"2026-10-05T02:15:00+11:00"}},
+	{"45 1 * 4 0L", "Australia/Lord_Howe", "2026-04-01 00:00", []string{"2026-04-26T01:45:00+10:30"}},
+	// Asia/Jerusalem springs forward on a Friday (2026-03-27 02:00 -> 03:00),
+	// a day W can pick.
+	// In 2027 the 27th is a Saturday: 27W is Friday the 26th, the day of the
+	// change again.
+	{"30 2 27W 3 *", "Asia/Jerusalem", "2026-03-01 00:00", []string{"2026-03-27T03:00:00+03:00", "2027-03-26T03:00:00+03:00"}},
+	{"30 2 * 3 FRIL", "Asia/Jerusalem", "2026-03-01 00:00", []string{"2026-03-27T03:00:00+03:00"}},
+	{"30 2 * 3 5#4", "Asia/Jerusalem", "2026-03-01 00:00", []string{"2026-03-27T03:00:00+03:00"}},
+	// A wildcard job follows real time: 02:xx of the 27th does not occur.
+	{"*/20 2 L-4 3 *", "Asia/Jerusalem", "2026-03-27 00:00", []string{"2027-03-27T02:00:00+03:00", "2027-03-27T02:20:00+03:00"}},
 	// The zone prefix overrides the default location.
 	{"TZ=Asia/Tokyo 0 9 * * *", "Europe/Berlin", "2026-03-29 00:00", []string{"2026-03-29T09:00:00+09:00", "2026-03-30T09:00:00+09:00"}},
 	{"CRON_TZ=Europe/Berlin 30 2 * * *", "UTC", "2026-03-28 12:00", []string{"2026-03-29T03:00:00+02:00"}},

@@ -3,6 +3,7 @@ package schedule_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -97,6 +98,11 @@ type reference struct {
 	spec     *cron.SpecSchedule
 	wildcard bool
 	loc      *time.Location
+	// domStar and dowStar: the day field is written starting with "*" or
+	// "?", as ISC cron reads it (robfig's star bit misses "*/2").
+	domStar, dowStar bool
+	// days, when set, decides the days instead of the spec's day fields.
+	days func(date time.Time) bool
 }
 
 var referenceParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour |
@@ -104,11 +110,28 @@ var referenceParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Ho
 
 func newReference(t testing.TB, spec string, wildcard bool, loc *time.Location) reference {
 	t.Helper()
-	parsed, err := referenceParser.Parse(spec)
+	r, err := parseReference(spec, loc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return reference{parsed.(*cron.SpecSchedule), wildcard, loc}
+	r.wildcard = wildcard
+	return r
+}
+
+// parseReference parses spec (without a zone prefix) with robfig.
+func parseReference(spec string, loc *time.Location) (reference, error) {
+	parsed, err := referenceParser.Parse(spec)
+	if err != nil {
+		return reference{}, err
+	}
+	r := reference{spec: parsed.(*cron.SpecSchedule), loc: loc}
+	const star = 1 << 63
+	r.domStar, r.dowStar = r.spec.Dom&star != 0, r.spec.Dow&star != 0
+	if f := strings.Fields(spec); len(f) >= 5 {
+		isStar := func(s string) bool { return strings.HasPrefix(s, "*") || strings.HasPrefix(s, "?") }
+		r.domStar, r.dowStar = isStar(f[len(f)-3]), isStar(f[len(f)-1])
+	}
+	return r, nil
 }
 
 // wall returns the wall time of instant sec, as Unix seconds of the same
@@ -118,18 +141,21 @@ func (r reference) wall(sec int64) int64 {
 	return sec + int64(off)
 }
 
-// matches reports whether wall time w matches the spec, using robfig's rules.
+// matches reports whether wall time w matches the spec: robfig's fields,
+// with ISC cron's day rule, or r.days.
 func (r reference) matches(w int64) bool {
-	const star = 1 << 63
 	u := time.Unix(w, 0).UTC()
 	s := r.spec
 	if 1<<uint(u.Second())&s.Second == 0 || 1<<uint(u.Minute())&s.Minute == 0 ||
 		1<<uint(u.Hour())&s.Hour == 0 || 1<<uint(u.Month())&s.Month == 0 {
 		return false
 	}
+	if r.days != nil {
+		return r.days(u)
+	}
 	domMatch := 1<<uint(u.Day())&s.Dom != 0
 	dowMatch := 1<<uint(u.Weekday())&s.Dow != 0
-	if s.Dom&star != 0 || s.Dow&star != 0 {
+	if r.domStar || r.dowStar {
 		return domMatch && dowMatch
 	}
 	return domMatch || dowMatch
@@ -191,6 +217,93 @@ func TestNextMatchesReference(t *testing.T) {
 		}
 		ref := newReference(t, spec, wildcard, loc)
 		from := randomStart(rng, loc)
+		for range 3 {
+			got := s.Next(from)
+			want, ok := ref.next(from, window)
+			switch {
+			case ok && got.Unix() != want:
+				t.Fatalf("%q in %s: Next(%s) = %s, reference %s", spec, loc, from.Format(time.RFC3339),
+					got.Format(time.RFC3339), time.Unix(want, 0).In(loc).Format(time.RFC3339))
+			case !ok && !got.IsZero() && got.Unix() <= from.Unix()+window:
+				t.Fatalf("%q in %s: Next(%s) = %s, reference finds none within %ds", spec, loc,
+					from.Format(time.RFC3339), got.Format(time.RFC3339), window)
+			}
+			if !ok {
+				stats.none++
+				break
+			}
+			stats.found++
+			if start, _ := got.ZoneBounds(); !start.Before(from) {
+				stats.acrossTransition++
+			}
+			from = got
+		}
+	}
+}
+
+// TestNextMatchesReferenceDayForms is TestNextMatchesReference for the day
+// forms L-n, nW, d#n and dL: each random spec names, with them, the local
+// date of a zone transition near its start, and the reference decides days
+// with the time package.
+func TestNextMatchesReferenceDayForms(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 2026))
+	cases := 600
+	if testing.Short() {
+		cases = 100
+	}
+	const window = 6 * 3600
+	var stats struct{ found, none, acrossTransition int }
+	defer func() { t.Logf("reference comparisons: %+v", stats) }()
+	dayNames := []string{"sun", "mon", "tue", "wed", "thu", "fri", "sat"}
+	for range cases {
+		loc := mustLoad(t, propertyZones[rng.IntN(len(propertyZones))])
+		from := randomStart(rng, loc)
+		target := from.Add(time.Duration(rng.IntN(4)) * time.Hour).In(loc)
+		_, _, d := target.Date()
+		last := lastOfMonth(target)
+		wd := int(target.Weekday())
+		type form struct {
+			text string
+			days func(u time.Time) bool
+		}
+		doms := []form{
+			{"*", func(time.Time) bool { return true }},
+			{fmt.Sprintf("L-%d", last-d), func(u time.Time) bool { return u.Day() == lastOfMonth(u)-(last-d) }},
+		}
+		if d == last {
+			doms = append(doms, form{"L", func(u time.Time) bool { return u.AddDate(0, 0, 1).Day() == 1 }})
+		}
+		if isWeekday(target) {
+			doms = append(doms, form{fmt.Sprintf("%dW", d), func(u time.Time) bool { return u.Day() == nearestWeekdayOracle(u, d) }})
+		}
+		day := strconv.Itoa(wd)
+		if rng.IntN(2) == 0 {
+			day = dayNames[wd]
+		}
+		nth := (d-1)/7 + 1
+		dows := []form{
+			{"*", func(time.Time) bool { return true }},
+			{fmt.Sprintf("%s#%d", day, nth), func(u time.Time) bool {
+				return int(u.Weekday()) == wd && u.AddDate(0, 0, -7*(nth-1)).Month() == u.Month() && u.AddDate(0, 0, -7*nth).Month() != u.Month()
+			}},
+		}
+		if d+7 > last {
+			dows = append(dows, form{day + "L", func(u time.Time) bool { return int(u.Weekday()) == wd && u.AddDate(0, 0, 7).Month() != u.Month() }})
+		}
+		dom, dow := doms[rng.IntN(len(doms))], dows[rng.IntN(len(dows))]
+		if dom.text == "*" && dow.text == "*" {
+			dom = doms[1]
+		}
+		minute := randomField(rng, 0, 59, []int{0, 15, 30, 45, 59})
+		hour := randomField(rng, 0, 23, []int{0, 1, 2, 3, 22, 23})
+		spec := strings.Join([]string{minute, hour, dom.text, "*", dow.text}, " ")
+		wildcard := strings.HasPrefix(minute, "*") || strings.HasPrefix(hour, "*")
+		s, err := schedule.Parse(spec, loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := newReference(t, strings.Join([]string{minute, hour, "*", "*", "*"}, " "), wildcard, loc)
+		ref.days = func(u time.Time) bool { return dom.days(u) && dow.days(u) }
 		for range 3 {
 			got := s.Next(from)
 			want, ok := ref.next(from, window)

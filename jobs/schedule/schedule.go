@@ -49,24 +49,30 @@ type Schedule struct {
 	month          uint16
 	dow            uint8
 	// domStar and dowStar record a day-of-month or day-of-week field written
-	// as "*" or "?": then a day must match both fields, else either.
+	// starting with "*" or "?": then a day must match both fields, else
+	// either.
 	domStar, dowStar bool
 	// wildcard is ISC cron's wildcard job: the minute or hour field starts
 	// with "*" (or "?"). Otherwise the job is fixed-time.
 	wildcard bool
+	// ext holds the day forms L, W and # (zero without them); dom or dow
+	// then holds the rest of its field ("*", or the weekday of "5L").
+	ext dayExt
 }
 
 // Parse parses spec in the given default location (nil means time.Local).
 // Accepts: 5 fields (min hour dom month dow), 6 fields with a leading seconds
 // field, descriptors @yearly @annually @monthly @weekly @daily @midnight
 // @hourly, "@every <Go duration>", and an optional "TZ=Zone " or
-// "CRON_TZ=Zone " prefix that overrides loc.
+// "CRON_TZ=Zone " prefix that overrides loc. Fields follow crontab(5) and the
+// day forms of Cronos (L, W, #): see the package documentation.
 //
 // It returns an error for an empty spec, an unknown zone, a zone prefix with
-// no fields, anything robfig/cron rejects, an @every duration under one second
-// or with a sub-second part, and a spec that cannot fire within 8 years of a
-// fixed reference instant or of the current time (such as "0 0 30 2 *").
-// It never panics.
+// no fields, a field that is not written as the package documentation says
+// (an empty list item, a trailing comma, a value out of range), @reboot, an
+// @every duration under one second or with a sub-second part, and a spec that
+// cannot fire within 8 years of a fixed reference instant or of the current
+// time (such as "0 0 30 2 *" or "0 0 L-30 2 *"). It never panics.
 func Parse(spec string, loc *time.Location) (s *Schedule, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -127,14 +133,19 @@ func parse(spec string, loc *time.Location) (*Schedule, error) {
 		return s, nil
 	}
 
-	if !strings.HasPrefix(fields[0], "@") {
-		for _, f := range fields {
-			if err := checkStars(f); err != nil {
-				return nil, err
-			}
-		}
+	if fields[0] == "@reboot" {
+		return nil, errors.New("@reboot is not supported: schedulerd keeps its ticks across restarts, " +
+			"so a start of the daemon is no tick; to run a job at boot, run schedulerd trigger JOB from a systemd unit")
 	}
-	parsed, err := parser.Parse(strings.Join(fields, " "))
+	text := strings.Join(fields, " ")
+	if !strings.HasPrefix(fields[0], "@") {
+		rewritten, ext, err := rewriteFields(fields)
+		if err != nil {
+			return nil, err
+		}
+		text, s.ext = strings.Join(rewritten, " "), ext
+	}
+	parsed, err := parser.Parse(text)
 	if err != nil {
 		return nil, errors.New(lowerFirst(err.Error()))
 	}
@@ -142,19 +153,19 @@ func parse(spec string, loc *time.Location) (*Schedule, error) {
 	if !ok {
 		return nil, fmt.Errorf("unsupported schedule type %T", parsed)
 	}
-	if strings.HasPrefix(fields[0], "@") {
-		s.wildcard = descriptorWildcard[fields[0]]
-	} else {
-		minute, hour := fields[0], fields[1] // 5 fields
-		if len(fields) == 6 {
-			minute, hour = fields[1], fields[2]
-		}
-		s.wildcard = isStar(minute) || isStar(hour)
-	}
 	s.second, s.minute = ss.Second&^starBit, ss.Minute&^starBit
 	s.hour, s.dom = uint32(ss.Hour&^starBit), uint32(ss.Dom&^starBit)
 	s.month, s.dow = uint16(ss.Month&^starBit), uint8(ss.Dow&^starBit)
-	s.domStar, s.dowStar = ss.Dom&starBit != 0, ss.Dow&starBit != 0
+	if strings.HasPrefix(fields[0], "@") {
+		s.wildcard = descriptorWildcard[fields[0]]
+		s.domStar, s.dowStar = ss.Dom&starBit != 0, ss.Dow&starBit != 0
+	} else {
+		// As ISC cron reads them: a field is "*" for these rules when it is
+		// written starting with "*" (or "?"), steps included ("*/2").
+		f := fields[len(fields)-5:]
+		s.wildcard = isStar(f[0]) || isStar(f[1])
+		s.domStar, s.dowStar = isStar(f[2]), isStar(f[4])
+	}
 	for _, f := range []struct {
 		name string
 		bits uint64
@@ -177,25 +188,12 @@ func hasZonePrefix(spec string) bool {
 	return strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=")
 }
 
-// isStar reports whether a minute or hour field makes the job a wildcard job
-// in ISC cron's sense: it is written starting with "*" ("?" is robfig's
-// synonym for "*").
+// isStar reports whether a field counts as "*" in ISC cron's sense: it is
+// written starting with "*" ("?" is robfig's synonym for "*"). A minute or
+// hour field so written makes a wildcard job; a day field so written makes a
+// day match both day fields.
 func isStar(field string) bool {
 	return strings.HasPrefix(field, "*") || strings.HasPrefix(field, "?")
-}
-
-// checkStars rejects what robfig silently reads as "*": a "*" or "?" followed
-// by anything but a step, as in "*-5".
-func checkStars(field string) error {
-	for part := range strings.SplitSeq(field, ",") {
-		if !isStar(part) {
-			continue
-		}
-		if rest := part[1:]; rest != "" && !strings.HasPrefix(rest, "/") {
-			return fmt.Errorf("invalid field %q: %q may only be followed by a step", field, part[:1])
-		}
-	}
-	return nil
 }
 
 // lowerFirst lowercases the first letter of a robfig error message.
