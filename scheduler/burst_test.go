@@ -139,7 +139,7 @@ func testBurstStartsItsRuns(t *testing.T, n int, concurrent bool) {
 	<-st.held
 	// The first fire's runs are claimed and ended; their results wait.
 	h.handled(first)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(signalWait)
 	for h.s.attempts.finishing.Load() < int64(first) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d of %d attempts ended with their results unwritten", h.s.attempts.finishing.Load(), first)
@@ -196,7 +196,7 @@ func TestBurstWritesResultsThatHoldClaimsBack(t *testing.T) {
 	h.handled(concurrency)
 	select {
 	case <-st.wrote:
-	case <-time.After(10 * time.Second):
+	case <-time.After(signalWait):
 		t.Fatal("the results of the first attempts were not written while the burst was held")
 	}
 	st.releaseFires()

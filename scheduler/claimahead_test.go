@@ -218,7 +218,7 @@ func TestClaimedAheadProvenAliveAfterFreeze(t *testing.T) {
 // the loop's, when nothing else sets one then.
 func sleepsUntil(h *harness, t time.Time) {
 	h.t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !h.clock.HasTimerAt(t); {
+	for deadline := time.Now().Add(signalWait); !h.clock.HasTimerAt(t); {
 		if time.Now().After(deadline) {
 			next, _ := h.clock.NextTimer()
 			h.t.Fatalf("no timer at %s; the next is at %s", t, next)

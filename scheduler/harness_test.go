@@ -54,10 +54,17 @@ func (tr *iterTracker) done(seq int64) {
 	tr.mu.Unlock()
 }
 
+// signalWait bounds a test's wait for a signal of the engine (a loop
+// iteration, a heartbeat round, an attempt's start or end): only an engine
+// that never sends it uses it up. A heartbeat round on a machine whose
+// cores are busy with other work took more than 10 s (SQLite's
+// busy_timeout is 10 s).
+const signalWait = time.Minute
+
 // waitAfter waits until an iteration numbered above seq has finished.
 func (tr *iterTracker) waitAfter(t *testing.T, seq int64) {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(signalWait)
 	for {
 		tr.mu.Lock()
 		last, ch := tr.last, tr.ch
@@ -236,7 +243,7 @@ func (h *harness) attemptsDone(n int) {
 		select {
 		case s := <-h.s.testSignals.attemptDone:
 			seq = max(seq, s)
-		case <-time.After(10 * time.Second):
+		case <-time.After(signalWait):
 			h.t.Fatalf("attempt %d of %d did not finish", i+1, n)
 		}
 	}
@@ -251,7 +258,7 @@ func (h *harness) handled(n int) []jobs.Info {
 		select {
 		case info := <-h.calls.ch:
 			out = append(out, info)
-		case <-time.After(10 * time.Second):
+		case <-time.After(signalWait):
 			h.t.Fatalf("handler call %d of %d did not happen", i+1, n)
 		}
 	}

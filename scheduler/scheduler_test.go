@@ -558,7 +558,7 @@ func TestPruneFinishedRuns(t *testing.T) {
 		t.Fatalf("pruned too early: %v", err)
 	}
 	h.clock.Advance(20 * time.Minute) // prune loop runs at 70m: the run finished 70m ago
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(signalWait)
 	for {
 		_, err := h.st.RunGet(context.Background(), r.ID)
 		if errors.Is(err, store.ErrNotFound) {

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,13 +35,26 @@ func (s *heldWrites) RunTransitions(ctx context.Context, ts []jobs.Transition) (
 // back. Every result is written in the end.
 func TestEndedAttemptFreesItsSlotBeforeItsResultIsWritten(t *testing.T) {
 	var st *heldWrites
+	// The first attempt ends at once; the later ones run until later is
+	// closed. An attempt's end wakes the loop, which may start the next
+	// run before the completer takes the first result: had that attempt
+	// ended at once too, both results could share the first write.
+	later := make(chan struct{})
+	var calls atomic.Int32
 	h := newHarnessWith(t, func(h *harness) {
 		h.cfg.Concurrency = 1
 		h.wrap = func(s store.Store) store.Store {
 			st = &heldWrites{Store: s, entered: make(chan int), release: make(chan struct{})}
 			return st
 		}
-	}, func(h *harness) []*jobs.Definition { return []*jobs.Definition{job("work", h.succeed)} })
+	}, func(h *harness) []*jobs.Definition {
+		return []*jobs.Definition{job("work", func(ctx context.Context) error {
+			if calls.Add(1) == 1 {
+				return h.succeed(ctx)
+			}
+			return h.blockUntil(later)(ctx)
+		})}
+	})
 	ctx := context.Background()
 	st.held.Store(true)
 	released := false
@@ -52,6 +66,8 @@ func TestEndedAttemptFreesItsSlotBeforeItsResultIsWritten(t *testing.T) {
 		}
 	}
 	t.Cleanup(releaseWrites) // before the harness stops, should the test fail
+	laterOnce := sync.OnceFunc(func() { close(later) })
+	t.Cleanup(laterOnce)
 	var ids []string
 	for range 3 {
 		r, err := h.s.Trigger(ctx, "work", TriggerParams{})
@@ -75,8 +91,7 @@ func TestEndedAttemptFreesItsSlotBeforeItsResultIsWritten(t *testing.T) {
 	if got := h.run(first.RunID).Status; got != jobs.StatusRunning {
 		t.Fatalf("first run is %s while its result waits, want running", got)
 	}
-	// Two results now wait (or one waits and one attempt runs): the third
-	// run must wait for the writes.
+	// One result waits and one attempt runs: the third run must wait.
 	h.loop()
 	var third string
 	for _, id := range ids {
@@ -85,12 +100,13 @@ func TestEndedAttemptFreesItsSlotBeforeItsResultIsWritten(t *testing.T) {
 		}
 	}
 	if got := h.run(third).Status; got != jobs.StatusPending {
-		t.Fatalf("third run is %s with two results unwritten at concurrency 1, want pending", got)
+		t.Fatalf("third run is %s with a result unwritten and an attempt running at concurrency 1, want pending", got)
 	}
 	if n := h.s.Running(); n != 2 {
-		t.Fatalf("Running() = %d with two results unwritten, want 2", n)
+		t.Fatalf("Running() = %d with a result unwritten and an attempt running, want 2", n)
 	}
 
+	laterOnce()
 	releaseWrites()
 	h.attemptsDone(2)
 	h.loop()
@@ -123,7 +139,7 @@ func (s *sideBySideWrites) RunTransitions(ctx context.Context, ts []jobs.Transit
 		select {
 		case <-s.second:
 			s.overlapped <- true
-		case <-time.After(10 * time.Second):
+		case <-time.After(signalWait):
 			s.overlapped <- false
 		}
 	case 2:
