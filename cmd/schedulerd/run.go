@@ -71,7 +71,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	defer signal.Stop(hup)
 
 	fs := newFlags("run")
-	cfgPath := fs.String("config", defaultConfig, "config file")
+	cfgPath := fs.String("config", defaultConfig, "the config file `F`")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
