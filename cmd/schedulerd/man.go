@@ -64,7 +64,7 @@ func writeEntries(w *manpage.Writer, entries []manEntry) {
 
 var commandPageDescription = []string{
 	"schedulerd runs commands on cron schedules, once at a given time, or when triggered, with retries, time windows, bounded output and a history of every run. `schedulerd run` is the daemon; the state lives in an embedded SQLite database, or in PostgreSQL for a cluster of nodes in which each cron tick fires once.",
-	"The other commands talk to the local daemon over its control socket (HTTP with JSON), except those that work offline: `check-config`, `next`, `migrate`, `version`, `man` and `help`. Flags may come before or after the arguments. A client finds the socket from `--socket`, else `$SCHEDULERD_SOCKET`, else the `socket` of the config given by `--config` (default `/etc/schedulerd/schedulerd.toml`), else `/run/schedulerd/schedulerd.sock`.",
+	"The other commands talk to the local daemon over its control socket (HTTP with JSON), except those that work offline: `check-config`, `next`, `migrate`, `version`, `completion`, `man` and `help`. Flags may come before or after the arguments. A client finds the socket from `--socket`, else `$SCHEDULERD_SOCKET`, else the `socket` of the config given by `--config` (default `/etc/schedulerd/schedulerd.toml`), else `/run/schedulerd/schedulerd.sock`.",
 	"Members of `socket_group` may use the socket, and so run any declared job: treat the group like sudo rights for those jobs.",
 }
 
