@@ -42,10 +42,18 @@ fuzz: ## run every fuzz target for FUZZTIME each
 bench: ## measure throughput, lag, idle cost, recovery, scale (about 31 minutes); writes BENCHMARKS.md
 	$(GO) run ./bench -command 'make bench' -out BENCHMARKS.md
 
-install: build ## install binary, the service's config (if absent) and unit under PREFIX and /etc
+install: build ## install binary, unit, root.conf and config (if absent); add the user schedulerd
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/schedulerd
 	install -D -m 0644 systemd/schedulerd.service $(DESTDIR)/etc/systemd/system/schedulerd.service
+	install -D -m 0644 systemd/root.conf $(DESTDIR)$(PREFIX)/share/schedulerd/root.conf
 	test -e $(DESTDIR)/etc/schedulerd/schedulerd.toml || install -D -m 0640 systemd/schedulerd.toml $(DESTDIR)/etc/schedulerd/schedulerd.toml
+	@# The unit runs the daemon as schedulerd, which must read the config.
+	@# Into a DESTDIR (a package being built) no user is added.
+	@if [ -z "$(DESTDIR)" ]; then \
+		id -u schedulerd >/dev/null 2>&1 || useradd --system --user-group --home-dir /var/lib/schedulerd \
+			--no-create-home --shell /usr/sbin/nologin --comment "schedulerd daemon" schedulerd; \
+		chgrp schedulerd /etc/schedulerd/schedulerd.toml; \
+	fi
 
 clean: ## remove build output and the example state
 	rm -rf bin var

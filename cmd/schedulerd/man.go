@@ -68,6 +68,11 @@ var commandPageDescription = []string{
 	"Members of `socket_group` may use the socket, and so run any declared job: treat the group like sudo rights for those jobs.",
 }
 
+var commandPageService = []string{
+	"The unit `schedulerd.service` runs the daemon as the system user `schedulerd`, without capabilities: its jobs run as that user, and a job whose `user` is another user is refused at start and on reload, since only root runs jobs as other users. To run such jobs, run the daemon as root with the drop-in `root.conf` (the packages install it in `/usr/share/schedulerd`): copy it to `/etc/systemd/system/schedulerd.service.d/`, then `systemctl daemon-reload` and `systemctl restart schedulerd`.",
+	"`systemctl stop` and `restart` send SIGTERM to the daemon alone (`KillMode=mixed`): running attempts may finish for `shutdown_grace`, then are stopped and recorded as stopped by shutdown, so they run again after the restart. A package upgrade restarts a running service the same way (`systemctl try-restart`).",
+}
+
 var commandPageSignals = []manEntry{
 	{"SIGHUP", "Re-read the config, as `schedulerd reload` does. A config that does not load is rejected whole and the running one stays; `[daemon]` settings take effect at the next restart."},
 	{"SIGTERM, SIGINT", "Shut down: stop claiming runs, let running attempts finish for `shutdown_grace`, then stop their process groups (SIGTERM, SIGKILL after `kill_grace`) and record them as stopped by shutdown, through the retry flow."},
@@ -84,6 +89,8 @@ var commandPageFiles = []manEntry{
 	{"/etc/schedulerd/schedulerd.toml", "The config: see schedulerd.toml(5)."},
 	{"/var/lib/schedulerd/schedulerd.db", "The SQLite database of the service, with its WAL and its lock file `schedulerd.db.lock`."},
 	{"/run/schedulerd/schedulerd.sock", "The control socket of the service."},
+	{"/usr/lib/systemd/system/schedulerd.service", "The unit, as the packages install it (`make install`: `/etc/systemd/system`)."},
+	{"/usr/share/schedulerd/root.conf", "The drop-in for the unit that runs the daemon as root, for jobs with `user`."},
 }
 
 // commandPage renders schedulerd(8).
@@ -134,6 +141,10 @@ func commandPage() (string, error) {
 	}
 	w.Section("SIGNALS")
 	writeEntries(&w, commandPageSignals)
+	w.Section("SERVICE")
+	for _, p := range commandPageService {
+		w.Para(manpage.Inline(p))
+	}
 	w.Section("ENVIRONMENT")
 	writeEntries(&w, commandPageEnvironment)
 	w.Para(manpage.Inline("What a job's environment holds: schedulerd.toml(5)."))
