@@ -10,9 +10,10 @@ GOFMT    ?= $(shell $(GO) env GOROOT)/bin/gofmt
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
 PREFIX   ?= /usr/local
+DIST_ARCHS ?= amd64,arm64
 
 .DEFAULT_GOAL := help
-.PHONY: help build run test unit lint fuzz bench install clean
+.PHONY: help build run test unit lint fuzz bench dist install clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -25,13 +26,16 @@ run: build ## run the daemon on the example config (embedded store under ./var)
 
 test: lint unit ## what CI runs: gofmt, vet, staticcheck, and every test with -race
 
-unit: ## go test -race ./...
+unit: ## go test -race ./... (and the packaging tool's tests: see tools/dist)
 	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) -C tools/dist test -race -count=1 -timeout 10m ./...
 
 lint: ## gofmt, go vet and staticcheck
 	@out=$$($(GOFMT) -l .); if [ -n "$$out" ]; then echo "gofmt -l: these files are not formatted:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	$(GO) -C tools/dist vet ./...
+	$(GO) -C tools/dist run $(STATICCHECK) ./...
 
 fuzz: ## run every fuzz target for FUZZTIME each
 	$(GO) test -run='^$$' -fuzz='^FuzzSchedule$$' -fuzztime=$(FUZZTIME) ./jobs/schedule/
@@ -42,10 +46,22 @@ fuzz: ## run every fuzz target for FUZZTIME each
 bench: ## measure throughput, lag, idle cost, recovery, scale (about 31 minutes); writes BENCHMARKS.md
 	$(GO) run ./bench -command 'make bench' -out BENCHMARKS.md
 
-install: build ## install binary, the service's config (if absent) and unit under PREFIX and /etc
+dist: ## static binaries, .deb and .rpm for linux/DIST_ARCHS, and SHA256SUMS, in dist/
+	$(GO) -C tools/dist run . -root '$(CURDIR)' -out '$(CURDIR)/dist' -arch '$(DIST_ARCHS)' \
+		-version '$(VERSION)' -commit '$(COMMIT)' -date '$(DATE)' -ldflags '$(LDFLAGS)'
+
+install: build ## install binary, unit, root.conf and config (if absent); add the user schedulerd
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/schedulerd
 	install -D -m 0644 systemd/schedulerd.service $(DESTDIR)/etc/systemd/system/schedulerd.service
+	install -D -m 0644 systemd/root.conf $(DESTDIR)$(PREFIX)/share/schedulerd/root.conf
 	test -e $(DESTDIR)/etc/schedulerd/schedulerd.toml || install -D -m 0640 systemd/schedulerd.toml $(DESTDIR)/etc/schedulerd/schedulerd.toml
+	@# The unit runs the daemon as schedulerd, which must read the config.
+	@# Into a DESTDIR (a package being built) no user is added.
+	@if [ -z "$(DESTDIR)" ]; then \
+		id -u schedulerd >/dev/null 2>&1 || useradd --system --user-group --home-dir /var/lib/schedulerd \
+			--no-create-home --shell /usr/sbin/nologin --comment "schedulerd daemon" schedulerd; \
+		chgrp schedulerd /etc/schedulerd/schedulerd.toml; \
+	fi
 
 clean: ## remove build output and the example state
-	rm -rf bin var
+	rm -rf bin var dist

@@ -19,21 +19,7 @@ import (
 )
 
 // Exit codes of the commands that talk to the daemon, besides exitFailure
-// (1) and exitUsage (2). Scripts can branch on them:
-//
-//	0  success
-//	1  any other failure; `health` when the node is unhealthy
-//	2  bad flags or arguments, a request the daemon rejects as malformed,
-//	   a reload whose config is rejected (the running config stays)
-//	3  the daemon is not running: no socket, or nothing listens on it
-//	4  permission denied: the socket is for root, the daemon's user and
-//	   members of socket_group
-//	5  unknown job
-//	6  unknown run
-//	7  duplicate: an active run of the job already has the dedup id
-//	8  invalid window: not_after is not after not_before, or has passed
-//	9  trigger/rerun/cancel --wait: the run finished but did not complete
-//	   (dead_letter or cancelled)
+// (1) and exitUsage (2); the table exitCodes says what each means.
 const (
 	exitNotRunning    = 3
 	exitPermission    = 4
@@ -43,21 +29,6 @@ const (
 	exitInvalidWindow = 8
 	exitRunFailed     = 9
 )
-
-// socketCommands are the commands that are clients of the control socket.
-var socketCommands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{
-	"trigger":  cmdTrigger,
-	"jobs":     cmdJobs,
-	"runs":     cmdRuns,
-	"cancel":   cmdCancel,
-	"rerun":    cmdRerun,
-	"pause":    cmdPause,
-	"resume":   cmdResume,
-	"nodes":    cmdNodes,
-	"health":   cmdHealth,
-	"reload":   cmdReload,
-	"progress": cmdProgress,
-}
 
 // cliExitCode returns the exit code of an error of a socket command.
 func cliExitCode(err error) (int, bool) {
@@ -115,8 +86,8 @@ func addClientFlags(fs *flag.FlagSet, stderr io.Writer) *clientFlags {
 	return &clientFlags{
 		fs:     fs,
 		stderr: stderr,
-		socket: fs.String("socket", "", "control socket (default: $SCHEDULERD_SOCKET, else the socket of --config)"),
-		config: fs.String("config", defaultConfig, "config file whose socket to use"),
+		socket: fs.String("socket", "", "the control socket `PATH` (default: $SCHEDULERD_SOCKET, else the socket of --config)"),
+		config: fs.String("config", defaultConfig, "the config file `F` whose socket to use"),
 		json:   fs.Bool("json", false, "print one JSON object per line"),
 	}
 }

@@ -16,10 +16,10 @@ import (
 func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("runs")
 	cf := addClientFlags(fs, stderr)
-	job := fs.String("job", "", "only runs of this job")
-	status := fs.String("status", "", "only runs in this status: pending, running, retrying, completed, cancelled or dead_letter")
-	limit := fs.Int("limit", 20, "at most this many runs (1 to 10000)")
-	raw := fs.Bool("raw", false, "runs show: print output, payload and messages as stored, terminal control characters and all")
+	job := fs.String("job", "", "only runs of the job `J`")
+	status := fs.String("status", "", "only runs in the status `S`: pending, running, retrying, completed, cancelled or dead_letter")
+	limit := fs.Int("limit", 20, "at most `N` runs (1 to 10000)")
+	raw := fs.Bool("raw", false, "print output, payload and messages as stored, terminal control characters and all (runs show)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err

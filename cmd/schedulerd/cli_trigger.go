@@ -20,11 +20,11 @@ var stdin io.Reader = os.Stdin
 func cmdTrigger(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("trigger")
 	cf := addClientFlags(fs, stderr)
-	dedup := fs.String("dedup-id", "", "refuse the trigger while an active run of the job has this id")
-	notBefore := fs.String("not-before", "", "earliest start: RFC 3339, or +DURATION from now such as +30m")
-	notAfter := fs.String("not-after", "", "latest start: RFC 3339, or +DURATION from now; the run is cancelled (expired) if not started by then")
-	payload := fs.String("payload", "", "text passed to the job as $SCHEDULERD_PAYLOAD (visible in ps: use --payload-file for secrets)")
-	payloadFile := fs.String("payload-file", "", "read the payload from this file, or from standard input for -, byte for byte")
+	dedup := fs.String("dedup-id", "", "refuse the trigger while an unfinished run of the job has the dedup `ID`")
+	notBefore := fs.String("not-before", "", "the earliest start `T`: RFC 3339, or +DURATION from now such as +30m")
+	notAfter := fs.String("not-after", "", "the latest start `T`: RFC 3339, or +DURATION from now; the run is cancelled (expired) if not started by then")
+	payload := fs.String("payload", "", "the text `S` passed to the job as $SCHEDULERD_PAYLOAD (visible in ps: use --payload-file for secrets)")
+	payloadFile := fs.String("payload-file", "", "read the payload from the file `F`, or from standard input for -, byte for byte")
 	wait := fs.Bool("wait", false, "wait until the run finishes; exit 0 only if it completed")
 	pos, err := parseFlags(fs, args)
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"io"
 )
@@ -16,10 +17,14 @@ func newFlags(name string) *flag.FlagSet {
 
 // parseFlags parses flags that may come before or after the positional
 // arguments ("schedulerd trigger backup --wait") and returns the positionals.
+// For -h or --help it returns a helpRequest with fs.
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, helpRequest{fs}
+			}
 			return nil, usageError{err}
 		}
 		args = fs.Args()

@@ -56,7 +56,7 @@ var cronBehaviour = []string{`timeout = "none"`, `catchup = "none"`, `retry = { 
 
 func cmdImportCrontab(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("import-crontab")
-	user := fs.String("user", "", "read FILE as this user's crontab (no user column); its jobs run as NAME")
+	user := fs.String("user", "", "read FILE as the crontab of the user `NAME` (no user column); its jobs run as NAME")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err

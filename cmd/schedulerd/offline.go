@@ -15,8 +15,8 @@ import (
 
 func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("check-config")
-	cfgPath := fs.String("config", defaultConfig, "config file")
-	n := fs.Int("n", 3, "fire times to print per job")
+	cfgPath := fs.String("config", defaultConfig, "the config file `F`")
+	n := fs.Int("n", 3, "print `N` fire times per job")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -66,10 +66,10 @@ func storeName(d config.Daemon) string {
 
 func cmdNext(args []string, stdout io.Writer) error {
 	fs := newFlags("next")
-	spec := fs.String("schedule", "", "cron spec, e.g. \"0 3 * * *\" or \"@every 10m\"")
-	tz := fs.String("timezone", "", "IANA time zone (default: local)")
-	from := fs.String("from", "", "start time, RFC 3339 (default: now)")
-	n := fs.Int("n", 10, "how many fire times")
+	spec := fs.String("schedule", "", "the cron `SPEC`, such as \"0 3 * * *\" or \"@every 10m\"")
+	tz := fs.String("timezone", "", "the IANA time zone `TZ` of the schedule (default: local)")
+	from := fs.String("from", "", "the `TIME` to start from, RFC 3339 (default: now)")
+	n := fs.Int("n", 10, "print `N` fire times")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func cmdNext(args []string, stdout io.Writer) error {
 
 func cmdMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("migrate")
-	cfgPath := fs.String("config", defaultConfig, "config file")
+	cfgPath := fs.String("config", defaultConfig, "the config file `F`")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/config"
 	"github.com/schedulerd/schedulerd/control"
+	"github.com/schedulerd/schedulerd/jobs/command"
 	"github.com/schedulerd/schedulerd/scheduler"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/postgres"
@@ -71,7 +73,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	defer signal.Stop(hup)
 
 	fs := newFlags("run")
-	cfgPath := fs.String("config", defaultConfig, "config file")
+	cfgPath := fs.String("config", defaultConfig, "the config file `F`")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -80,6 +82,9 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
 		return err
+	}
+	if err := checkJobUsers(cfg); err != nil {
+		return usageError{fmt.Errorf("config: %w", err)}
 	}
 	logger := newLogger(stderr, cfg.Daemon)
 	slog.SetDefault(logger)
@@ -180,6 +185,25 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 }
 
+// checkJobUsers refuses the jobs whose user this daemon cannot switch to
+// (it runs as another user than root), so that the mistake stops the
+// start or the reload instead of failing every attempt of the job.
+func checkJobUsers(cfg *config.Config) error {
+	var errs []error
+	for _, d := range cfg.Jobs {
+		if d.User == "" {
+			continue
+		}
+		if err := command.CheckSwitch(d.User); err != nil {
+			errs = append(errs, fmt.Errorf("%s: job %q: user: %w", cfg.Path, d.Name, err))
+		}
+	}
+	if len(errs) > 0 {
+		errs = append(errs, errors.New("to run jobs as other users, run the daemon as root (the unit's drop-in root.conf: docs/operations.md)"))
+	}
+	return errors.Join(errs...)
+}
+
 // closeServer stops a socket server at the end of cmdRun, after the
 // scheduler, so that runs can be watched and cancelled while it drains.
 func closeServer(stop func(context.Context) error) {
@@ -192,6 +216,9 @@ func closeServer(stop func(context.Context) error) {
 // and the running one stays; the error says why.
 func reload(ctx context.Context, logger *slog.Logger, path string, running *config.Config, sched *scheduler.Scheduler) error {
 	cfg, err := config.Load(path)
+	if err == nil {
+		err = checkJobUsers(cfg)
+	}
 	if err != nil {
 		logger.Error("reload rejected: keeping the running config", "config", path, "error", err)
 		return fmt.Errorf("config: %w", err)

@@ -10,37 +10,44 @@ import (
 	"testing"
 )
 
-// TestUnitVerifies runs systemd-analyze verify on the shipped unit, with
-// ExecStart pointed at the binary under test. CI installs systemd-analyze;
-// elsewhere the test is skipped when the tool is missing.
+// TestUnitVerifies runs systemd-analyze verify on the shipped unit, alone
+// and with the drop-in root.conf, with ExecStart pointed at the binary
+// under test. The man pages that Documentation= names are not installed
+// here (--man=no); the package test verifies the installed unit with them.
+// CI installs systemd-analyze; elsewhere the test is skipped when the tool
+// is missing.
 func TestUnitVerifies(t *testing.T) {
-	tool, path := unitUnderTest(t)
-	text, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"Type=notify", "ExecReload=", "StateDirectory=schedulerd", "RuntimeDirectory=schedulerd",
-		"KillMode=mixed", "WatchdogSec=", "Restart=on-failure"} {
-		if !strings.Contains(string(text), want) {
-			t.Errorf("unit lacks %s", want)
+	for _, root := range []bool{false, true} {
+		tool, path := unitUnderTest(t, root)
+		text, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	out, err := exec.Command(tool, "verify", path).CombinedOutput()
-	if err != nil {
-		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
-	}
-	// verify exits 0 on some warnings; treat any line about our unit as a failure.
-	for _, l := range strings.Split(string(out), "\n") {
-		if strings.Contains(l, "schedulerd.service") {
-			t.Errorf("systemd-analyze: %s", l)
+		for _, want := range []string{"Type=notify", "ExecReload=", "StateDirectory=schedulerd", "RuntimeDirectory=schedulerd",
+			"StateDirectoryMode=0750", "RuntimeDirectoryMode=0750", "KillMode=mixed", "WatchdogSec=", "Restart=on-failure",
+			"User=schedulerd", "Documentation=man:schedulerd(8)"} {
+			if !strings.Contains(string(text), want) {
+				t.Errorf("unit lacks %s", want)
+			}
+		}
+		out, err := exec.Command(tool, "verify", "--man=no", path).CombinedOutput()
+		if err != nil {
+			t.Fatalf("systemd-analyze verify (root.conf %v): %v\n%s", root, err, out)
+		}
+		// verify exits 0 on some warnings; treat any line about our unit as a failure.
+		for _, l := range strings.Split(string(out), "\n") {
+			if strings.Contains(l, "schedulerd.service") {
+				t.Errorf("systemd-analyze (root.conf %v): %s", root, l)
+			}
 		}
 	}
 }
 
 // unitUnderTest returns systemd-analyze and a copy of the shipped unit
-// whose ExecStart runs the binary under test. CI installs systemd-analyze;
-// elsewhere the test is skipped when the tool is missing.
-func unitUnderTest(t *testing.T) (tool, path string) {
+// whose ExecStart runs the binary under test; withRoot appends the drop-in
+// root.conf, as systemd reads a drop-in after the unit. CI installs
+// systemd-analyze; elsewhere the test is skipped when the tool is missing.
+func unitUnderTest(t *testing.T, withRoot bool) (tool, path string) {
 	t.Helper()
 	tool, err := exec.LookPath("systemd-analyze")
 	if err != nil {
@@ -54,6 +61,13 @@ func unitUnderTest(t *testing.T) (tool, path string) {
 		t.Fatal(err)
 	}
 	text := strings.ReplaceAll(string(unit), "/usr/local/bin/schedulerd", binary)
+	if withRoot {
+		dropIn, err := os.ReadFile("../../systemd/root.conf")
+		if err != nil {
+			t.Fatal(err)
+		}
+		text += "\n" + string(dropIn)
+	}
 	path = filepath.Join(t.TempDir(), "schedulerd.service")
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
@@ -61,21 +75,9 @@ func unitUnderTest(t *testing.T) (tool, path string) {
 	return tool, path
 }
 
-// TestUnitSecurityExposure: systemd-analyze rates the unit's exposure at
-// most 2.5, with the options that keep jobs of other users working (the
-// capabilities to switch users and signal their groups) and
-// NoNewPrivileges and ProcSubset=pid among the hardening.
-func TestUnitSecurityExposure(t *testing.T) {
-	tool, path := unitUnderTest(t)
-	text, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"NoNewPrivileges=yes", "ProcSubset=pid", "CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_CHOWN"} {
-		if !strings.Contains(string(text), want) {
-			t.Errorf("unit lacks %s", want)
-		}
-	}
+// exposure is systemd-analyze's overall exposure level of a unit.
+func exposure(t *testing.T, tool, path string) float64 {
+	t.Helper()
 	out, err := exec.Command(tool, "security", "--offline=true", "--no-pager", path).CombinedOutput()
 	if err != nil {
 		t.Fatalf("systemd-analyze security: %v\n%s", err, out)
@@ -88,9 +90,44 @@ func TestUnitSecurityExposure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("exposure %.1f", level)
 	if level > 2.5 {
 		t.Errorf("exposure %.1f, want at most 2.5:\n%s", level, out)
+	}
+	return level
+}
+
+// TestUnitSecurityExposure: systemd-analyze rates the shipped unit (the
+// daemon as the user schedulerd, no capabilities) lower than with the
+// drop-in root.conf (root, with the capabilities that jobs of other users
+// need: switch users, signal their groups, give the socket away), and
+// both at most 2.5, with NoNewPrivileges and ProcSubset=pid among the
+// hardening.
+func TestUnitSecurityExposure(t *testing.T) {
+	tool, path := unitUnderTest(t, false)
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"NoNewPrivileges=yes", "ProcSubset=pid", "User=schedulerd", "\nCapabilityBoundingSet=\n"} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("unit lacks %q", want)
+		}
+	}
+	user := exposure(t, tool, path)
+	tool, path = unitUnderTest(t, true)
+	text, err = os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"User=root", "CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_CHOWN"} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("root.conf lacks %s", want)
+		}
+	}
+	root := exposure(t, tool, path)
+	t.Logf("exposure %.1f as schedulerd, %.1f as root", user, root)
+	if user >= root {
+		t.Errorf("exposure as schedulerd %.1f, not below %.1f as root", user, root)
 	}
 }
 

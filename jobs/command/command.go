@@ -154,6 +154,22 @@ func prepare(spec Spec) (*prepared, error) {
 	return p, nil
 }
 
+// CheckSwitch returns an error when this process cannot run a job as the
+// user name: root runs jobs as anyone; a daemon running as another user
+// (the packaged unit runs it as the user schedulerd) runs them only as
+// itself, with its own primary group.
+func CheckSwitch(name string) error {
+	id, err := LookupUser(name)
+	if err != nil {
+		return err
+	}
+	if os.Geteuid() == 0 || credential(id) == nil {
+		return nil
+	}
+	return fmt.Errorf("the daemon runs as uid %d, not root, so it runs jobs only as itself, not as %q (uid %d, gid %d)",
+		os.Geteuid(), name, id.UID, id.GID)
+}
+
 // credential returns the credentials to switch to for id, or nil when the
 // daemon already runs as exactly that unprivileged user (an unprivileged
 // process cannot call setgroups, even to its own groups).

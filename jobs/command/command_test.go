@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -657,6 +658,27 @@ func TestConcurrentRuns(t *testing.T) {
 		if res.StartErr != nil || res.ExitCode != i%7 || res.Output.String() != want {
 			t.Errorf("run %d: exit %d, StartErr %v, output %q; want exit %d, output %q",
 				i, res.ExitCode, res.StartErr, res.Output, i%7, want)
+		}
+	}
+}
+
+// TestCheckSwitch: root may run jobs as any user; an unknown user is an
+// error. (An unprivileged daemon refusing other users is tested by
+// cmd/schedulerd TestUnprivilegedDaemon, which runs one as nobody.)
+func TestCheckSwitch(t *testing.T) {
+	if err := CheckSwitch("no-such-user-here"); err == nil {
+		t.Error("CheckSwitch of an unknown user: no error")
+	}
+	self, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckSwitch(self.Username); err != nil {
+		t.Errorf("CheckSwitch(%s), the process's own user: %v", self.Username, err)
+	}
+	if os.Geteuid() == 0 {
+		if err := CheckSwitch("nobody"); err != nil {
+			t.Errorf("CheckSwitch(nobody) as root: %v", err)
 		}
 	}
 }

@@ -1,0 +1,341 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// A subcommand is one command of schedulerd. The table commands is the one
+// source of the usage text, of `schedulerd COMMAND --help`, of the man page
+// schedulerd(8) and of the shell completions; the flags they list are read
+// from the flag set the command itself parses (commandFlags), so none of
+// them can name a command or a flag that the binary does not have.
+type subcommand struct {
+	name string
+	// forms are the command's synopses after "schedulerd", each with a
+	// summary of a line or two ("\n" breaks it). A synopsis names every
+	// flag of the command but the client flags.
+	forms []form
+	// client: the command talks to the daemon over the control socket and
+	// takes the client flags (--socket, --config, --json).
+	client bool
+	// about is a paragraph more for --help and the man page, or "".
+	about string
+	// args says, for completion, what each positional argument is:
+	// argJob, argRun, argCommand, or the words to offer, space-separated
+	// ("" for nothing to offer).
+	args []string
+	// run runs the command. It parses its flags with parseFlags before it
+	// does anything else: commandFlags runs it with --help to learn them.
+	run func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+// form is one synopsis of a command and what it does.
+type form struct{ synopsis, summary string }
+
+// What a positional argument completes to, besides literal words.
+const (
+	argJob     = "<job>"     // a job the daemon declares
+	argRun     = "<run>"     // a run id the daemon knows
+	argCommand = "<command>" // a command of this table
+)
+
+// commands is filled by init: the help, man and completion commands read
+// the table they are in.
+var commands []*subcommand
+
+func init() {
+	commands = []*subcommand{
+		{name: "run", run: func(ctx context.Context, args []string, _, stderr io.Writer) error { return cmdRun(ctx, args, stderr) },
+			forms: []form{{"run [--config F]", "run the daemon"}},
+			about: "The daemon: it loads the config, opens and migrates the store, registers the node, listens on the control socket and runs the jobs until SIGTERM or SIGINT. A bad config stops it before anything starts (exit 2)."},
+		{name: "check-config", run: func(_ context.Context, args []string, stdout, stderr io.Writer) error {
+			return cmdCheckConfig(args, stdout, stderr)
+		},
+			forms: []form{{"check-config [--config F] [-n N]", "validate the config, print jobs and next fire times"}},
+			about: "Offline: it reads the file and says what is wrong with it, with file, line and key, or prints each job with its next fire times. It opens no store and needs no daemon."},
+		{name: "next", run: func(_ context.Context, args []string, stdout, _ io.Writer) error { return cmdNext(args, stdout) },
+			forms: []form{{"next --schedule SPEC [--timezone TZ] [--from TIME] [-n N]", "preview fire times"}},
+			about: "Offline: it prints the fire times of a cron spec with the daemon's own code, daylight saving time included."},
+		{name: "migrate", run: func(ctx context.Context, args []string, stdout, _ io.Writer) error {
+			return cmdMigrate(ctx, args, stdout)
+		},
+			forms: []form{{"migrate [--config F]", "apply store migrations"}},
+			about: "Offline: `run` applies them at start too. Run it as the daemon's user, or the files it makes in the state directory belong to another."},
+		{name: "import-crontab", run: func(_ context.Context, args []string, stdout, stderr io.Writer) error {
+			return cmdImportCrontab(args, stdout, stderr)
+		},
+			forms: []form{{"import-crontab [--user NAME] FILE|-", "print [[job]] tables equivalent to a crontab"}},
+			about: "Offline: it reads a user crontab (with --user) or a system one (/etc/crontab, /etc/cron.d, or a file whose lines name a user), and prints jobs that mean the same, with a comment for each line it cannot translate. Review them, add them to the config and run check-config."},
+		{name: "version", run: func(_ context.Context, args []string, stdout, _ io.Writer) error { return cmdVersion(args, stdout) },
+			forms: []form{{"version [--json]", "print version, commit, build date and Go version"}}},
+		{name: "completion", run: cmdCompletion, args: []string{"bash zsh fish"},
+			forms: []form{{"completion bash|zsh|fish", "print a shell completion script"}},
+			about: "The script completes commands, flags, the jobs of the running daemon and its recent run ids. Load it with `source <(schedulerd completion bash)`; the packages install it for each shell."},
+		{name: "man", run: cmdMan, args: []string{"8 5"},
+			forms: []form{{"man 8|5", "print the man page schedulerd(8) or schedulerd.toml(5)"}},
+			about: "The pages are made from this binary's commands and flags and from the configuration reference; read one with `schedulerd man 8 | man -l -`."},
+		{name: "help", run: cmdHelp, args: []string{argCommand},
+			forms: []form{{"help [COMMAND]", "print the usage, or a command's usage and flags"}}},
+
+		{name: "trigger", run: cmdTrigger, client: true, args: []string{argJob},
+			forms: []form{{"trigger JOB [--dedup-id ID] [--not-before T] [--not-after T] [--payload S | --payload-file F|-] [--wait]",
+				"make a run now; T is RFC 3339 or +30m"}},
+			about: "A trigger with --dedup-id is refused (exit 7) while an unfinished run of the job has that id. With --wait it follows the run and exits 0 only if it completed (9 otherwise)."},
+		{name: "jobs", run: cmdJobs, client: true,
+			forms: []form{{"jobs", "declared jobs, next fire time, paused, last run"}}},
+		{name: "runs", run: cmdRuns, client: true, args: []string{"show", argRun},
+			forms: []form{
+				{"runs [--job J] [--status S] [--limit N]", "runs, newest first"},
+				{"runs show ID [--raw]", "one run with its attempts, output and events;\n--raw prints them unescaped"},
+			}},
+		{name: "cancel", run: cmdCancel, client: true, args: []string{argRun},
+			forms: []form{{"cancel ID [--wait]", "cancel a run, or stop its running attempt"}},
+			about: "A waiting run is cancelled at once; a running attempt gets SIGTERM on its process group, SIGKILL after kill_grace."},
+		{name: "rerun", run: cmdRerun, client: true, args: []string{argRun},
+			forms: []form{{"rerun ID [--wait]", "make a new run linked to an earlier one"}}},
+		{name: "pause", run: cmdPause, client: true, args: []string{argJob},
+			forms: []form{{"pause JOB", "stop a job's schedule; triggers still work"}}},
+		{name: "resume", run: cmdResume, client: true, args: []string{argJob},
+			forms: []form{{"resume JOB", "restart a paused schedule from its next tick"}}},
+		{name: "nodes", run: cmdNodes, client: true,
+			forms: []form{{"nodes", "nodes with last heartbeat and state"}}},
+		{name: "health", run: cmdHealth, client: true,
+			forms: []form{{"health", "exit 0 when this node is healthy"}}},
+		{name: "reload", run: cmdReload, client: true,
+			forms: []form{{"reload", "re-read the config (same as SIGHUP)"}},
+			about: "A config that does not load is rejected whole (exit 2) and the running one stays."},
+		{name: "progress", run: cmdProgress, client: true,
+			forms: []form{{"progress PERCENT [MESSAGE]", "report progress from inside a job"}}},
+	}
+}
+
+// lookupCommand returns the command called name, or nil.
+func lookupCommand(name string) *subcommand {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// helpRequest is what parseFlags returns for -h or --help: the command's
+// flag set, which run prints and commandFlags returns.
+type helpRequest struct{ fs *flag.FlagSet }
+
+func (helpRequest) Error() string { return "help requested" }
+
+// commandFlags returns the flag set that c parses, by running it with
+// --help, which every command answers before it does anything else.
+func commandFlags(c *subcommand) (*flag.FlagSet, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := c.run(ctx, []string{"--help"}, io.Discard, io.Discard)
+	var h helpRequest
+	if !errors.As(err, &h) {
+		return nil, fmt.Errorf("%s --help: want its flags, got %v", c.name, err)
+	}
+	return h.fs, nil
+}
+
+// flagDoc is one flag as --help, the man page and completion show it.
+type flagDoc struct {
+	name    string // without dashes
+	metavar string // "" for a boolean flag
+	usage   string
+	def     string // the default worth printing, or ""
+}
+
+// spelled is the flag as typed: -n for one letter, --name otherwise.
+func (f flagDoc) spelled() string {
+	if len(f.name) == 1 {
+		return "-" + f.name
+	}
+	return "--" + f.name
+}
+
+// clientFlagNames are the flags every client command takes.
+var clientFlagNames = []string{"socket", "config", "json"}
+
+// flagDocs lists the flags of fs in order of name; own leaves out the
+// client flags.
+func flagDocs(fs *flag.FlagSet, own bool) []flagDoc {
+	var docs []flagDoc
+	fs.VisitAll(func(f *flag.Flag) {
+		if own && isClientFlag(f.Name) {
+			return
+		}
+		metavar, usage := flag.UnquoteUsage(f)
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			metavar = ""
+		}
+		def := f.DefValue
+		if def == "false" || def == "0" {
+			def = ""
+		}
+		docs = append(docs, flagDoc{name: f.Name, metavar: metavar, usage: usage, def: def})
+	})
+	return docs
+}
+
+func isClientFlag(name string) bool { return slices.Contains(clientFlagNames, name) }
+
+// clientFlagDocs are the client flags, as every client command has them.
+func clientFlagDocs() []flagDoc {
+	fs := newFlags("client")
+	addClientFlags(fs, io.Discard)
+	return flagDocs(fs, false)
+}
+
+// Exit codes, in the order the usage text, the docs and the man page list
+// them.
+var exitCodes = []struct {
+	code        int
+	short, long string
+}{
+	{0, "ok", "success"},
+	{exitFailure, "failure", "any other failure; health when the node is unhealthy"},
+	{exitUsage, "bad input or rejected reload", "bad flags, arguments or config; a request the daemon rejects as malformed; a reload whose config is rejected (the running config stays)"},
+	{exitNotRunning, "daemon not running", "the daemon is not running: no socket, or nothing listens on it"},
+	{exitPermission, "permission denied", "permission denied: the socket is for root, the daemon's user and members of socket_group"},
+	{exitUnknownJob, "unknown job", "unknown job"},
+	{exitUnknownRun, "unknown run", "unknown run"},
+	{exitDuplicate, "duplicate dedup id", "duplicate: an unfinished run of the job already has the dedup id"},
+	{exitInvalidWindow, "invalid window", "invalid window: not_after is not after not_before, or has passed"},
+	{exitRunFailed, "a waited-for run did not complete", "trigger, rerun or cancel --wait: the run finished but did not complete (dead_letter or cancelled)"},
+}
+
+// summaryColumn is where summaries start in the usage text.
+const summaryColumn = 41
+
+// writeForms writes the synopses of cs and their summaries, aligned.
+func writeForms(w io.Writer, cs []*subcommand) {
+	pad := strings.Repeat(" ", summaryColumn)
+	for _, c := range cs {
+		for _, f := range c.forms {
+			line := "  schedulerd " + f.synopsis
+			summary := strings.ReplaceAll(f.summary, "\n", "\n"+pad)
+			if len(line) < summaryColumn-1 {
+				fmt.Fprintf(w, "%-*s%s\n", summaryColumn, line, summary)
+			} else {
+				fmt.Fprintf(w, "%s\n%s%s\n", line, pad, summary)
+			}
+		}
+	}
+}
+
+// writeUsage writes the usage text of `schedulerd help`.
+func writeUsage(w io.Writer) {
+	var offline, client []*subcommand
+	for _, c := range commands {
+		if c.client {
+			client = append(client, c)
+		} else {
+			offline = append(offline, c)
+		}
+	}
+	fmt.Fprint(w, "schedulerd: a cron and deferred-job scheduler\n\nUsage:\n")
+	writeForms(w, offline)
+	fmt.Fprint(w, "\nCommands that talk to the running daemon over its control socket:\n")
+	writeForms(w, client)
+	var codes []string
+	for _, e := range exitCodes {
+		codes = append(codes, fmt.Sprintf("%d %s", e.code, e.short))
+	}
+	fmt.Fprintf(w, `
+They take --json (one JSON object per line), --socket PATH, and --config F;
+the socket is --socket, else $SCHEDULERD_SOCKET, else the socket of the config.
+%s.
+
+The default config is %s.
+"schedulerd COMMAND --help" prints a command's flags.
+`, wrap("Exit codes: "+strings.Join(codes, ", "), 79), defaultConfig)
+}
+
+// writeCommandHelp writes what `schedulerd COMMAND --help` prints.
+func writeCommandHelp(w io.Writer, c *subcommand, fs *flag.FlagSet) {
+	fmt.Fprint(w, "Usage:\n")
+	writeForms(w, []*subcommand{c})
+	if c.about != "" {
+		fmt.Fprintf(w, "\n%s\n", wrap(c.about, 79))
+	}
+	docs := flagDocs(fs, c.client)
+	if len(docs) > 0 {
+		fmt.Fprint(w, "\nFlags:\n")
+		writeFlagDocs(w, docs)
+	}
+	if c.client {
+		fmt.Fprint(w, "\nFlags of every command that talks to the daemon:\n")
+		writeFlagDocs(w, clientFlagDocs())
+	}
+}
+
+func writeFlagDocs(w io.Writer, docs []flagDoc) {
+	for _, d := range docs {
+		head := "  " + d.spelled()
+		if d.metavar != "" {
+			head += " " + d.metavar
+		}
+		text := d.usage
+		if d.def != "" {
+			text += " (default " + d.def + ")"
+		}
+		fmt.Fprintf(w, "%s\n%s\n", head, indent(wrap(text, 73), "      "))
+	}
+}
+
+// wrap breaks text into lines of at most width bytes, between words.
+func wrap(text string, width int) string {
+	var b strings.Builder
+	n := 0
+	for _, word := range strings.Fields(text) {
+		switch {
+		case n == 0:
+		case n+1+len(word) > width:
+			b.WriteByte('\n')
+			n = 0
+		default:
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(word)
+		n += len(word)
+	}
+	return b.String()
+}
+
+func indent(text, prefix string) string {
+	return prefix + strings.ReplaceAll(text, "\n", "\n"+prefix)
+}
+
+// cmdHelp prints the usage text, or the help of one command.
+func cmdHelp(_ context.Context, args []string, stdout, _ io.Writer) error {
+	fs := newFlags("help")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) == 0:
+		writeUsage(stdout)
+		return nil
+	case len(pos) > 1:
+		return usageError{errors.New("usage: schedulerd help [COMMAND]")}
+	}
+	c := lookupCommand(pos[0])
+	if c == nil {
+		return usageError{fmt.Errorf("help: unknown command %q", pos[0])}
+	}
+	cfs, err := commandFlags(c)
+	if err != nil {
+		return err
+	}
+	writeCommandHelp(stdout, c, cfs)
+	return nil
+}
