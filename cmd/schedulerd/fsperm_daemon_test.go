@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -223,36 +221,5 @@ func TestUmask0Files(t *testing.T) {
 // and execs the daemon) and waits for READY=1.
 func (e *env) startUmask(mask string) *proc {
 	e.t.Helper()
-	sock := filepath.Join(e.dir, fmt.Sprintf("notify-%d.sock", rand.Int64()))
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	logf, err := os.CreateTemp(e.dir, "daemon-*.log")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	d := &proc{t: e.t, notify: conn, states: make(chan string, 100), log: logf.Name(), exited: make(chan struct{})}
-	d.cmd = exec.Command("/bin/sh", "-c", `umask "$0" && exec "$1" run --config "$2"`, mask, binary, e.config)
-	d.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock)
-	d.cmd.Stdout, d.cmd.Stderr = logf, logf
-	if err := d.cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	logf.Close()
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := conn.Read(buf)
-			if err != nil {
-				close(d.states)
-				return
-			}
-			d.states <- string(buf[:n])
-		}
-	}()
-	go func() { _ = d.cmd.Wait(); close(d.exited) }()
-	e.t.Cleanup(func() { d.kill(); conn.Close() })
-	d.waitState("READY=1")
-	return d
+	return e.launch(true, exec.Command("/bin/sh", "-c", `umask "$0" && exec "$1" run --config "$2"`, mask, binary, e.config), false)
 }

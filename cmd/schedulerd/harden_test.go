@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -208,40 +207,8 @@ func runJob(e *env, job string) (status, output string) {
 // It waits for READY=1.
 func startDaemon(e *env, environ []string, setup func(cmd *exec.Cmd)) *proc {
 	e.t.Helper()
-	sock := filepath.Join(e.dir, "notify-"+rand.Text()+".sock")
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := os.Chmod(sock, 0o666); err != nil {
-		e.t.Fatal(err)
-	}
-	logf, err := os.CreateTemp(e.dir, "daemon-*.log")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	d := &proc{t: e.t, notify: conn, states: make(chan string, 10000), log: logf.Name(), exited: make(chan struct{})}
-	d.cmd = exec.Command(binary, "run", "--config", e.config)
-	d.cmd.Env = append(slices.Clip(environ), "NOTIFY_SOCKET="+sock)
-	d.cmd.Stdout, d.cmd.Stderr = logf, logf
-	setup(d.cmd)
-	if err := d.cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	logf.Close()
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := conn.Read(buf)
-			if err != nil {
-				close(d.states)
-				return
-			}
-			d.states <- string(buf[:n])
-		}
-	}()
-	go func() { _ = d.cmd.Wait(); close(d.exited) }()
-	e.t.Cleanup(func() { d.kill(); conn.Close() })
-	d.waitState("READY=1")
-	return d
+	cmd := exec.Command(binary, "run", "--config", e.config)
+	cmd.Env = slices.Clip(environ)
+	setup(cmd)
+	return e.launch(true, cmd, true)
 }

@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,38 +21,7 @@ import (
 // one). The shell execs the daemon, so the process is the daemon's.
 func (e *env) startWithNofile(nofile int) *proc {
 	e.t.Helper()
-	sock := filepath.Join(e.dir, fmt.Sprintf("notify-%d.sock", rand.Int64()))
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	logf, err := os.CreateTemp(e.dir, "daemon-*.log")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	d := &proc{t: e.t, notify: conn, states: make(chan string, 10000), log: logf.Name(), exited: make(chan struct{})}
-	d.cmd = exec.Command("/bin/sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, nofile), binary, "run", "--config", e.config)
-	d.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock)
-	d.cmd.Stdout, d.cmd.Stderr = logf, logf
-	if err := d.cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	logf.Close()
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := conn.Read(buf)
-			if err != nil {
-				close(d.states)
-				return
-			}
-			d.states <- string(buf[:n])
-		}
-	}()
-	go func() { _ = d.cmd.Wait(); close(d.exited) }()
-	e.t.Cleanup(func() { d.kill(); conn.Close() })
-	d.waitState("READY=1")
-	return d
+	return e.launch(true, exec.Command("/bin/sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, nofile), binary, "run", "--config", e.config), false)
 }
 
 // flooder keeps connections open that send nothing.

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -105,20 +106,40 @@ func (e *env) start(wantReady bool) *proc {
 // startEnv is start with extra environment variables for the daemon.
 func (e *env) startEnv(wantReady bool, extra ...string) *proc {
 	e.t.Helper()
+	cmd := exec.Command(binary, "run", "--config", e.config)
+	cmd.Env = append(os.Environ(), extra...)
+	return e.launch(wantReady, cmd, false)
+}
+
+// launch starts cmd, which runs the daemon (or a shell that execs it),
+// with NOTIFY_SOCKET added to its environment (os.Environ() when cmd.Env is
+// nil) and its output in a log file of the test's directory; when
+// wantReady it waits for READY=1. anyUser makes the notify socket writable
+// by every user, for a daemon that runs as another one. The daemon is
+// killed when the test ends.
+func (e *env) launch(wantReady bool, cmd *exec.Cmd, anyUser bool) *proc {
+	e.t.Helper()
 	sock := filepath.Join(e.dir, fmt.Sprintf("notify-%d.sock", rand.Int64()))
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	if anyUser {
+		if err := os.Chmod(sock, 0o666); err != nil {
+			e.t.Fatal(err)
+		}
+	}
 	logf, err := os.CreateTemp(e.dir, "daemon-*.log")
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	d := &proc{t: e.t, notify: conn, states: make(chan string, 10000), log: logf.Name(), exited: make(chan struct{})}
-	d.cmd = exec.Command(binary, "run", "--config", e.config)
-	d.cmd.Env = append(append(os.Environ(), "NOTIFY_SOCKET="+sock), extra...)
-	d.cmd.Stdout, d.cmd.Stderr = logf, logf
-	if err := d.cmd.Start(); err != nil {
+	d := &proc{t: e.t, cmd: cmd, notify: conn, states: make(chan string, 10000), log: logf.Name(), exited: make(chan struct{})}
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	cmd.Env = append(slices.Clip(cmd.Env), "NOTIFY_SOCKET="+sock)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
 	logf.Close()
@@ -133,7 +154,7 @@ func (e *env) startEnv(wantReady bool, extra ...string) *proc {
 			d.states <- string(buf[:n])
 		}
 	}()
-	go func() { _ = d.cmd.Wait(); close(d.exited) }()
+	go func() { _ = cmd.Wait(); close(d.exited) }()
 	e.t.Cleanup(func() { d.kill(); conn.Close() })
 	if wantReady {
 		d.waitState("READY=1")
