@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/schedulerd/schedulerd/internal/procfs"
 )
 
 // State returns the state letter of pid from /proc and its process group,
@@ -32,14 +34,10 @@ func State(pid int) (state string, pgrp int) {
 }
 
 // Alive reports whether pid names a process that has not exited. Zombies
-// count as gone: whoever inherited them may not reap them promptly.
-func Alive(pid int) bool {
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-		return false
-	}
-	st, _ := State(pid)
-	return st != "" && st != "Z" && st != "X"
-}
+// count as gone: whoever inherited them may not reap them promptly. It is
+// the daemon's own test (procfs.Gone), so that tests and the daemon's
+// start-up checks agree on what has exited.
+func Alive(pid int) bool { return !procfs.Gone(pid) }
 
 // GroupAlive reports whether any non-exited process is in group pgid.
 func GroupAlive(pgid int) bool {
