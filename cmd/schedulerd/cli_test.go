@@ -26,8 +26,17 @@ type cliResult struct {
 // it printed and its exit code.
 func (e *env) cli(args ...string) cliResult {
 	e.t.Helper()
-	cmd := exec.Command(binary, append(args, "--config", e.config)...)
+	return runBinary(e.t, "", "", append(args, "--config", e.config)...)
+}
+
+// runBinary runs schedulerd with args in dir (the package directory when
+// ""), stdin on its standard input.
+func runBinary(t *testing.T, dir, stdin string, args ...string) cliResult {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
 	cmd.Env = withoutSocketEnv(os.Environ())
+	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -37,7 +46,7 @@ func (e *env) cli(args ...string) cliResult {
 	case errors.As(err, &ee):
 		res.code = ee.ExitCode()
 	case err != nil:
-		e.t.Fatalf("run schedulerd %v: %v", args, err)
+		t.Fatalf("run schedulerd %v: %v", args, err)
 	}
 	return res
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"flag"
 	"io/fs"
 	"maps"
@@ -21,28 +19,6 @@ import (
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of the import-crontab tests")
-
-// runBinary runs schedulerd with args in dir (the package directory when
-// ""), stdin on its standard input.
-func runBinary(t *testing.T, dir, stdin string, args ...string) cliResult {
-	t.Helper()
-	cmd := exec.Command(binary, args...)
-	cmd.Dir = dir
-	cmd.Env = withoutSocketEnv(os.Environ())
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	res := cliResult{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		res.code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("run schedulerd %v: %v", args, err)
-	}
-	return res
-}
 
 // checkConfig runs the real check-config on toml and loads it.
 func checkConfig(t *testing.T, toml string) *config.Config {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,19 +18,7 @@ func TestPayloadFile(t *testing.T) {
 	defer d.stop()
 
 	trigger := func(in string, args ...string) cliResult {
-		cmd := exec.Command(binary, append(append([]string{"trigger", "p", "--wait"}, args...), "--config", e.config)...)
-		cmd.Env = withoutSocketEnv(os.Environ())
-		cmd.Stdin = strings.NewReader(in)
-		var o, eb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &o, &eb
-		err := cmd.Run()
-		r := cliResult{stdout: o.String(), stderr: eb.String()}
-		if ee, ok := err.(*exec.ExitError); ok {
-			r.code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return r
+		return runBinary(t, "", in, append(append([]string{"trigger", "p", "--wait"}, args...), "--config", e.config)...)
 	}
 	const secret = "s3cret from stdin\nsecond line"
 	if r := trigger(secret, "--payload-file", "-"); r.code != 0 {
