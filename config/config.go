@@ -433,6 +433,7 @@ func (p *parser) top(tree map[string]any) (Daemon, []*jobs.Definition) {
 	}
 	d := p.daemon(daemonTable)
 	defaults := p.readJob(scope{path: "defaults", label: "defaults."}, defaultsTable, true)
+	p.checkDefaults(defaults)
 	if len(jobTables) > MaxJobs {
 		p.errAt(p.line(indexPath("job", MaxJobs)), "job", "%d jobs; at most %d are allowed", len(jobTables), MaxJobs)
 		return d, nil

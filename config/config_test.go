@@ -123,7 +123,7 @@ func TestParseFull(t *testing.T) {
 	checkSettings(t, backup, settingsWant{
 		workdir: "/var/tmp", user: "nobody", timeout: 2 * time.Hour, killGrace: 30 * time.Second,
 		misfireGrace: 2 * time.Minute, overlap: jobs.OverlapQueue, catchup: jobs.CatchupAll,
-		catchupWindow: 12 * time.Hour, catchupMax: 10, startDeadline: time.Hour, maxConcurrency: 1,
+		catchupWindow: 12 * time.Hour, catchupMax: 10, startDeadline: time.Hour, jitter: 5 * time.Minute, maxConcurrency: 1,
 		noRetry: []int{2, 3}, outputLimit: 32768,
 	})
 
@@ -138,7 +138,7 @@ func TestParseFull(t *testing.T) {
 	checkSettings(t, logs, settingsWant{
 		workdir: "/tmp", user: "nobody", timeout: 30 * time.Minute, killGrace: 20 * time.Second,
 		misfireGrace: 30 * time.Second, overlap: jobs.OverlapSkip, catchup: jobs.CatchupNone,
-		catchupWindow: 12 * time.Hour, catchupMax: 10, startDeadline: time.Hour, maxConcurrency: 2,
+		catchupWindow: 12 * time.Hour, catchupMax: 10, startDeadline: time.Hour, jitter: 30 * time.Second, maxConcurrency: 2,
 		noRetry: []int{64}, outputLimit: 32768,
 	})
 	if want := (map[string]string{"LANG": "C.UTF-8", "TEAM": "ops"}); !equalMaps(logs.Env, want) {
@@ -172,19 +172,19 @@ func TestParseFull(t *testing.T) {
 }
 
 type settingsWant struct {
-	workdir, user                                                  string
-	timeout, killGrace, misfireGrace, catchupWindow, startDeadline time.Duration
-	overlap                                                        jobs.Overlap
-	catchup                                                        jobs.Catchup
-	catchupMax, maxConcurrency, outputLimit                        int
-	noRetry                                                        []int
+	workdir, user                                                          string
+	timeout, killGrace, misfireGrace, catchupWindow, startDeadline, jitter time.Duration
+	overlap                                                                jobs.Overlap
+	catchup                                                                jobs.Catchup
+	catchupMax, maxConcurrency, outputLimit                                int
+	noRetry                                                                []int
 }
 
 func checkSettings(t *testing.T, d *jobs.Definition, w settingsWant) {
 	t.Helper()
 	got := settingsWant{
 		workdir: d.Workdir, user: d.User, timeout: d.Timeout, killGrace: d.KillGrace,
-		misfireGrace: d.MisfireGrace, catchupWindow: d.CatchupWindow, startDeadline: d.StartDeadline,
+		misfireGrace: d.MisfireGrace, catchupWindow: d.CatchupWindow, startDeadline: d.StartDeadline, jitter: d.Jitter,
 		overlap: d.Overlap, catchup: d.Catchup, catchupMax: d.CatchupMax,
 		maxConcurrency: d.MaxConcurrency, outputLimit: d.OutputLimit, noRetry: d.NoRetryExitCodes,
 	}
@@ -268,6 +268,58 @@ timeout = "none"
 	cfg = mustParse(t, "[[job]]\nname = \"a\"\nshell = \"true\"\ntimeout = \"none\"\n")
 	if d := cfg.Jobs[0]; d.Timeout != 0 {
 		t.Errorf("timeout = none without defaults: %s, want 0 (none; the product default is %s)", d.Timeout, jobs.DefaultTimeout)
+	}
+}
+
+// TestJitter: jitter is a job setting that [defaults] may give; "0s" takes
+// it away from one job, and a job's jitter may be longer than its
+// schedule's interval (the delay of each tick is bounded by the next tick).
+func TestJitter(t *testing.T) {
+	cfg := mustParse(t, `
+[defaults]
+jitter = "5m"
+start_deadline = "10m"
+
+[[job]]
+name = "inherits"
+schedule = "@hourly"
+shell = "true"
+
+[[job]]
+name = "own"
+schedule = "*/5 * * * *"
+shell = "true"
+jitter = "1h"
+start_deadline = "2h"
+
+[[job]]
+name = "none"
+schedule = "@hourly"
+shell = "true"
+jitter = "0s"
+
+[[job]]
+name = "plain"
+schedule = "@hourly"
+shell = "true"
+start_deadline = "none"
+`)
+	for _, c := range []struct {
+		job              string
+		jitter, deadline time.Duration
+	}{
+		{"inherits", 5 * time.Minute, 10 * time.Minute},
+		{"own", time.Hour, 2 * time.Hour},
+		{"none", 0, 10 * time.Minute},
+		{"plain", 5 * time.Minute, 0},
+	} {
+		d := jobNamed(t, cfg, c.job)
+		if d.Jitter != c.jitter || d.StartDeadline != c.deadline {
+			t.Errorf("%s: jitter %s, start_deadline %s; want %s, %s", c.job, d.Jitter, d.StartDeadline, c.jitter, c.deadline)
+		}
+	}
+	if d := mustParse(t, cmdJob("schedule = \"@hourly\"\n")).Jobs[0]; d.Jitter != 0 {
+		t.Errorf("jitter without the key: %s, want 0 (none)", d.Jitter)
 	}
 }
 
@@ -544,6 +596,11 @@ var errorTests = []struct {
 	{"zero misfire_grace", job("misfire_grace = \"0s\"\n"), `t.toml:4: job "a": misfire_grace: must be positive`, nil},
 	{"zero catchup_window", job("catchup_window = \"0s\"\n"), `t.toml:4: job "a": catchup_window: must be positive`, nil},
 	{"negative start_deadline", job("start_deadline = \"-1m\"\n"), `t.toml:4: job "a": start_deadline: must be positive, or "none", got -1m0s`, nil},
+	{"negative jitter", job("jitter = \"-5m\"\n"), `t.toml:4: job "a": jitter: must not be negative, got -5m0s`, nil},
+	{"bare integer jitter", job("jitter = 300\n"), `t.toml:4: job "a": jitter: a bare number (300) is not a duration; use a string such as "90s"`, nil},
+	{"jitter none", job("jitter = \"none\"\n"), `t.toml:4: job "a": jitter: "none" is not a duration; use a number with a unit such as "90s" or "2h"`, nil},
+	{"jitter as a boolean", job("jitter = true\n"), `t.toml:4: job "a": jitter: must be a duration string such as "90s", not a boolean (true)`, nil},
+	{"negative jitter in defaults", "[defaults]\njitter = \"-1s\"\n", `t.toml:2: defaults.jitter: must not be negative, got -1s`, nil},
 	{"negative retry delay", job("retry = { initial_delay = \"-1s\" }\n"), `t.toml:4: job "a": retry.initial_delay: must not be negative, got -1s`, nil},
 	{"negative shutdown_grace", "[daemon]\nshutdown_grace = \"-1s\"\n", `t.toml:2: daemon.shutdown_grace: must not be negative, got -1s`, nil},
 	{"negative duration in defaults", "[defaults]\ntimeout = \"-1h\"\n", `t.toml:2: defaults.timeout: must be positive, or "none", got -1h0m0s`, nil},
@@ -598,6 +655,14 @@ var errorTests = []struct {
 	{"dotted max_attempts", job("retry.max_attempts = 0\n"), `t.toml:4: job "a": retry.max_attempts: must be between 1 and 1000, got 0`, nil},
 	{"max_delay below initial_delay", job("\nretry = { initial_delay = \"10s\", max_delay = \"1s\" }\n"), `t.toml:5: job "a": retry.max_delay: 1s is less than initial_delay 10s`, nil},
 	{"max_delay below the defaults' initial_delay", "[defaults]\nretry = { initial_delay = \"1m\" }\n" + job("retry = { max_delay = \"10s\" }\n"), `t.toml:6: job "a": retry.max_delay: 10s is less than initial_delay 1m0s`, nil},
+	{"jitter not shorter than start_deadline", job("schedule = \"@hourly\"\nstart_deadline = \"5m\"\njitter = \"5m\"\n"),
+		`t.toml:6: job "a": jitter: must be shorter than start_deadline (5m0s), which counts from the tick`, nil},
+	{"jitter longer than the defaults' start_deadline", "[defaults]\nstart_deadline = \"5m\"\n" + job("schedule = \"@hourly\"\njitter = \"10m\"\n"),
+		`t.toml:7: job "a": jitter: must be shorter than start_deadline (5m0s)`, nil},
+	{"start_deadline not longer than the defaults' jitter", "[defaults]\njitter = \"10m\"\n" + job("schedule = \"@hourly\"\n\nstart_deadline = \"10m\"\n"),
+		`t.toml:8: job "a": start_deadline: must be longer than jitter (10m0s): it counts from the tick, and a run may start up to jitter after it`, nil},
+	{"jitter and start_deadline of defaults", "[defaults]\nstart_deadline = \"1m\"\njitter = \"2m\"\n" + job("schedule = \"@hourly\"\n"),
+		`t.toml:3: defaults.jitter: must be shorter than start_deadline (1m0s), which counts from the tick`, nil},
 	{"zero catchup_max", job("catchup_max = 0\n"), `t.toml:4: job "a": catchup_max: must be between 1 and 100000, got 0`, nil},
 	{"negative max_concurrency", job("max_concurrency = -1\n"), `t.toml:4: job "a": max_concurrency: must be between 0 and`, nil},
 	{"small output_limit", job("output_limit = 100\n"), `t.toml:4: job "a": output_limit: must be between 1024 and 16777216, got 100`, nil},
@@ -706,6 +771,15 @@ var validSnippets = []struct{ name, src string }{
 	{"zone prefix in schedule", cmdJob("schedule = \"CRON_TZ=Asia/Tokyo 0 9 * * *\"\n")},
 	{"at in the past", cmdJob("at = 2001-01-01T00:00:00Z\n")},
 	{"window only", cmdJob("not_before = 2026-01-01T00:00:00Z\n")},
+	{"jitter", cmdJob("schedule = \"@hourly\"\njitter = \"5m\"\n")},
+	{"jitter longer than the schedule's interval", cmdJob("schedule = \"@every 1m\"\njitter = \"1h\"\n")},
+	{"jitter 0s", cmdJob("schedule = \"@hourly\"\njitter = \"0s\"\n")},
+	{"jitter below start_deadline", cmdJob("schedule = \"@hourly\"\njitter = \"5m\"\nstart_deadline = \"5m1s\"\n")},
+	{"jitter with start_deadline none", "[defaults]\nstart_deadline = \"1m\"\n" + cmdJob("schedule = \"@hourly\"\njitter = \"5m\"\nstart_deadline = \"none\"\n")},
+	{"jitter and start_deadline on a job without schedule", cmdJob("jitter = \"5m\"\nstart_deadline = \"1m\"\n")},
+	{"jitter and not_after on a tick", cmdJob("schedule = \"@hourly\"\ntimezone = \"UTC\"\njitter = \"50m\"\nnot_after = 2026-01-01T00:00:00Z\n")},
+	{"not_after on a tick", cmdJob("schedule = \"*/10 * * * * *\"\ntimezone = \"UTC\"\nnot_after = 2026-01-01T00:00:00Z\n")},
+	{"timeout none", cmdJob("schedule = \"@hourly\"\ntimeout = \"none\"\n")},
 	{"jobs as an inline array", "job = [{ name = \"a\", shell = \"true\" }, { name = \"b\", shell = \"true\" }]\n"},
 	{"empty job array", "job = []\n"},
 	{"crlf line ends", "[[job]]\r\nname = \"a\"\r\nshell = \"true\"\r\n"},

@@ -279,7 +279,11 @@ type JobInfo struct {
 	At *time.Time `json:"at"`
 	// NextFire is the next tick of a cron job (null while paused), the at
 	// time of a one-off job, null for a trigger-only job.
-	NextFire      *time.Time  `json:"next_fire"`
+	NextFire *time.Time `json:"next_fire"`
+	// NextStart is when the run of that tick may start: NextFire delayed
+	// by the job's jitter (jobs.Definition.TickStart), or for a one-off job
+	// its not_before.
+	NextStart     *time.Time  `json:"next_start"`
 	Paused        bool        `json:"paused"`
 	LastRunID     string      `json:"last_run_id"`
 	LastRunStatus jobs.Status `json:"last_run_status"`

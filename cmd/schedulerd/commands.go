@@ -60,8 +60,11 @@ func init() {
 			forms: []form{{"check-config [--config F] [-n N]", "validate the config, print jobs and next fire times"}},
 			about: "Offline: it reads the file and says what is wrong with it, with file, line and key, or prints each job with its next fire times. It opens no store and needs no daemon."},
 		{name: "next", run: func(_ context.Context, args []string, stdout, _ io.Writer) error { return cmdNext(args, stdout) },
-			forms: []form{{"next --schedule SPEC [--timezone TZ] [--from TIME] [-n N]", "preview fire times"}},
-			about: "Offline: it prints the fire times of a cron spec with the daemon's own code, daylight saving time included."},
+			forms: []form{
+				{"next --schedule SPEC [--timezone TZ] [--job NAME --jitter D] [--from TIME] [-n N] [--json]", "preview fire times"},
+				{"next --job NAME [--config F] [--from TIME] [-n N] [--json]", "preview a job's fire times, its jitter included"},
+			},
+			about: "Offline: it prints the fire times of a cron spec with the daemon's own code, daylight saving time included. With a jitter, each line is the start of a tick's run, then the tick and the delay (\"+2m13.5s\"), a function of the job's name and the tick; --json prints the tick and the start."},
 		{name: "migrate", run: func(ctx context.Context, args []string, stdout, _ io.Writer) error {
 			return cmdMigrate(ctx, args, stdout)
 		},
