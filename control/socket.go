@@ -1,6 +1,7 @@
 package control
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -406,7 +407,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 
 // track follows the state of the connections (http.Server.ConnState).
 func (l *limitListener) track(c net.Conn, st http.ConnState) {
-	lc, ok := c.(*limitConn)
+	lc, ok := limitConnOf(c)
 	if !ok {
 		return
 	}
@@ -465,6 +466,16 @@ func (l *limitListener) shutdown() {
 func (l *limitListener) Close() error {
 	l.shutdown()
 	return l.Listener.Close()
+}
+
+// limitConnOf returns the *limitConn of a connection of a limitListener,
+// or of a TLS connection over one.
+func limitConnOf(c net.Conn) (*limitConn, bool) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	lc, ok := c.(*limitConn)
+	return lc, ok
 }
 
 // limitConn gives its slot back when closed.
