@@ -395,6 +395,23 @@ func TestTokenNew(t *testing.T) {
 	if r := runBinary(t, "", "", "check-config", "--config", cfg); r.code != 0 {
 		t.Errorf("check-config of the tables: exit %d, %s", r.code, r.stderr)
 	}
+	// check-config names the API and warns about plain HTTP off loopback.
+	for _, tt := range []struct {
+		daemon, out, warn string
+	}{
+		{"api_listen = \"127.0.0.1:8080\"\n", "api http://127.0.0.1:8080 with 2 tokens", ""},
+		{"api_listen = \":8080\"\n", "api http://:8080 with 2 tokens", "is not a loopback address and the API has no TLS"},
+		{"api_listen = \"[::1]:8080\"\napi_tls_cert = \"c.pem\"\napi_tls_key = \"k.pem\"\n", "api https://[::1]:8080 with 2 tokens", ""},
+		{"api_listen = \"0.0.0.0:8443\"\napi_tls_cert = \"c.pem\"\napi_tls_key = \"k.pem\"\n", "api https://0.0.0.0:8443", ""},
+	} {
+		if err := os.WriteFile(cfg, []byte("[daemon]\n"+tt.daemon+a.table+b.table), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := runBinary(t, "", "", "check-config", "--config", cfg)
+		if r.code != 0 || !strings.Contains(r.stdout, tt.out) || (tt.warn == "") != (r.stderr == "") || !strings.Contains(r.stderr, tt.warn) {
+			t.Errorf("check-config with %q: exit %d\n%s%s", tt.daemon, r.code, r.stdout, r.stderr)
+		}
+	}
 	for _, tt := range []struct {
 		args []string
 		want string
