@@ -30,6 +30,16 @@ const (
 	DefaultAPIBurst = 100
 )
 
+// Over a network a client takes longer than on the socket to send its
+// first bytes (a TLS handshake is a round trip or two before them) and its
+// body: when every connection is taken, the API evicts one that has sent
+// nothing for apiSilentAge, or not its whole request in apiSlowAge, to
+// make room.
+const (
+	apiSilentAge = 250 * time.Millisecond
+	apiSlowAge   = 2 * time.Second
+)
+
 // APIConfig configures the HTTP API over TCP (api_listen).
 type APIConfig struct {
 	// Addr is api_listen, host:port.
@@ -106,6 +116,7 @@ func ListenAPI(cfg APIConfig) (*APIServer, error) {
 	}
 	s.count = &countListener{Listener: ln}
 	s.ln = newLimitListener(s.count, s.srv.cfg.MaxConns)
+	s.ln.silent, s.ln.slow = apiSilentAge, apiSlowAge
 	// HTTP/1.1 alone: one request at a time on a connection, so that the
 	// bounds on connections bound the requests too.
 	var protocols http.Protocols

@@ -601,12 +601,12 @@ func TestAPIWarnings(t *testing.T) {
 	}
 }
 
-// TestAPIConnectionsBounded: hundreds of idle connections, some halfway
+// TestAPIConnectionsBounded: a hundred and more idle connections, some halfway
 // through their headers, never make the API hold more than MaxConns
 // connections, and a request with a token is still answered on a fresh
 // connection: idle ones are closed to make room.
 func TestAPIConnectionsBounded(t *testing.T) {
-	const maxConns, idle = 8, 300
+	const maxConns, idle = 8, 150
 	ta := startAPI(t, func(c *APIConfig) { c.Server.MaxConns, c.Server.ReadHeaderTimeout = maxConns, time.Minute })
 	addr := ta.Addr().String()
 	var held []net.Conn
