@@ -43,6 +43,7 @@ fuzz: ## run every fuzz target for FUZZTIME each
 	$(GO) test -run='^$$' -fuzz='^FuzzParseConfig$$' -fuzztime=$(FUZZTIME) ./config/
 	$(GO) test -run='^$$' -fuzz='^FuzzControlRequest$$' -fuzztime=$(FUZZTIME) ./control/
 	$(GO) test -run='^$$' -fuzz='^FuzzReplyString$$' -fuzztime=$(FUZZTIME) ./control/
+	$(GO) test -run='^$$' -fuzz='^FuzzAPIRequest$$' -fuzztime=$(FUZZTIME) ./control/
 	$(GO) test -run='^$$' -fuzz='^FuzzEscape$$' -fuzztime=$(FUZZTIME) ./internal/termtext/
 	$(GO) test -run='^$$' -fuzz='^FuzzImportCrontab$$' -fuzztime=$(FUZZTIME) ./cmd/schedulerd/
 

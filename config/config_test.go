@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -68,11 +69,21 @@ func TestParseFull(t *testing.T) {
 		ShutdownGrace:     45 * time.Second,
 		History:           2160 * time.Hour,
 		HealthListen:      "127.0.0.1:9464",
+		APIListen:         "127.0.0.1:8080",
+		APITLSCert:        testdataAbs(t, "tls/api.crt"),
+		APITLSKey:         testdataAbs(t, "tls/api.key"),
 		LogFormat:         "json",
 		LogLevel:          "debug",
 	}
 	if cfg.Daemon != wantDaemon {
 		t.Errorf("Daemon =\n %+v, want\n %+v", cfg.Daemon, wantDaemon)
+	}
+	wantTokens := []Token{
+		{Name: "ci", Role: "operate", SHA256: mustHex(t, "6f1ed002ab5595859014ebf0951522d9e0b3c3d2c4e1c0b9d0f8a6b3f4e1c2a0")},
+		{Name: "grafana", Role: "read", SHA256: mustHex(t, "a3b2c1d0e9f8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2")},
+	}
+	if !slices.Equal(cfg.Tokens, wantTokens) {
+		t.Errorf("Tokens =\n %+v, want\n %+v", cfg.Tokens, wantTokens)
 	}
 	if got := cfg.Daemon.StorePath(); got != "/var/lib/schedulerd/schedulerd.db" {
 		t.Errorf("StorePath = %q", got)
@@ -169,6 +180,25 @@ func TestParseFull(t *testing.T) {
 	if reindex.Kind() != "trigger" || reindex.User != "root" || reindex.CatchupWindow != time.Hour || reindex.CatchupMax != 1 || reindex.StartDeadline != 5*time.Minute {
 		t.Errorf("reindex = %+v", reindex)
 	}
+}
+
+// testdataAbs is the absolute path of name in testdata.
+func testdataAbs(t *testing.T, name string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func mustHex(t *testing.T, s string) [32]byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != 32 {
+		t.Fatalf("bad hex %q", s)
+	}
+	return [32]byte(b)
 }
 
 type settingsWant struct {
@@ -693,6 +723,24 @@ var errorTests = []struct {
 	{"sqlite without a path", "[daemon]\nstore = \"sqlite:\"\n", `t.toml:2: daemon.store: sqlite: needs a file path`, nil},
 	{"bad postgres URL", "[daemon]\nstore = \"postgres://u:secret@db:port/sd\"\n", `t.toml:2: daemon.store: is not a valid postgres:// URL`, nil},
 	{"socket path too long", "[daemon]\nsocket = \"/" + strings.Repeat("s", 120) + "\"\n", `t.toml:2: daemon.socket: the path`, []string{"a unix socket path has at most 107"}},
+	{"api_listen without port", "[daemon]\napi_listen = \"localhost\"\n", `t.toml:2: daemon.api_listen: must be host:port such as "127.0.0.1:9464"`, nil},
+	{"api_tls_cert without a key", "[daemon]\napi_listen = \"127.0.0.1:8080\"\napi_tls_cert = \"/etc/a.crt\"\n", `t.toml:3: daemon.api_tls_cert: is set without api_tls_key: give both files, or neither for plain HTTP`, nil},
+	{"api_tls_key without a cert", "[daemon]\napi_listen = \"127.0.0.1:8080\"\napi_tls_key = \"/etc/a.key\"\n", `t.toml:3: daemon.api_tls_key: is set without api_tls_cert`, nil},
+	{"api_tls without api_listen", "[daemon]\napi_tls_cert = \"/etc/a.crt\"\napi_tls_key = \"/etc/a.key\"\n", `t.toml:2: daemon.api_tls_cert: is set but api_listen is not`, nil},
+
+	// Tokens.
+	{"token without name", "[[token]]\nrole = \"read\"\nsha256 = \"" + testHash + "\"\n", `t.toml:1: token[0].name: is required`, nil},
+	{"token with a bad name", "[[token]]\nname = \"a b\"\nrole = \"read\"\nsha256 = \"" + testHash + "\"\n", `t.toml:2: token[0].name: "a b" is not a valid token name`, nil},
+	{"token without role", "[[token]]\nname = \"ci\"\nsha256 = \"" + testHash + "\"\n", `t.toml:1: token "ci": role: is required (read, operate, admin: what the token may do)`, nil},
+	{"token with a bad role", "[[token]]\nname = \"ci\"\nrole = \"root\"\nsha256 = \"" + testHash + "\"\n", `t.toml:3: token "ci": role: must be one of read, operate, admin; got "root"`, nil},
+	{"token without sha256", "[[token]]\nname = \"ci\"\nrole = \"read\"\n", `t.toml:1: token "ci": sha256: is required`, nil},
+	{"token with the token instead of its hash", "[[token]]\nname = \"ci\"\nrole = \"read\"\nsha256 = \"sd_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG\"\n", `t.toml:4: token "ci": sha256: must be the SHA-256 of the token in 64 hex digits`, []string{"got 46 characters"}},
+	{"token with a short hash", "[[token]]\nname = \"ci\"\nrole = \"read\"\nsha256 = \"" + testHash[:62] + "\"\n", `t.toml:4: token "ci": sha256: must be the SHA-256 of the token in 64 hex digits`, nil},
+	{"token with the hash of nothing", "[[token]]\nname = \"ci\"\nrole = \"read\"\nsha256 = \"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\"\n", `t.toml:4: token "ci": sha256: is the SHA-256 of the empty string`, nil},
+	{"token with an unknown key", "[[token]]\nname = \"ci\"\nrole = \"read\"\nsha256 = \"" + testHash + "\"\nsha = 1\n", `t.toml:5: token "ci": sha: unknown key`, nil},
+	{"duplicate token name", "[[token]]\nname = \"ci\"\nrole = \"read\"\nsha256 = \"" + testHash + "\"\n[[token]]\nname = \"ci\"\nrole = \"admin\"\nsha256 = \"" + otherHash + "\"\n", `t.toml:6: token "ci": name: duplicate token name; the first token named "ci" is at line 2`, nil},
+	{"same token twice", "[[token]]\nname = \"ci\"\nrole = \"read\"\nsha256 = \"" + testHash + "\"\n[[token]]\nname = \"ops\"\nrole = \"admin\"\nsha256 = \"" + strings.ToUpper(testHash) + "\"\n", `t.toml:8: token "ops": sha256: is the same as that of token "ci"`, nil},
+	{"token as a table", "[token]\nname = \"ci\"\n", `t.toml:1: token: must be an array of tables: write [[token]], not [token]`, nil},
 	{"dotted daemon key", "daemon.log_format = \"xml\"\n", `t.toml:1: daemon.log_format: must be one of text, json`, nil},
 	{"inline daemon table", "daemon = { log_level = \"loud\" }\n", `t.toml:1: daemon.log_level: must be one of`, nil},
 }
@@ -753,6 +801,12 @@ func checkErrors(t *testing.T, err error) []*Error {
 	return list
 }
 
+// testHash and otherHash are SHA-256 sums of tokens.
+const (
+	testHash  = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+	otherHash = "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752"
+)
+
 // validSnippets are valid configs that the checks must not reject.
 var validSnippets = []struct{ name, src string }{
 	{"empty file", ""},
@@ -764,6 +818,10 @@ var validSnippets = []struct{ name, src string }{
 	{"postgres store", "[daemon]\nstore = \"postgresql://sd@db.example:5432/sd?sslmode=verify-full\"\n"},
 	{"health on all interfaces", "[daemon]\nhealth_listen = \":9464\"\n"},
 	{"IPv6 health", "[daemon]\nhealth_listen = \"[::1]:9464\"\n"},
+	{"API without TLS", "[daemon]\napi_listen = \"127.0.0.1:8080\"\n"},
+	{"API with TLS", "[daemon]\napi_listen = \":8443\"\napi_tls_cert = \"/etc/c.pem\"\napi_tls_key = \"/etc/k.pem\"\n"},
+	{"tokens without api_listen", "[[token]]\nname = \"ci\"\nrole = \"read\"\nsha256 = \"" + testHash + "\"\n"},
+	{"tokens as an inline array", "token = [{ name = \"a\", role = \"admin\", sha256 = \"" + testHash + "\" }]\n"},
 	{"numeric user", cmdJob("user = \"0\"\n")},
 	{"max_concurrency 0", cmdJob("max_concurrency = 0\n")},
 	{"retry with zero delays", cmdJob("retry = { initial_delay = \"0s\", max_delay = \"0s\", max_attempts = 1 }\n")},

@@ -45,7 +45,7 @@ func ValidEnvName(name string) bool {
 }
 
 var (
-	topKeys = []string{"daemon", "defaults", "job"}
+	topKeys = []string{"daemon", "defaults", "job", "token"}
 	// jobOnlyKeys may be set in a [[job]] but not in [defaults].
 	jobOnlyKeys = []string{"name", "schedule", "at", "command", "shell", "not_before", "not_after"}
 	// settingKeys may be set in a [[job]] and in [defaults].

@@ -25,11 +25,21 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if msg := exposedSecret(cfg); msg != "" {
-		fmt.Fprintln(stderr, "schedulerd: warning:", msg)
+	for _, msg := range []string{exposedSecret(cfg), exposedAPI(cfg.Daemon)} {
+		if msg != "" {
+			fmt.Fprintln(stderr, "schedulerd: warning:", msg)
+		}
 	}
 	now := time.Now()
-	fmt.Fprintf(stdout, "%s: ok, %d jobs, store %s, socket %s\n", cfg.Path, len(cfg.Jobs), storeName(cfg.Daemon), cfg.Daemon.Socket)
+	api := ""
+	if d := cfg.Daemon; d.APIListen != "" {
+		scheme := "http"
+		if d.APITLSCert != "" {
+			scheme = "https"
+		}
+		api = fmt.Sprintf(", api %s://%s with %d tokens", scheme, d.APIListen, len(cfg.Tokens))
+	}
+	fmt.Fprintf(stdout, "%s: ok, %d jobs, store %s, socket %s%s\n", cfg.Path, len(cfg.Jobs), storeName(cfg.Daemon), cfg.Daemon.Socket, api)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tKIND\tWHEN\tNEXT")
 	for _, d := range cfg.Jobs {
