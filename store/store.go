@@ -37,9 +37,9 @@ type Store interface {
 	// NodeRegister records a new incarnation of a node by compare-and-set:
 	// it writes only when the stored row's incarnation is p.Replace (no row
 	// at all when Replace is empty) and then returns the row it replaced.
-	// Otherwise it writes nothing and returns the stored row with an error
-	// wrapping ErrLocked, so the caller can judge whether that incarnation
-	// is alive before it asks again with Replace set to it.
+	// Otherwise it writes nothing and returns the stored row with a
+	// *NodeHeldError (ErrLocked), so the caller can judge whether that
+	// incarnation is alive before it asks again with Replace set to it.
 	NodeRegister(ctx context.Context, p NodeRegisterParams) (prev *Node, err error)
 	// NodeDelete removes a node's row if it still belongs to incarnation
 	// (ErrFenced otherwise, ErrNotFound when there is none).
@@ -154,28 +154,46 @@ func LostIncarnation(inc string) string { return lostPrefix + inc }
 // inc is such a mark.
 func LostFrom(inc string) (string, bool) { return strings.CutPrefix(inc, lostPrefix) }
 
-// NodeMismatch is the ErrFenced of a write of node nodeID's row that holds
-// only while the row is incarnation's and, when heartbeatAt is set, has
-// that heartbeat (NodeMarkLost), given the row found: other is its
-// incarnation and hb its heartbeat.
-func NodeMismatch(nodeID, incarnation string, heartbeatAt time.Time, other string, hb time.Time) error {
-	if other != incarnation || heartbeatAt.IsZero() {
-		return fmt.Errorf("%w: node %s belongs to incarnation %s, not %s", ErrFenced, nodeID, other, incarnation)
-	}
-	return fmt.Errorf("%w: node %s heartbeated at %s, after %s", ErrFenced, nodeID,
-		hb.UTC().Format(time.RFC3339Nano), heartbeatAt.UTC().Format(time.RFC3339Nano))
+// NodeHeldError is NodeRegister's refusal: node ID's row is not the
+// incarnation the registration was to replace. Held is the row found, nil
+// when there is none. It wraps ErrLocked.
+type NodeHeldError struct {
+	ID   string
+	Held *Node
 }
 
-// NodeHeld is NodeRegister's ErrLocked when node id's row, held (nil: none),
-// is not the incarnation the registration was to replace.
-func NodeHeld(id string, held *Node) error {
+func (e *NodeHeldError) Error() string {
 	var inc, host string
 	pid := 0
-	if held != nil {
-		inc, host, pid = held.Incarnation, held.Host, held.PID
+	if e.Held != nil {
+		inc, host, pid = e.Held.Incarnation, e.Held.Host, e.Held.PID
 	}
-	return fmt.Errorf("%w: node id %s is held by incarnation %q (host %s, pid %d)", ErrLocked, id, inc, host, pid)
+	return fmt.Sprintf("%v: node id %s is held by incarnation %q (host %s, pid %d)", ErrLocked, e.ID, inc, host, pid)
 }
+
+func (e *NodeHeldError) Unwrap() error { return ErrLocked }
+
+// NodeFencedError is the refusal of a write of node ID's row that holds
+// only while the row belongs to Incarnation and, when HeartbeatAt is set
+// (NodeMarkLost), still has that heartbeat. Found and FoundHeartbeatAt are
+// the row's. It wraps ErrFenced.
+type NodeFencedError struct {
+	ID               string
+	Incarnation      string
+	HeartbeatAt      time.Time
+	Found            string
+	FoundHeartbeatAt time.Time
+}
+
+func (e *NodeFencedError) Error() string {
+	if e.Found != e.Incarnation || e.HeartbeatAt.IsZero() {
+		return fmt.Sprintf("%v: node %s belongs to incarnation %s, not %s", ErrFenced, e.ID, e.Found, e.Incarnation)
+	}
+	return fmt.Sprintf("%v: node %s heartbeated at %s, after %s", ErrFenced, e.ID,
+		e.FoundHeartbeatAt.UTC().Format(time.RFC3339Nano), e.HeartbeatAt.UTC().Format(time.RFC3339Nano))
+}
+
+func (e *NodeFencedError) Unwrap() error { return ErrFenced }
 
 // Node is a registered daemon process.
 type Node struct {

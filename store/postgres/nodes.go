@@ -50,10 +50,10 @@ func (s *Store) NodeRegister(ctx context.Context, p store.NodeRegisterParams) (*
 			if prev, err = read(``); err != nil {
 				return err
 			}
-			return store.NodeHeld(p.ID, prev)
+			return &store.NodeHeldError{ID: p.ID, Held: prev}
 		}
 		if prev == nil || prev.Incarnation != p.Replace {
-			return store.NodeHeld(p.ID, prev)
+			return &store.NodeHeldError{ID: p.ID, Held: prev}
 		}
 		_, err = c.exec(ctx, `UPDATE nodes SET incarnation = $2, host = $3, pid = $4, version = $5,
 				started_at = COALESCE($6::timestamptz, now()), heartbeat_at = COALESCE($6::timestamptz, now()), jobs = $7
@@ -96,7 +96,8 @@ func nodeMismatch(ctx context.Context, c *conn, op, nodeID, incarnation string, 
 	if err != nil {
 		return fail(op, err)
 	}
-	return fmt.Errorf("%s: %w", op, store.NodeMismatch(nodeID, incarnation, heartbeatAt, other, hb))
+	return fmt.Errorf("%s: %w", op, &store.NodeFencedError{ID: nodeID, Incarnation: incarnation, HeartbeatAt: heartbeatAt,
+		Found: other, FoundHeartbeatAt: hb})
 }
 
 // NodeMarkLost marks a silent node lost; see store.Store.

@@ -42,7 +42,7 @@ func (s *Store) NodeRegister(ctx context.Context, p store.NodeRegisterParams) (*
 				stored = prev.Incarnation
 			}
 			if stored != p.Replace {
-				return store.NodeHeld(p.ID, prev)
+				return &store.NodeHeldError{ID: p.ID, Held: prev}
 			}
 		}
 		_, err = c.exec(ctx, `INSERT INTO nodes (id, incarnation, host, pid, version, started_at, heartbeat_at, jobs_json)
@@ -115,7 +115,8 @@ func fencedNodeWrite(ctx context.Context, c conn, nodeID, incarnation string, he
 	if err != nil {
 		return err
 	}
-	return store.NodeMismatch(nodeID, incarnation, heartbeatAt, other, time.UnixMicro(hb))
+	return &store.NodeFencedError{ID: nodeID, Incarnation: incarnation, HeartbeatAt: heartbeatAt,
+		Found: other, FoundHeartbeatAt: time.UnixMicro(hb)}
 }
 
 // NodesList returns every registered node, by id.

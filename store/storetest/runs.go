@@ -390,10 +390,13 @@ func testNodes(t *testing.T, s store.Store) {
 	if held == nil || held.Incarnation != incA || held.Host != "web-1.example" || held.Age != 30*time.Second {
 		t.Fatalf("held node: %+v", held)
 	}
+	wantHeld(t, err, "web-1", incA)
 	_, err = s.NodeRegister(ctx, store.NodeRegisterParams{ID: "web-1", Incarnation: incB, Replace: "some-other", Now: t0.Add(time.Minute)})
 	wantErr(t, err, store.ErrLocked)
+	wantHeld(t, err, "web-1", incA)
 	_, err = s.NodeRegister(ctx, store.NodeRegisterParams{ID: "web-7", Incarnation: incB, Replace: incA, Now: t0.Add(time.Minute)})
 	wantErr(t, err, store.ErrLocked)
+	wantHeld(t, err, "web-7", "")
 
 	// A new incarnation that names the stored one takes the row over and
 	// reports the one it replaced.
@@ -407,6 +410,7 @@ func testNodes(t *testing.T, s store.Store) {
 	}
 	err = s.NodeHeartbeat(ctx, "web-1", incA, t0.Add(3*time.Minute))
 	wantErr(t, err, store.ErrFenced)
+	wantNodeFenced(t, err, store.NodeFencedError{ID: "web-1", Incarnation: incA, Found: incB, FoundHeartbeatAt: t0.Add(2 * time.Minute)})
 	if err := s.NodeHeartbeat(ctx, "web-1", incB, t0.Add(3*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
@@ -445,8 +449,11 @@ func testNodes(t *testing.T, s store.Store) {
 	hb := nodes[0].HeartbeatAt
 	_, err = s.NodeMarkLost(ctx, "web-2", incA, hb.Add(-time.Second))
 	wantErr(t, err, store.ErrFenced) // it heartbeated after it was judged
+	wantNodeFenced(t, err, store.NodeFencedError{ID: "web-2", Incarnation: incA, HeartbeatAt: hb.Add(-time.Second),
+		Found: incA, FoundHeartbeatAt: hb})
 	_, err = s.NodeMarkLost(ctx, "web-2", incB, hb)
 	wantErr(t, err, store.ErrFenced)
+	wantNodeFenced(t, err, store.NodeFencedError{ID: "web-2", Incarnation: incB, HeartbeatAt: hb, Found: incA, FoundHeartbeatAt: hb})
 	_, err = s.NodeMarkLost(ctx, "web-9", incA, hb)
 	wantErr(t, err, store.ErrNotFound)
 	lost, err := s.NodeMarkLost(ctx, "web-2", incA, hb)
@@ -557,5 +564,36 @@ func testPruneInPages(t *testing.T, s store.Store) {
 	}
 	if got, err := s.RunsPrune(ctx, horizon); err != nil || got != 0 {
 		t.Fatalf("second RunsPrune = %d, %v", got, err)
+	}
+}
+
+// wantHeld checks that err is NodeRegister's refusal of node id, whose row
+// belongs to incarnation held ("": there is no row).
+func wantHeld(t *testing.T, err error, id, held string) {
+	t.Helper()
+	var e *store.NodeHeldError
+	if !errors.As(err, &e) {
+		t.Fatalf("got error %v, want a *store.NodeHeldError", err)
+	}
+	got := ""
+	if e.Held != nil {
+		got = e.Held.Incarnation
+	}
+	if e.ID != id || got != held {
+		t.Fatalf("NodeHeldError of node %s held by %q, want node %s held by %q", e.ID, got, id, held)
+	}
+}
+
+// wantNodeFenced checks that err is the refusal of a node write, with the
+// write's row and what it found in it.
+func wantNodeFenced(t *testing.T, err error, want store.NodeFencedError) {
+	t.Helper()
+	var e *store.NodeFencedError
+	if !errors.As(err, &e) {
+		t.Fatalf("got error %v, want a *store.NodeFencedError", err)
+	}
+	if e.ID != want.ID || e.Incarnation != want.Incarnation || !e.HeartbeatAt.Equal(want.HeartbeatAt) ||
+		e.Found != want.Found || !e.FoundHeartbeatAt.Equal(want.FoundHeartbeatAt) {
+		t.Fatalf("NodeFencedError %+v, want %+v", *e, want)
 	}
 }
