@@ -575,11 +575,11 @@ type slowFires struct {
 	took  time.Duration
 }
 
-func (s *slowFires) ScheduleFires(ctx context.Context, ps []store.FireParams) ([]*store.FireResult, error) {
+func (s *slowFires) ScheduleFireMany(ctx context.Context, ps []store.FireParams) ([]*store.FireResult, error) {
 	if len(ps) >= fireBatch/2 {
 		s.clock.Advance(s.took)
 	}
-	return s.Store.ScheduleFires(ctx, ps)
+	return s.Store.ScheduleFireMany(ctx, ps)
 }
 
 // TestLargeRoundLeadOnSlowFires: when a fire of fireBatch takes 80 ms,

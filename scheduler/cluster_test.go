@@ -452,14 +452,14 @@ func (c *transitionCalls) RunTransition(ctx context.Context, t jobs.Transition) 
 	return c.Store.RunTransition(ctx, t)
 }
 
-func (c *transitionCalls) RunTransitions(ctx context.Context, ts []jobs.Transition) ([]store.TransitionResult, error) {
+func (c *transitionCalls) RunTransitionMany(ctx context.Context, ts []jobs.Transition) ([]store.TransitionResult, error) {
 	if c.failNext.Swap(false) {
 		return nil, errUnreachable
 	}
 	c.mu.Lock()
 	c.batches = append(c.batches, len(ts))
 	c.mu.Unlock()
-	return c.Store.RunTransitions(ctx, ts)
+	return c.Store.RunTransitionMany(ctx, ts)
 }
 
 // calls returns the transitions written one by one and the batch sizes.

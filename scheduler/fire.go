@@ -76,7 +76,7 @@ func (s *Scheduler) fire(ctx context.Context, due []*jobState, now time.Time, ah
 	if len(params) == 0 {
 		return nil
 	}
-	results, err := s.st.ScheduleFires(ctx, params)
+	results, err := s.st.ScheduleFireMany(ctx, params)
 	if err != nil {
 		return err
 	}

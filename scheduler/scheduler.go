@@ -457,7 +457,7 @@ func (s *Scheduler) failAttempts(ctx context.Context, runs []*jobs.Run, res jobs
 			ts[i] = jobs.FailAttempt(r, f, s.cfg.NodeID, res, reason, now, s.cfg.Rand)
 			ts[i].Time = s.storeNow(ts[i].Time)
 		}
-		results, berr := s.st.RunTransitions(ctx, ts)
+		results, berr := s.st.RunTransitionMany(ctx, ts)
 		if berr != nil {
 			return ended, berr
 		}
@@ -501,7 +501,7 @@ func (s *Scheduler) syncJobs(ctx context.Context, now time.Time) error {
 	}
 	for start := 0; start < len(missing); start += fireBatch {
 		batch := missing[start:min(start+fireBatch, len(missing))]
-		results, err := s.st.ScheduleFires(ctx, batch)
+		results, err := s.st.ScheduleFireMany(ctx, batch)
 		if err != nil {
 			return fmt.Errorf("create schedule cursors: %w", err)
 		}

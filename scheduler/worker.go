@@ -266,7 +266,7 @@ func (s *Scheduler) writeCompletions(batch []*completion) {
 		ts[i] = c.t
 		ts[i].Time = s.storeNow(ts[i].Time)
 	}
-	results, err := s.st.RunTransitions(ctx, ts)
+	results, err := s.st.RunTransitionMany(ctx, ts)
 	if err != nil {
 		s.noteStoreError(err)
 		s.log.Warn("record attempt results: the batch failed; writing them one by one", "count", len(batch), "error", err)

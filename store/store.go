@@ -66,11 +66,11 @@ type Store interface {
 	// ScheduleFire advances a job's cursor by compare-and-set and makes the
 	// runs of the ticks it covers, in one transaction. See FireParams.
 	ScheduleFire(ctx context.Context, p FireParams) (*FireResult, error)
-	// ScheduleFires applies many FireParams (of different jobs) in one
+	// ScheduleFireMany applies many FireParams (of different jobs) in one
 	// transaction, each exactly as ScheduleFire would: results in order.
 	// An error fails the whole batch; a lost compare-and-set is not an
 	// error (Advanced false).
-	ScheduleFires(ctx context.Context, ps []FireParams) ([]*FireResult, error)
+	ScheduleFireMany(ctx context.Context, ps []FireParams) ([]*FireResult, error)
 	// SchedulePause pauses or resumes a job's schedule. Resuming moves the
 	// cursor to now: ticks that fell while paused are not caught up.
 	// Pausing withdraws the runs fired ahead of their tick, as
@@ -89,9 +89,9 @@ type Store interface {
 	// RunInsert makes a run (one-off, manual or rerun). ErrDuplicate when
 	// its occurrence exists or a non-terminal run of the job has its dedup id.
 	RunInsert(ctx context.Context, p RunInsertParams) (*jobs.Run, error)
-	// RunsInsert makes many runs in one transaction, all or none (a bulk
+	// RunInsertMany makes many runs in one transaction, all or none (a bulk
 	// enqueue). ErrDuplicate, and nothing made, when any of them would be.
-	RunsInsert(ctx context.Context, ps []RunInsertParams) ([]*jobs.Run, error)
+	RunInsertMany(ctx context.Context, ps []RunInsertParams) ([]*jobs.Run, error)
 	// RunsClaim atomically starts up to Limit due runs of the declared jobs,
 	// respecting each job's cluster-wide concurrency limit: the attempt
 	// number grows by one and the attempt is owned by Node/Incarnation.
@@ -101,11 +101,11 @@ type Store interface {
 	// run, ends the attempt when it leaves running, and records the event.
 	// A run that is running can only be changed with a fence.
 	RunTransition(ctx context.Context, t jobs.Transition) (*jobs.Run, error)
-	// RunTransitions applies many transitions in one transaction, each
+	// RunTransitionMany applies many transitions in one transaction, each
 	// exactly as RunTransition would, in order: a fenced or invalid one
 	// gets its error in its result and writes nothing, and the others go
 	// on. The returned error is for the batch as a whole (nothing written).
-	RunTransitions(ctx context.Context, ts []jobs.Transition) ([]TransitionResult, error)
+	RunTransitionMany(ctx context.Context, ts []jobs.Transition) ([]TransitionResult, error)
 	// RunsExpire cancels (reason expired) every pending or retrying run whose
 	// not_after has passed, and returns them.
 	RunsExpire(ctx context.Context, node string, now time.Time) ([]*jobs.Run, error)

@@ -696,7 +696,7 @@ retry = { max_attempts = 5, backoff = "fixed", initial_delay = "0s" }
 	for i := range ps {
 		ps[i] = store.RunInsertParams{Job: "short", Trigger: jobs.TriggerManual, Retry: jobs.RetryPolicy{MaxAttempts: 5}}
 	}
-	if _, err := c.st.RunsInsert(context.Background(), ps); err != nil {
+	if _, err := c.st.RunInsertMany(context.Background(), ps); err != nil {
 		t.Fatal(err)
 	}
 	completed := func() int {

@@ -602,9 +602,9 @@ func TestWriteRetries(t *testing.T) {
 	}
 }
 
-// BenchmarkRunTransitionsBatch: claim and complete 1,000 runs per
+// BenchmarkRunTransitionMany: claim and complete 1,000 runs per
 // iteration, the completions one by one or in one batch.
-func BenchmarkRunTransitionsBatch(b *testing.B) {
+func BenchmarkRunTransitionMany(b *testing.B) {
 	for _, batch := range []bool{false, true} {
 		name := "single"
 		if batch {
@@ -621,9 +621,9 @@ func BenchmarkRunTransitionsBatch(b *testing.B) {
 	}
 }
 
-// BenchmarkScheduleFiresBatch: one tick of 10,000 cron jobs per iteration,
+// BenchmarkScheduleFireMany: one tick of 10,000 cron jobs per iteration,
 // fired one by one or in batches of 500.
-func BenchmarkScheduleFiresBatch(b *testing.B) {
+func BenchmarkScheduleFireMany(b *testing.B) {
 	for _, batch := range []int{0, 500} {
 		name := "single"
 		if batch > 0 {
@@ -738,7 +738,7 @@ func TestEndsAtOnce(t *testing.T) {
 	for i := range ps {
 		ps[i] = manual("ends")
 	}
-	if _, err := s.RunsInsert(ctx, ps); err != nil {
+	if _, err := s.RunInsertMany(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
 	claimed, err := s.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "i", Jobs: map[string]int{"ends": 0}, Limit: 5,
@@ -756,7 +756,7 @@ func TestEndsAtOnce(t *testing.T) {
 	for _, r := range claimed[:3] {
 		ts = append(ts, jobs.Complete(fence(r), "n", jobs.Result{ExitCode: new(int)}, end))
 	}
-	results, err := s.RunTransitions(ctx, ts)
+	results, err := s.RunTransitionMany(ctx, ts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -785,7 +785,7 @@ func TestEndsAtOnce(t *testing.T) {
 	stale := fence(claimed[3])
 	stale.Attempt++
 	before = s.Statements()
-	results, err = s.RunTransitions(ctx, []jobs.Transition{
+	results, err = s.RunTransitionMany(ctx, []jobs.Transition{
 		jobs.Complete(stale, "n", jobs.Result{}, end),
 		jobs.Complete(fence(claimed[4]), "n", jobs.Result{}, end),
 	})

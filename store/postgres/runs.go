@@ -65,9 +65,9 @@ func (s *Store) RunInsert(ctx context.Context, p store.RunInsertParams) (*jobs.R
 	return run, err
 }
 
-// RunsInsert makes many runs in one transaction, all or none: a statement
+// RunInsertMany makes many runs in one transaction, all or none: a statement
 // per insertBatch runs (sqlInsertRuns), all sent in one round trip.
-func (s *Store) RunsInsert(ctx context.Context, ps []store.RunInsertParams) ([]*jobs.Run, error) {
+func (s *Store) RunInsertMany(ctx context.Context, ps []store.RunInsertParams) ([]*jobs.Run, error) {
 	rs := make([]newRun, len(ps))
 	for i, p := range ps {
 		r, err := newRunOf(p, p.Now)
@@ -276,9 +276,9 @@ func (s *Store) RunTransition(ctx context.Context, t jobs.Transition) (*jobs.Run
 	return res[0].Run, res[0].Err
 }
 
-// RunTransitions applies many transitions in one transaction, in order;
+// RunTransitionMany applies many transitions in one transaction, in order;
 // see store.Store.
-func (s *Store) RunTransitions(ctx context.Context, ts []jobs.Transition) ([]store.TransitionResult, error) {
+func (s *Store) RunTransitionMany(ctx context.Context, ts []jobs.Transition) ([]store.TransitionResult, error) {
 	return s.runTransitions(ctx, "run transitions", ts)
 }
 

@@ -89,8 +89,8 @@ func (s *Store) RunInsert(ctx context.Context, p store.RunInsertParams) (*jobs.R
 	return run, err
 }
 
-// RunsInsert makes many runs in one transaction, all or none.
-func (s *Store) RunsInsert(ctx context.Context, ps []store.RunInsertParams) ([]*jobs.Run, error) {
+// RunInsertMany makes many runs in one transaction, all or none.
+func (s *Store) RunInsertMany(ctx context.Context, ps []store.RunInsertParams) ([]*jobs.Run, error) {
 	runs := make([]*jobs.Run, 0, len(ps))
 	err := s.write(ctx, "insert runs", func(c conn) error {
 		runs = runs[:0]
@@ -242,9 +242,9 @@ func (s *Store) RunTransition(ctx context.Context, t jobs.Transition) (*jobs.Run
 	return res[0].Run, res[0].Err
 }
 
-// RunTransitions applies many transitions in one transaction, in order;
+// RunTransitionMany applies many transitions in one transaction, in order;
 // see store.Store.
-func (s *Store) RunTransitions(ctx context.Context, ts []jobs.Transition) ([]store.TransitionResult, error) {
+func (s *Store) RunTransitionMany(ctx context.Context, ts []jobs.Transition) ([]store.TransitionResult, error) {
 	return s.runTransitions(ctx, "run transitions", ts)
 }
 

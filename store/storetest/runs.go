@@ -521,7 +521,7 @@ func testPruneInPages(t *testing.T, s store.Store) {
 		// inside a second's runs too.
 		ps[i] = manual("bulk", t0.Add(time.Duration(i/10)*time.Second))
 	}
-	if _, err := s.RunsInsert(ctx, ps); err != nil {
+	if _, err := s.RunInsertMany(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
 	limits := map[string]int{"bulk": 0}

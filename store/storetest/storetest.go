@@ -118,16 +118,16 @@ func tick(job string, at time.Time) store.RunInsertParams {
 }
 
 // InsertBacklog makes a manual run of each of jobNames, in that order and
-// in one RunsInsert: the i-th made and due at at plus i milliseconds.
+// in one RunInsertMany: the i-th made and due at at plus i milliseconds.
 func InsertBacklog(t *testing.T, s store.Store, at time.Time, jobNames ...string) []*jobs.Run {
 	t.Helper()
 	ps := make([]store.RunInsertParams, len(jobNames))
 	for i, job := range jobNames {
 		ps[i] = manual(job, at.Add(time.Duration(i)*time.Millisecond))
 	}
-	runs, err := s.RunsInsert(t.Context(), ps)
+	runs, err := s.RunInsertMany(t.Context(), ps)
 	if err != nil {
-		t.Fatalf("RunsInsert of %d runs: %v", len(ps), err)
+		t.Fatalf("RunInsertMany of %d runs: %v", len(ps), err)
 	}
 	return runs
 }

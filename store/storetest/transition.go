@@ -379,9 +379,9 @@ func completeAll(t *testing.T, s store.Store, runs []*jobs.Run, end time.Time) [
 	for i, r := range runs {
 		ts[i] = jobs.Complete(fenceOf(r), nodeB, jobs.Result{ExitCode: ptr(0), Output: r.Job, OutputBytes: int64(len(r.Job))}, end)
 	}
-	res, err := s.RunTransitions(t.Context(), ts)
+	res, err := s.RunTransitionMany(t.Context(), ts)
 	if err != nil {
-		t.Fatalf("RunTransitions: %v", err)
+		t.Fatalf("RunTransitionMany: %v", err)
 	}
 	for i, r := range res {
 		if r.Err != nil {
