@@ -80,7 +80,7 @@ func (e *fakeEngine) Trigger(ctx context.Context, job string, p TriggerParams) (
 
 func (e *fakeEngine) Cancel(ctx context.Context, id string) (*jobs.Run, error) {
 	e.record("cancel %s", id)
-	return e.st.RunCancel(ctx, id, "test-node", jobs.ReasonCancelled, time.Time{})
+	return e.st.RunCancel(ctx, store.RunCancelParams{ID: id, Node: "test-node", Reason: jobs.ReasonCancelled})
 }
 
 func (e *fakeEngine) Rerun(ctx context.Context, id string) (*jobs.Run, error) {

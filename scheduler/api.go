@@ -87,7 +87,9 @@ func (s *Scheduler) Rerun(ctx context.Context, id string) (*jobs.Run, error) {
 // attempt (its process group gets SIGTERM, then SIGKILL after kill_grace)
 // and ends the run cancelled.
 func (s *Scheduler) Cancel(ctx context.Context, id string) (*jobs.Run, error) {
-	r, err := s.st.RunCancel(ctx, id, s.cfg.NodeID, jobs.ReasonCancelled, s.storeNow(s.clock.Now()))
+	r, err := s.st.RunCancel(ctx, store.RunCancelParams{
+		ID: id, Node: s.cfg.NodeID, Reason: jobs.ReasonCancelled, Now: s.storeNow(s.clock.Now()),
+	})
 	if err != nil {
 		return nil, err
 	}

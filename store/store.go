@@ -41,21 +41,23 @@ type Store interface {
 	// *NodeHeldError (ErrLocked), so the caller can judge whether that
 	// incarnation is alive before it asks again with Replace set to it.
 	NodeRegister(ctx context.Context, p NodeRegisterParams) (prev *Node, err error)
-	// NodeDelete removes a node's row if it still belongs to incarnation
-	// (ErrFenced otherwise, ErrNotFound when there is none).
-	NodeDelete(ctx context.Context, nodeID, incarnation string) error
+	// NodeDelete removes a node's row if it still belongs to
+	// p.Incarnation (a *NodeFencedError otherwise, ErrNotFound when there
+	// is none).
+	NodeDelete(ctx context.Context, p NodeDeleteParams) error
 	// NodeMarkLost marks a silent node lost before its runs are recovered,
 	// by compare-and-set on its incarnation and on the heartbeat it was
 	// judged silent by: the row's incarnation becomes
-	// LostIncarnation(incarnation), which it returns, so the node's later
+	// LostIncarnation(p.Incarnation), which it returns, so the node's later
 	// heartbeats are refused (ErrFenced) and a node that wakes up cannot
-	// start what is being taken from it. ErrFenced when the node heartbeated
-	// since or the row belongs to another incarnation; ErrNotFound when the
-	// row is gone.
-	NodeMarkLost(ctx context.Context, nodeID, incarnation string, heartbeatAt time.Time) (string, error)
-	// NodeHeartbeat refreshes the node's heartbeat; ErrFenced when the row
-	// now belongs to another incarnation, ErrNotFound when it was pruned.
-	NodeHeartbeat(ctx context.Context, nodeID, incarnation string, now time.Time) error
+	// start what is being taken from it. A *NodeFencedError when the node
+	// heartbeated since or the row belongs to another incarnation;
+	// ErrNotFound when the row is gone.
+	NodeMarkLost(ctx context.Context, p NodeMarkLostParams) (string, error)
+	// NodeHeartbeat refreshes the node's heartbeat; a *NodeFencedError when
+	// the row now belongs to another incarnation, ErrNotFound when it was
+	// pruned.
+	NodeHeartbeat(ctx context.Context, p NodeHeartbeatParams) error
 	// NodesList returns every registered node; Node.Jobs is read only
 	// withJobs (a node may declare 100,000 jobs, and the check for
 	// silent nodes, every heartbeat, does not need them).
@@ -112,7 +114,7 @@ type Store interface {
 	// RunCancel cancels a pending or retrying run at once; for a running
 	// run it sets CancelRequested, and the owning node stops the attempt.
 	// jobs.ErrInvalidTransition for a finished run.
-	RunCancel(ctx context.Context, id, node string, reason jobs.Reason, now time.Time) (*jobs.Run, error)
+	RunCancel(ctx context.Context, p RunCancelParams) (*jobs.Run, error)
 	// RunsCancelRequested returns the ids of running runs of this
 	// incarnation that have CancelRequested set.
 	RunsCancelRequested(ctx context.Context, incarnation string) ([]string, error)
@@ -223,6 +225,28 @@ type NodeRegisterParams struct {
 	Now     time.Time
 }
 
+// NodeDeleteParams names the node row to delete and the incarnation it
+// must still belong to.
+type NodeDeleteParams struct {
+	ID          string
+	Incarnation string
+}
+
+// NodeMarkLostParams names a silent node: its row, the incarnation and the
+// heartbeat it was judged silent by.
+type NodeMarkLostParams struct {
+	ID          string
+	Incarnation string
+	HeartbeatAt time.Time
+}
+
+// NodeHeartbeatParams is a heartbeat of a node's incarnation.
+type NodeHeartbeatParams struct {
+	ID          string
+	Incarnation string
+	Now         time.Time
+}
+
 // Cursor is the durable schedule state of a cron job.
 type Cursor struct {
 	Job string
@@ -294,6 +318,15 @@ type RunInsertParams struct {
 	Payload          string
 	Node             string // who made it, for the event
 	Now              time.Time
+}
+
+// RunCancelParams asks to cancel run ID, on behalf of Node (for the
+// event), with Reason (empty: cancelled).
+type RunCancelParams struct {
+	ID     string
+	Node   string
+	Reason jobs.Reason
+	Now    time.Time
 }
 
 // ClaimParams asks for due runs.

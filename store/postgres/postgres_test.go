@@ -270,7 +270,7 @@ func TestReconnect(t *testing.T) {
 	if _, err := a.RunInsert(ctx, manual("before")); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.NodeHeartbeat(ctx, "none", "none", time.Time{}); !errors.Is(err, store.ErrNotFound) {
+	if err := a.NodeHeartbeat(ctx, store.NodeHeartbeatParams{ID: "none", Incarnation: "none"}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("heartbeat of an unknown node: %v", err)
 	}
 	if err := srv.Restart(); err != nil {
@@ -282,7 +282,7 @@ func TestReconnect(t *testing.T) {
 		for {
 			_, err := a.RunInsert(ctx, manual(what))
 			if err == nil {
-				err = a.NodeHeartbeat(ctx, "none", "none", time.Time{})
+				err = a.NodeHeartbeat(ctx, store.NodeHeartbeatParams{ID: "none", Incarnation: "none"})
 				if errors.Is(err, store.ErrNotFound) {
 					return
 				}
@@ -533,7 +533,7 @@ func TestHeartbeatReserved(t *testing.T) {
 	}
 	hb, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := s.NodeHeartbeat(hb, "n1", "i1", time.Time{}); err != nil {
+	if err := s.NodeHeartbeat(hb, store.NodeHeartbeatParams{ID: "n1", Incarnation: "i1"}); err != nil {
 		t.Fatalf("heartbeat with the main pool exhausted: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -847,17 +848,15 @@ func collectStrings(rows pgx.Rows, err error) ([]string, error) {
 
 // RunCancel cancels a waiting run, or asks the owner of a running one to
 // stop it; see store.Store.
-func (s *Store) RunCancel(ctx context.Context, id, node string, reason jobs.Reason, now time.Time) (*jobs.Run, error) {
-	if reason == "" {
-		reason = jobs.ReasonCancelled
-	}
+func (s *Store) RunCancel(ctx context.Context, p store.RunCancelParams) (*jobs.Run, error) {
+	reason := cmp.Or(p.Reason, jobs.ReasonCancelled)
 	var run *jobs.Run
 	err := s.write(ctx, "cancel run", func(c *conn) error {
-		cur, err := getRun(ctx, c, id, true)
+		cur, err := getRun(ctx, c, p.ID, true)
 		if err != nil {
 			return err
 		}
-		run, err = cancelRun(ctx, c, cur, node, reason, now)
+		run, err = cancelRun(ctx, c, cur, p.Node, reason, p.Now)
 		return err
 	})
 	return run, err

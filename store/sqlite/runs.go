@@ -596,18 +596,16 @@ func queryStrings(ctx context.Context, c conn, q string, args ...any) ([]string,
 
 // RunCancel cancels a waiting run, or asks the owner of a running one to
 // stop it; see store.Store.
-func (s *Store) RunCancel(ctx context.Context, id, node string, reason jobs.Reason, at time.Time) (*jobs.Run, error) {
-	at = now(at)
-	if reason == "" {
-		reason = jobs.ReasonCancelled
-	}
+func (s *Store) RunCancel(ctx context.Context, p store.RunCancelParams) (*jobs.Run, error) {
+	at := now(p.Now)
+	reason := cmp.Or(p.Reason, jobs.ReasonCancelled)
 	var run *jobs.Run
 	err := s.write(ctx, "cancel run", func(c conn) error {
-		cur, err := getRun(ctx, c, id)
+		cur, err := getRun(ctx, c, p.ID)
 		if err != nil {
 			return err
 		}
-		run, err = cancelRun(ctx, c, cur, node, reason, at)
+		run, err = cancelRun(ctx, c, cur, p.Node, reason, at)
 		return err
 	})
 	return run, err

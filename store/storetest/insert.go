@@ -118,7 +118,7 @@ func testInsertDedup(t *testing.T, s store.Store) {
 	wantErr(t, err, store.ErrDuplicate)
 
 	// Cancelled: the id is free.
-	if _, err := s.RunCancel(ctx, first.ID, nodeA, jobs.ReasonCancelled, t0.Add(5*time.Second)); err != nil {
+	if _, err := s.RunCancel(ctx, userCancel(first.ID, nodeA, t0.Add(5*time.Second))); err != nil {
 		t.Fatal(err)
 	}
 	second := mustInsert(t, s, withID("reindex", t0.Add(6*time.Second)))

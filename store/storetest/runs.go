@@ -15,7 +15,7 @@ import (
 func testCancel(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	pending := mustInsert(t, s, manual("a", t0))
-	got, err := s.RunCancel(ctx, pending.ID, nodeA, jobs.ReasonCancelled, t0.Add(time.Second))
+	got, err := s.RunCancel(ctx, userCancel(pending.ID, nodeA, t0.Add(time.Second)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func testCancel(t *testing.T, s store.Store) {
 	// Running: the owner is asked to stop; the run stays running.
 	mustInsert(t, s, manual("b", t0))
 	running := claimOne(t, s, "b", incA, t0)
-	got, err = s.RunCancel(ctx, running.ID, nodeA, jobs.ReasonCancelled, t0.Add(time.Second))
+	got, err = s.RunCancel(ctx, userCancel(running.ID, nodeA, t0.Add(time.Second)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func testCancel(t *testing.T, s store.Store) {
 		}
 	}
 	// Asking twice is harmless.
-	if _, err := s.RunCancel(ctx, running.ID, nodeA, jobs.ReasonCancelled, t0.Add(2*time.Second)); err != nil {
+	if _, err := s.RunCancel(ctx, userCancel(running.ID, nodeA, t0.Add(2*time.Second))); err != nil {
 		t.Fatal(err)
 	}
 	stopped := mustTransition(t, s, jobs.Finish(running, fenceOf(running), nodeB,
@@ -59,16 +59,16 @@ func testCancel(t *testing.T, s store.Store) {
 	// Retrying: cancelled at once.
 	mustInsert(t, s, manual("c", t0))
 	retrying := fail(t, s, claimOne(t, s, "c", incA, t0), t0.Add(time.Second))
-	got, err = s.RunCancel(ctx, retrying.ID, nodeA, jobs.ReasonCancelled, t0.Add(2*time.Second))
+	got, err = s.RunCancel(ctx, userCancel(retrying.ID, nodeA, t0.Add(2*time.Second)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantStatus(t, got, jobs.StatusCancelled, jobs.ReasonCancelled)
 
 	// Finished and unknown runs.
-	_, err = s.RunCancel(ctx, pending.ID, nodeA, jobs.ReasonCancelled, t0.Add(time.Minute))
+	_, err = s.RunCancel(ctx, userCancel(pending.ID, nodeA, t0.Add(time.Minute)))
 	wantErr(t, err, jobs.ErrInvalidTransition)
-	_, err = s.RunCancel(ctx, "no-such-run", nodeA, jobs.ReasonCancelled, t0)
+	_, err = s.RunCancel(ctx, userCancel("no-such-run", nodeA, t0))
 	wantErr(t, err, store.ErrNotFound)
 }
 
@@ -220,7 +220,7 @@ func testPrune(t *testing.T, s store.Store) {
 	complete(t, s, old, t0.Add(time.Minute))
 	// An old cancelled run and an old dead one.
 	cancelled := mustInsert(t, s, manual("manual", t0))
-	if _, err := s.RunCancel(ctx, cancelled.ID, nodeA, jobs.ReasonCancelled, t0.Add(time.Minute)); err != nil {
+	if _, err := s.RunCancel(ctx, userCancel(cancelled.ID, nodeA, t0.Add(time.Minute))); err != nil {
 		t.Fatal(err)
 	}
 	p := manual("once-only", t0)
@@ -361,7 +361,7 @@ func testNodes(t *testing.T, s store.Store) {
 	if err != nil || prev != nil {
 		t.Fatalf("first NodeRegister = %+v, %v; want nil", prev, err)
 	}
-	if err := s.NodeHeartbeat(ctx, "web-1", incA, t0.Add(30*time.Second)); err != nil {
+	if err := s.NodeHeartbeat(ctx, store.NodeHeartbeatParams{ID: "web-1", Incarnation: incA, Now: t0.Add(30 * time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	nodes, err := s.NodesList(ctx, true)
@@ -408,13 +408,13 @@ func testNodes(t *testing.T, s store.Store) {
 	if prev == nil || prev.Incarnation != incA || prev.PID != 4242 || prev.Age != 90*time.Second || !prev.HeartbeatAt.Equal(t0.Add(30*time.Second)) {
 		t.Fatalf("replaced node: %+v", prev)
 	}
-	err = s.NodeHeartbeat(ctx, "web-1", incA, t0.Add(3*time.Minute))
+	err = s.NodeHeartbeat(ctx, store.NodeHeartbeatParams{ID: "web-1", Incarnation: incA, Now: t0.Add(3 * time.Minute)})
 	wantErr(t, err, store.ErrFenced)
 	wantNodeFenced(t, err, store.NodeFencedError{ID: "web-1", Incarnation: incA, Found: incB, FoundHeartbeatAt: t0.Add(2 * time.Minute)})
-	if err := s.NodeHeartbeat(ctx, "web-1", incB, t0.Add(3*time.Minute)); err != nil {
+	if err := s.NodeHeartbeat(ctx, store.NodeHeartbeatParams{ID: "web-1", Incarnation: incB, Now: t0.Add(3 * time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	err = s.NodeHeartbeat(ctx, "web-9", incA, t0)
+	err = s.NodeHeartbeat(ctx, store.NodeHeartbeatParams{ID: "web-9", Incarnation: incA, Now: t0})
 	wantErr(t, err, store.ErrNotFound)
 
 	if _, err := s.NodeRegister(ctx, store.NodeRegisterParams{ID: "web-2", Incarnation: incA, Now: t0}); err != nil {
@@ -433,9 +433,9 @@ func testNodes(t *testing.T, s store.Store) {
 	}
 
 	// Delete is fenced by the incarnation.
-	wantErr(t, s.NodeDelete(ctx, "web-1", incA), store.ErrFenced)
-	wantErr(t, s.NodeDelete(ctx, "web-9", incA), store.ErrNotFound)
-	if err := s.NodeDelete(ctx, "web-1", incB); err != nil {
+	wantErr(t, s.NodeDelete(ctx, store.NodeDeleteParams{ID: "web-1", Incarnation: incA}), store.ErrFenced)
+	wantErr(t, s.NodeDelete(ctx, store.NodeDeleteParams{ID: "web-9", Incarnation: incA}), store.ErrNotFound)
+	if err := s.NodeDelete(ctx, store.NodeDeleteParams{ID: "web-1", Incarnation: incB}); err != nil {
 		t.Fatal(err)
 	}
 	nodes, err = s.NodesList(ctx, true)
@@ -447,30 +447,30 @@ func testNodes(t *testing.T, s store.Store) {
 	// and on the heartbeat it was judged by; its heartbeats are refused
 	// from then on, and the row is deleted by its lost incarnation.
 	hb := nodes[0].HeartbeatAt
-	_, err = s.NodeMarkLost(ctx, "web-2", incA, hb.Add(-time.Second))
+	_, err = s.NodeMarkLost(ctx, store.NodeMarkLostParams{ID: "web-2", Incarnation: incA, HeartbeatAt: hb.Add(-time.Second)})
 	wantErr(t, err, store.ErrFenced) // it heartbeated after it was judged
 	wantNodeFenced(t, err, store.NodeFencedError{ID: "web-2", Incarnation: incA, HeartbeatAt: hb.Add(-time.Second),
 		Found: incA, FoundHeartbeatAt: hb})
-	_, err = s.NodeMarkLost(ctx, "web-2", incB, hb)
+	_, err = s.NodeMarkLost(ctx, store.NodeMarkLostParams{ID: "web-2", Incarnation: incB, HeartbeatAt: hb})
 	wantErr(t, err, store.ErrFenced)
 	wantNodeFenced(t, err, store.NodeFencedError{ID: "web-2", Incarnation: incB, HeartbeatAt: hb, Found: incA, FoundHeartbeatAt: hb})
-	_, err = s.NodeMarkLost(ctx, "web-9", incA, hb)
+	_, err = s.NodeMarkLost(ctx, store.NodeMarkLostParams{ID: "web-9", Incarnation: incA, HeartbeatAt: hb})
 	wantErr(t, err, store.ErrNotFound)
-	lost, err := s.NodeMarkLost(ctx, "web-2", incA, hb)
+	lost, err := s.NodeMarkLost(ctx, store.NodeMarkLostParams{ID: "web-2", Incarnation: incA, HeartbeatAt: hb})
 	if err != nil || lost != store.LostIncarnation(incA) {
 		t.Fatalf("NodeMarkLost = %q, %v; want %q", lost, err, store.LostIncarnation(incA))
 	}
 	if from, ok := store.LostFrom(lost); !ok || from != incA {
 		t.Fatalf("LostFrom(%q) = %q, %v", lost, from, ok)
 	}
-	wantErr(t, s.NodeHeartbeat(ctx, "web-2", incA, t0.Add(time.Hour)), store.ErrFenced)
-	_, err = s.NodeMarkLost(ctx, "web-2", incA, hb)
+	wantErr(t, s.NodeHeartbeat(ctx, store.NodeHeartbeatParams{ID: "web-2", Incarnation: incA, Now: t0.Add(time.Hour)}), store.ErrFenced)
+	_, err = s.NodeMarkLost(ctx, store.NodeMarkLostParams{ID: "web-2", Incarnation: incA, HeartbeatAt: hb})
 	wantErr(t, err, store.ErrFenced)
 	nodes, err = s.NodesList(ctx, false)
 	if err != nil || len(nodes) != 1 || nodes[0].Incarnation != lost || !nodes[0].HeartbeatAt.Equal(hb) {
 		t.Fatalf("NodesList after the mark = %v, %v; want web-2 %s, heartbeat %s", nodes, err, lost, hb)
 	}
-	if err := s.NodeDelete(ctx, "web-2", lost); err != nil {
+	if err := s.NodeDelete(ctx, store.NodeDeleteParams{ID: "web-2", Incarnation: lost}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -132,6 +132,11 @@ func InsertBacklog(t *testing.T, s store.Store, at time.Time, jobNames ...string
 	return runs
 }
 
+// userCancel describes a cancel of run id that a user asked node for at at.
+func userCancel(id, node string, at time.Time) store.RunCancelParams {
+	return store.RunCancelParams{ID: id, Node: node, Reason: jobs.ReasonCancelled, Now: at}
+}
+
 func mustInsert(t *testing.T, s store.Store, p store.RunInsertParams) *jobs.Run {
 	t.Helper()
 	r, err := s.RunInsert(t.Context(), p)

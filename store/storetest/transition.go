@@ -273,7 +273,7 @@ func testTransitionRace(t *testing.T, s store.Store) {
 		}
 		// Leave nothing waiting for the next round.
 		if got.Status == jobs.StatusRetrying {
-			if _, err := s.RunCancel(t.Context(), got.ID, nodeA, jobs.ReasonCancelled, at.Add(2*time.Second)); err != nil {
+			if _, err := s.RunCancel(t.Context(), userCancel(got.ID, nodeA, at.Add(2*time.Second))); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -312,7 +312,7 @@ func testClaimHistory(t *testing.T, s store.Store) {
 
 	// A cancel request changes the running run, not its history.
 	a := claimed["a"]
-	if _, err := s.RunCancel(ctx, a.ID, nodeA, jobs.ReasonCancelled, t0.Add(2*time.Second)); err != nil {
+	if _, err := s.RunCancel(ctx, userCancel(a.ID, nodeA, t0.Add(2*time.Second))); err != nil {
 		t.Fatal(err)
 	}
 	wantRunning(a, jobs.StatusPending, []jobs.Event{createdEvent(a)})
@@ -356,7 +356,7 @@ func testClaimHistory(t *testing.T, s store.Store) {
 	if r := mustTransition(t, s, jobs.FailAttempt(d, fenceOf(d), nodeA, res, jobs.ReasonNodeLost, lostAt, nil)); r.Status != jobs.StatusRetrying {
 		t.Fatalf("recovered run is %s, want retrying", r.Status)
 	}
-	if _, err := s.RunCancel(ctx, d.ID, nodeB, jobs.ReasonCancelled, cancelAt); err != nil {
+	if _, err := s.RunCancel(ctx, userCancel(d.ID, nodeB, cancelAt)); err != nil {
 		t.Fatal(err)
 	}
 	wantEvents(t, mustEvents(t, s, d.ID), []jobs.Event{createdEvent(d), claimedEvent(d, jobs.StatusPending),
