@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -124,11 +125,10 @@ type Store interface {
 	// (any incarnation).
 	RunsRunning(ctx context.Context, node string) ([]*jobs.Run, error)
 	// RunsNextDue returns the earliest not_before of the pending and
-	// retrying runs of the jobs named by the keys of jobs (the map a
-	// claim takes, ClaimParams.Jobs; the values are not used: the loop
-	// asks this often and passes the map it has, not a list made anew);
-	// zero when there is none.
-	RunsNextDue(ctx context.Context, jobs map[string]int) (time.Time, error)
+	// retrying runs of the named jobs; zero when there is none. The loop
+	// asks this often: jobNames may come in any order, and sorted costs
+	// least (see NameIndex).
+	RunsNextDue(ctx context.Context, jobNames []string) (time.Time, error)
 	// RunsPrune deletes finished runs (with their events and attempts) that
 	// finished before the given time, and returns how many.
 	RunsPrune(ctx context.Context, before time.Time) (int, error)
@@ -395,3 +395,31 @@ type Notifier interface {
 // concurrency limit) only this far, so a backlog it cannot take never
 // makes it slow, and reading each job's own runs is left for that case.
 func DueScan(limit int) int { return 4*limit + 64 }
+
+// NameIndex tells whether a job is one of a list of names, for
+// RunsNextDue, which asks it of each of the first waiting runs: by binary
+// search, so that a list of 100,000 names costs a few comparisons a job
+// when it is sorted, as the engine passes it. A search that hits is right
+// in any order; the first that misses sorts a copy of a list that is not
+// sorted, and searches again.
+type NameIndex struct {
+	names  []string
+	sorted bool
+}
+
+// NewNameIndex returns an index of names; it keeps names, and does not
+// change it.
+func NewNameIndex(names []string) *NameIndex { return &NameIndex{names: names} }
+
+// Has reports whether job is one of the names.
+func (x *NameIndex) Has(job string) bool {
+	if _, ok := slices.BinarySearch(x.names, job); ok || x.sorted {
+		return ok
+	}
+	if !slices.IsSorted(x.names) {
+		x.names = slices.Sorted(slices.Values(x.names))
+	}
+	x.sorted = true
+	_, ok := slices.BinarySearch(x.names, job)
+	return ok
+}

@@ -927,9 +927,9 @@ const sqlFirstWaiting = `SELECT job, not_before FROM runs WHERE ` + sqlWaitingOf
 	ORDER BY not_before, created_at, id LIMIT $1`
 
 // RunsNextDue returns the earliest not_before of the waiting runs of the
-// jobs named by the keys of declared; zero when there is none.
-func (s *Store) RunsNextDue(ctx context.Context, declared map[string]int) (time.Time, error) {
-	if len(declared) == 0 {
+// named jobs; zero when there is none.
+func (s *Store) RunsNextDue(ctx context.Context, jobNames []string) (time.Time, error) {
+	if len(jobNames) == 0 {
 		return time.Time{}, nil
 	}
 	// The scheduling loop asks this every iteration. The first waiting runs
@@ -942,6 +942,7 @@ func (s *Store) RunsNextDue(ctx context.Context, declared map[string]int) (time.
 	if err != nil {
 		return time.Time{}, fail("next due run", err)
 	}
+	named := store.NewNameIndex(jobNames)
 	read := 0
 	var first time.Time
 	for rows.Next() {
@@ -952,7 +953,7 @@ func (s *Store) RunsNextDue(ctx context.Context, declared map[string]int) (time.
 			rows.Close()
 			return time.Time{}, fail("next due run", err)
 		}
-		if _, ok := declared[job]; ok {
+		if named.Has(job) {
 			first = notBefore.UTC()
 			break
 		}
@@ -967,7 +968,7 @@ func (s *Store) RunsNextDue(ctx context.Context, declared map[string]int) (time.
 	var next *time.Time
 	err = s.read().queryRow(ctx, `SELECT min(x.not_before) FROM unnest($1::text[]) AS j(job)
 		CROSS JOIN LATERAL (SELECT not_before FROM runs WHERE runs.job = j.job AND status IN `+sqlWaiting+`
-			ORDER BY not_before LIMIT 1) x`, slices.Collect(maps.Keys(declared))).Scan(&next)
+			ORDER BY not_before LIMIT 1) x`, jobNames).Scan(&next)
 	if err != nil {
 		return time.Time{}, fail("next due run", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -666,9 +665,9 @@ func (s *Store) RunsRunning(ctx context.Context, node string) ([]*jobs.Run, erro
 }
 
 // RunsNextDue returns the earliest not_before of the waiting runs of the
-// jobs named by the keys of declared; zero when there is none.
-func (s *Store) RunsNextDue(ctx context.Context, declared map[string]int) (time.Time, error) {
-	if len(declared) == 0 {
+// named jobs; zero when there is none.
+func (s *Store) RunsNextDue(ctx context.Context, jobNames []string) (time.Time, error) {
+	if len(jobNames) == 0 {
 		return time.Time{}, nil
 	}
 	// The scheduling loop asks this every iteration. The first waiting runs
@@ -682,6 +681,7 @@ func (s *Store) RunsNextDue(ctx context.Context, declared map[string]int) (time.
 	if err != nil {
 		return time.Time{}, fail("next due run", err)
 	}
+	named := store.NewNameIndex(jobNames)
 	read := 0
 	for rows.Next() {
 		read++
@@ -691,7 +691,7 @@ func (s *Store) RunsNextDue(ctx context.Context, declared map[string]int) (time.
 			rows.Close()
 			return time.Time{}, fail("next due run", err)
 		}
-		if _, ok := declared[job]; ok {
+		if named.Has(job) {
 			rows.Close()
 			return time.UnixMicro(notBefore).UTC(), nil
 		}
@@ -708,7 +708,7 @@ func (s *Store) RunsNextDue(ctx context.Context, declared map[string]int) (time.
 	var next sql.NullInt64
 	err = s.read().queryRow(ctx, `SELECT MIN((SELECT not_before FROM runs INDEXED BY runs_claim
 			WHERE job = j.value AND status IN `+sqlWaiting+` ORDER BY not_before LIMIT 1))
-		FROM json_each(?) j`, jsonStrings(slices.Collect(maps.Keys(declared)))).Scan(&next)
+		FROM json_each(?) j`, jsonStrings(jobNames)).Scan(&next)
 	if err != nil {
 		return time.Time{}, fail("next due run", err)
 	}

@@ -153,7 +153,7 @@ func testProgress(t *testing.T, s store.Store) {
 // testRunsRunningAndNextDue: a node's running runs, and the next due time.
 func testRunsRunningAndNextDue(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	next, err := s.RunsNextDue(ctx, map[string]int{"a": 0, "b": 0})
+	next, err := s.RunsNextDue(ctx, []string{"a", "b"})
 	if err != nil || !next.IsZero() {
 		t.Fatalf("RunsNextDue of an empty store = %s, %v", next, err)
 	}
@@ -185,16 +185,27 @@ func testRunsRunningAndNextDue(t *testing.T, s store.Store) {
 	}
 
 	// Running runs and other jobs do not count; the pending "b" run does.
-	next, err = s.RunsNextDue(ctx, map[string]int{"a": 0, "b": 0})
+	next, err = s.RunsNextDue(ctx, []string{"a", "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantTime(t, "next due", next, t0.Add(time.Hour))
-	next, err = s.RunsNextDue(ctx, map[string]int{"b": 0, "c": 0})
+	next, err = s.RunsNextDue(ctx, []string{"b", "c"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantTime(t, "next due with c", next, t0.Add(-time.Hour))
+	// The names may come in any order.
+	next, err = s.RunsNextDue(ctx, []string{"b", "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTime(t, "next due of b and a", next, t0.Add(time.Hour))
+	next, err = s.RunsNextDue(ctx, []string{"zz", "c", "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTime(t, "next due of zz, c and b", next, t0.Add(-time.Hour))
 }
 
 func sortedIDs(runs []*jobs.Run) []string {
@@ -493,7 +504,7 @@ func testManyJobNames(t *testing.T, s store.Store) {
 	if err != nil || len(cs) != 1 || cs["job-00007"] == nil {
 		t.Fatalf("ScheduleCursors with %d names = %d cursors, %v", len(names), len(cs), err)
 	}
-	next, err := s.RunsNextDue(ctx, limits)
+	next, err := s.RunsNextDue(ctx, names)
 	if err != nil || !next.Equal(t0) {
 		t.Fatalf("RunsNextDue with %d names = %s, %v", len(names), next, err)
 	}
