@@ -11,8 +11,9 @@ import (
 )
 
 // Run runs the conformance suite against stores made by open; each call of
-// open returns a fresh, empty, migrated store. Run closes each store when its
-// subtest ends.
+// open returns a fresh, empty, migrated store of its own (a database of its
+// own), so the cases share nothing and run in parallel: open is called from
+// several subtests at once. Run closes each store when its subtest ends.
 func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	tests := []struct {
 		name string
@@ -77,8 +78,12 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"BinaryText", testBinaryText},
 		{"Ping", testPing},
 	}
+	running := make(chan struct{}, parallelCases)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			running <- struct{}{}
+			t.Cleanup(func() { <-running }) // after the store's own cleanups
 			s := open(t)
 			t.Cleanup(func() {
 				if err := s.Close(); err != nil {
@@ -89,6 +94,12 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		})
 	}
 }
+
+// parallelCases bounds the cases that run at once, below go test's
+// -parallel (GOMAXPROCS by default, so 2 on a 2-core machine) on a larger
+// machine: each case holds a database, and on PostgreSQL a store of up to
+// a dozen connections to a test server that takes 200.
+const parallelCases = 4
 
 // t0 is the pinned time most tests start at.
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
