@@ -31,6 +31,15 @@ func compact(cfg *Config) {
 		t := &cfg.Tokens[i]
 		t.Name, t.Role = strings.Clone(t.Name), strings.Clone(t.Role)
 	}
+	for i := range cfg.Notifiers {
+		n := &cfg.Notifiers[i]
+		for _, s := range []*string{&n.Name, &n.Webhook, &n.SecretFile, &n.BodyTemplate, &n.Shell, &n.User} {
+			*s = strings.Clone(*s)
+		}
+		for j := range n.Command {
+			n.Command[j] = strings.Clone(n.Command[j])
+		}
+	}
 	defs := cfg.Jobs
 	if len(defs) == 0 {
 		return
@@ -86,6 +95,12 @@ func compact(cfg *Config) {
 		d.Workdir, d.User = intern(old.Workdir), intern(old.User)
 		d.Overlap, d.Catchup = jobs.Overlap(intern(string(old.Overlap))), jobs.Catchup(intern(string(old.Catchup)))
 		d.Retry.Backoff = jobs.Backoff(intern(string(old.Retry.Backoff)))
+		if old.Notify != nil {
+			d.Notify = make([]string, len(old.Notify))
+			for j, name := range old.Notify {
+				d.Notify[j] = intern(name)
+			}
+		}
 		if old.Env != nil {
 			d.Env = make(map[string]string, len(old.Env))
 			for k, v := range old.Env {

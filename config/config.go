@@ -42,6 +42,19 @@ type Config struct {
 	// Tokens are the [[token]] tables, in file order: the bearer tokens of
 	// the HTTP API (api_listen), each known by its SHA-256 alone.
 	Tokens []Token
+	// Notifiers are the [[notifier]] tables, in file order: where the
+	// events of the jobs that name them in notify are sent.
+	Notifiers []Notifier
+}
+
+// Notifier returns the notifier named name, or nil.
+func (c *Config) Notifier(name string) *Notifier {
+	for i := range c.Notifiers {
+		if c.Notifiers[i].Name == name {
+			return &c.Notifiers[i]
+		}
+	}
+	return nil
 }
 
 // Daemon holds the settings of the [daemon] section, with defaults applied.
@@ -197,7 +210,7 @@ func Parse(path string, data []byte) (*Config, error) {
 		return nil, p.err()
 	}
 	cfg := &Config{Path: path}
-	cfg.Daemon, cfg.Jobs, cfg.Tokens = p.top(tree)
+	cfg.Daemon, cfg.Jobs, cfg.Tokens, cfg.Notifiers = p.top(tree)
 	if len(p.errs) > 0 {
 		return nil, p.err()
 	}
@@ -359,6 +372,9 @@ type parser struct {
 	errs  []*Error
 	zones map[string]zoneResult // time zones by name
 	users map[string]error      // user lookups by name
+	// notifierNames are the names of the [[notifier]] tables, read before
+	// the jobs that name them; nil when there are too many to read.
+	notifierNames map[string]string
 }
 
 type zoneResult struct {
@@ -421,11 +437,11 @@ func (p *parser) errAt(line int, key, format string, args ...any) {
 }
 
 // top reads the top level of the file.
-func (p *parser) top(tree map[string]any) (Daemon, []*jobs.Definition, []Token) {
+func (p *parser) top(tree map[string]any) (Daemon, []*jobs.Definition, []Token, []Notifier) {
 	top := scope{}
 	var (
-		daemonTable, defaultsTable map[string]any
-		jobTables, tokenTables     []map[string]any
+		daemonTable, defaultsTable             map[string]any
+		jobTables, tokenTables, notifierTables []map[string]any
 	)
 	for _, k := range slices.Sorted(maps.Keys(tree)) {
 		v := tree[k]
@@ -439,17 +455,21 @@ func (p *parser) top(tree map[string]any) (Daemon, []*jobs.Definition, []Token) 
 			delete(tree, k) // each table is let go once read, below
 		case "token":
 			tokenTables = p.arrayOfTables(k, v)
+		case "notifier":
+			notifierTables = p.arrayOfTables(k, v)
 		default:
 			p.unknown(top, k, topKeys)
 		}
 	}
 	d := p.daemon(daemonTable)
 	tokens := p.tokens(tokenTables)
+	var notifiers []Notifier
+	notifiers, p.notifierNames = p.notifiers(notifierTables)
 	defaults := p.readJob(scope{path: "defaults", label: "defaults."}, defaultsTable, true)
 	p.checkDefaults(defaults)
 	if len(jobTables) > MaxJobs {
 		p.errAt(p.line(indexPath("job", MaxJobs)), "job", "%d jobs; at most %d are allowed", len(jobTables), MaxJobs)
-		return d, nil, tokens
+		return d, nil, tokens, notifiers
 	}
 	defs := make([]*jobs.Definition, 0, len(jobTables))
 	names := make(map[string]string, len(jobTables)) // name -> path of its first job
@@ -473,7 +493,7 @@ func (p *parser) top(tree map[string]any) (Daemon, []*jobs.Definition, []Token) 
 			defs = append(defs, def)
 		}
 	}
-	return d, defs, tokens
+	return d, defs, tokens, notifiers
 }
 
 // arrayOfTables returns the tables of the array of tables k ([[job]],

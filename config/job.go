@@ -45,14 +45,14 @@ func ValidEnvName(name string) bool {
 }
 
 var (
-	topKeys = []string{"daemon", "defaults", "job", "token"}
+	topKeys = []string{"daemon", "defaults", "job", "notifier", "token"}
 	// jobOnlyKeys may be set in a [[job]] but not in [defaults].
-	jobOnlyKeys = []string{"name", "schedule", "at", "command", "shell", "not_before", "not_after"}
+	jobOnlyKeys = []string{"name", "schedule", "at", "command", "shell", "not_before", "not_after", "expect_success_within"}
 	// settingKeys may be set in a [[job]] and in [defaults].
 	settingKeys = []string{
 		"timeout", "kill_grace", "misfire_grace", "overlap", "catchup", "catchup_window",
 		"catchup_max", "start_deadline", "jitter", "max_concurrency", "retry", "no_retry_exit_codes",
-		"timezone", "workdir", "user", "env", "output_limit",
+		"timezone", "workdir", "user", "env", "output_limit", "notify",
 	}
 	jobKeys   = slices.Concat(jobOnlyKeys, settingKeys)
 	retryKeys = []string{"max_attempts", "backoff", "initial_delay", "max_delay", "jitter"}
@@ -93,6 +93,7 @@ type settings struct {
 	catchup                                                        opt[jobs.Catchup]
 	catchupMax, maxConcurrency, outputLimit                        opt[int]
 	noRetryExitCodes                                               opt[[]int]
+	notify                                                         opt[[]string]
 	retry                                                          retrySettings
 }
 
@@ -113,6 +114,7 @@ type rawJob struct {
 	at, notBefore, notAfter opt[time.Time]
 	command                 opt[[]string]
 	shell                   opt[string]
+	expectSuccessWithin     opt[time.Duration]
 }
 
 // readJob reads a [[job]] table, or [defaults] when defaults is set. m may
@@ -150,6 +152,14 @@ func (p *parser) readJob(sc scope, m map[string]any, defaults bool) *rawJob {
 			p.putTime(&j.notBefore, sc, k, v)
 		case "not_after":
 			p.putTime(&j.notAfter, sc, k, v)
+		case "expect_success_within":
+			if d, ok := p.duration(sc, k, v, positive); ok {
+				if d < time.Minute {
+					p.errorf(sc, k, "must be at least 1m, got %s", d)
+				} else {
+					j.expectSuccessWithin.put(d)
+				}
+			}
 		case "command":
 			if args, ok := p.command(sc, k, v); ok {
 				j.command.put(args)
@@ -277,6 +287,10 @@ func (p *parser) setting(sc scope, s *settings, k string, v any) {
 		}
 	case "retry":
 		p.retry(sc, &s.retry, k, v)
+	case "notify":
+		if names, ok := p.notify(sc, k, v, p.notifierNames); ok {
+			s.notify.put(names)
+		}
 	}
 }
 
@@ -434,24 +448,26 @@ func (p *parser) build(j, defaults *rawJob, before int) *jobs.Definition {
 		loc = s.timezone.v
 	}
 	def := &jobs.Definition{
-		Name:             j.name.v,
-		Command:          j.command.v,
-		Shell:            j.shell.v,
-		Workdir:          s.workdir.v,
-		User:             s.user.v,
-		Env:              s.env,
-		Timeout:          s.timeout.v,
-		KillGrace:        s.killGrace.v,
-		MisfireGrace:     s.misfireGrace.v,
-		Overlap:          s.overlap.v,
-		Catchup:          s.catchup.v,
-		CatchupWindow:    s.catchupWindow.v,
-		CatchupMax:       s.catchupMax.v,
-		StartDeadline:    s.startDeadline.v,
-		Jitter:           s.jitter.v,
-		MaxConcurrency:   s.maxConcurrency.v,
-		NoRetryExitCodes: s.noRetryExitCodes.v,
-		OutputLimit:      s.outputLimit.v,
+		Name:                j.name.v,
+		Command:             j.command.v,
+		Shell:               j.shell.v,
+		Workdir:             s.workdir.v,
+		User:                s.user.v,
+		Env:                 s.env,
+		Timeout:             s.timeout.v,
+		KillGrace:           s.killGrace.v,
+		MisfireGrace:        s.misfireGrace.v,
+		Overlap:             s.overlap.v,
+		Catchup:             s.catchup.v,
+		CatchupWindow:       s.catchupWindow.v,
+		CatchupMax:          s.catchupMax.v,
+		StartDeadline:       s.startDeadline.v,
+		Jitter:              s.jitter.v,
+		MaxConcurrency:      s.maxConcurrency.v,
+		NoRetryExitCodes:    s.noRetryExitCodes.v,
+		OutputLimit:         s.outputLimit.v,
+		Notify:              s.notify.v,
+		ExpectSuccessWithin: j.expectSuccessWithin.v,
 		Retry: jobs.RetryPolicy{
 			MaxAttempts:  s.retry.maxAttempts.get(jobs.DefaultRetry.MaxAttempts),
 			Backoff:      s.retry.backoff.get(jobs.DefaultRetry.Backoff),
@@ -558,6 +574,7 @@ func merge(job, defaults *settings) settings {
 		maxConcurrency:   job.maxConcurrency.or(defaults.maxConcurrency),
 		outputLimit:      job.outputLimit.or(defaults.outputLimit),
 		noRetryExitCodes: job.noRetryExitCodes.or(defaults.noRetryExitCodes),
+		notify:           job.notify.or(defaults.notify),
 		retry: retrySettings{
 			maxAttempts:  job.retry.maxAttempts.or(defaults.retry.maxAttempts),
 			backoff:      job.retry.backoff.or(defaults.retry.backoff),
@@ -573,6 +590,11 @@ func merge(job, defaults *settings) settings {
 	}
 	if s.noRetryExitCodes.set {
 		s.noRetryExitCodes.v = slices.Clone(s.noRetryExitCodes.v)
+	}
+	if len(s.notify.v) == 0 {
+		s.notify.v = nil // notify = [] in a job: no one, as when neither sets it
+	} else {
+		s.notify.v = slices.Clone(s.notify.v)
 	}
 	return s
 }

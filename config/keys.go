@@ -5,7 +5,7 @@ import "slices"
 // Keys returns the keys of each table of a config file, by table:
 // "daemon"; "job", every key of a [[job]]; "defaults", those of them that
 // [defaults] takes too; "retry", those of a retry table; "token", those of
-// a [[token]]. The reference pages are checked against them.
+// a [[token]]; "notifier", those of a [[notifier]]. The reference pages are checked against them.
 func Keys() map[string][]string {
 	return map[string][]string{
 		"daemon":   slices.Clone(daemonKeys),
@@ -13,5 +13,6 @@ func Keys() map[string][]string {
 		"defaults": slices.Clone(settingKeys),
 		"retry":    slices.Clone(retryKeys),
 		"token":    slices.Clone(tokenKeys),
+		"notifier": slices.Clone(notifierKeys),
 	}
 }

@@ -71,6 +71,13 @@ type Definition struct {
 	NoRetryExitCodes []int
 	// OutputLimit bounds the stored output: head and tail bytes each.
 	OutputLimit int
+
+	// Notify names the notifiers told of the job's events, in config
+	// order; nil for none.
+	Notify []string
+	// ExpectSuccessWithin makes the job overdue when no run of it
+	// completed within this long; 0: never overdue.
+	ExpectSuccessWithin time.Duration
 }
 
 // Kind describes how the job fires.
@@ -153,6 +160,8 @@ func (d *Definition) Validate() error {
 		return fmt.Errorf("max_concurrency: must not be negative")
 	case d.Jitter < 0:
 		return fmt.Errorf("jitter: must not be negative")
+	case d.ExpectSuccessWithin < 0:
+		return fmt.Errorf("expect_success_within: must not be negative")
 	case d.Schedule != nil && d.Jitter > 0 && d.StartDeadline > 0 && d.StartDeadline <= d.Jitter:
 		return fmt.Errorf("jitter: must be shorter than start_deadline (%s), which counts from the tick", d.StartDeadline)
 	}

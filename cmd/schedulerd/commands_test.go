@@ -134,7 +134,7 @@ func TestCommandPageListsEveryCommand(t *testing.T) {
 // docs/configuration.md, documents exactly the keys that the config
 // parser takes: those of [daemon] in its section, those of [[job]] in the
 // subsections of its section, those of retry in its own, those of
-// [[token]] in its own; and [defaults] names the job keys it refuses.
+// [[token]] and [[notifier]] in their own; and [defaults] names the job keys it refuses.
 func TestConfigPageListsEveryKey(t *testing.T) {
 	page := configPage()
 	got := map[string][]string{}
@@ -158,6 +158,8 @@ func TestConfigPageListsEveryKey(t *testing.T) {
 				table = "job"
 			case sh == "[[token]]":
 				table = "token"
+			case sh == "[[notifier]]":
+				table = "notifier"
 			}
 			for _, m := range regexp.MustCompile(`\\fB([a-z][a-z_0-9]*)\\fR`).FindAllStringSubmatch(lines[i+1], -1) {
 				if table != "" {
@@ -169,7 +171,7 @@ func TestConfigPageListsEveryKey(t *testing.T) {
 		}
 	}
 	keys := config.Keys()
-	for _, table := range []string{"daemon", "job", "retry", "token"} {
+	for _, table := range []string{"daemon", "job", "retry", "token", "notifier"} {
 		want := slices.Sorted(slices.Values(keys[table]))
 		have := slices.Sorted(slices.Values(got[table]))
 		for _, k := range want {
