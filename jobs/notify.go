@@ -1,5 +1,7 @@
 package jobs
 
+import "time"
+
 // NotifyEvent is what a notification tells about a job.
 type NotifyEvent string
 
@@ -33,6 +35,27 @@ var DefaultNotifyEvents = []NotifyEvent{EventDeadLetter, EventExpired, EventOver
 // ValidNotifyEvent reports whether e is one of NotifyEvents.
 func ValidNotifyEvent(e NotifyEvent) bool {
 	for _, x := range NotifyEvents {
+		if x == e {
+			return true
+		}
+	}
+	return false
+}
+
+// NotifyTarget is a notifier of a job, as a transition carries it for the
+// store: which events it takes and how often it reminds. The store writes
+// the notifications in the transaction of the change, config-free.
+type NotifyTarget struct {
+	Notifier string
+	Events   []NotifyEvent
+	// Renotify is the interval of reminders while the job stays failing
+	// or overdue; 0 for none.
+	Renotify time.Duration
+}
+
+// Wants reports whether t takes events of kind e.
+func (t NotifyTarget) Wants(e NotifyEvent) bool {
+	for _, x := range t.Events {
 		if x == e {
 			return true
 		}

@@ -28,6 +28,10 @@ type Transition struct {
 	Output      string
 	OutputBytes int64
 	Truncated   bool
+	// Notify are the notifiers of the run's job: the store decides, in the
+	// transaction that writes the change, which of them hear of it (see
+	// store.DecideNotifications). Nil: no one.
+	Notify []NotifyTarget
 }
 
 // Complete ends an attempt that succeeded.

@@ -143,6 +143,8 @@ type Store interface {
 	RunAttempts(ctx context.Context, id string) ([]*jobs.Attempt, error)
 	// JobsLastRun returns the newest run of each named job that has one.
 	JobsLastRun(ctx context.Context, jobNames []string) (map[string]*jobs.Run, error)
+
+	Notifications
 }
 
 // lostPrefix starts the incarnation of a node row marked lost.

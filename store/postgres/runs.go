@@ -309,6 +309,16 @@ func (s *Store) runTransitions(ctx context.Context, op string, ts []jobs.Transit
 // those of them whose fence or claim the statement did not find, go the
 // locked way (lockedTransitions), in the order of ts.
 func transitions(ctx context.Context, c *conn, ts []jobs.Transition) ([]store.TransitionResult, error) {
+	results, err := runTransitionsOnly(ctx, c, ts)
+	if err != nil {
+		return nil, err
+	}
+	return results, writeNotifications(ctx, c, ts, results)
+}
+
+// runTransitionsOnly writes the transitions' changes of runs; see
+// transitions.
+func runTransitionsOnly(ctx context.Context, c *conn, ts []jobs.Transition) ([]store.TransitionResult, error) {
 	idx := endsAtOnce(ts)
 	if len(idx) == 0 {
 		return lockedTransitions(ctx, c, ts)

@@ -278,7 +278,10 @@ func (s *Store) runTransitions(ctx context.Context, op string, ts []jobs.Transit
 			run := ch.add(cur, t)
 			runs[t.RunID], results[i].Run = run, run
 		}
-		return ch.write(ctx, c)
+		if err := ch.write(ctx, c); err != nil {
+			return err
+		}
+		return writeNotifications(ctx, c, ts, results, now(time.Time{}))
 	})
 	if err != nil {
 		return nil, err
@@ -311,7 +314,11 @@ func transition(ctx context.Context, c conn, t jobs.Transition) (*jobs.Run, erro
 	}
 	var ch changes
 	run := ch.add(cur, t)
-	return run, ch.write(ctx, c)
+	if err := ch.write(ctx, c); err != nil {
+		return nil, err
+	}
+	res := []store.TransitionResult{{Run: run}}
+	return run, writeNotifications(ctx, c, []jobs.Transition{t}, res, now(time.Time{}))
 }
 
 func intOrNull(p *int) any {

@@ -77,6 +77,11 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"StoreClock", testStoreClock},
 		{"BinaryText", testBinaryText},
 		{"Ping", testPing},
+		{"NotifyTransition", testNotifyTransition},
+		{"NotifySuppression", testNotifySuppression},
+		{"NotifyClaimLease", testNotifyClaimLease},
+		{"NotifyRetryAndFailed", testNotifyRetryAndFailed},
+		{"NotifyClaimConcurrent", testNotifyClaimConcurrent},
 	}
 	running := make(chan struct{}, parallelCases)
 	for _, tc := range tests {

@@ -232,3 +232,42 @@ CREATE TRIGGER runs_order_delete AFTER DELETE ON runs
 	REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION run_order_delete();
 CREATE TRIGGER runs_order_truncate AFTER TRUNCATE ON runs
 	FOR EACH STATEMENT EXECUTE FUNCTION run_order_truncate();
+
+-- notifications is the outbox of notifications, one row per event and
+-- notifier, written in the transaction of the change that causes it. A
+-- pending row is due at next_attempt_at once its lease (of the node
+-- delivering it) has run out; nodes claim due rows with FOR UPDATE SKIP
+-- LOCKED. Delivered and failed rows stay for `schedulerd notifications`
+-- until they are pruned with the history.
+CREATE TABLE notifications (
+	id                text PRIMARY KEY,
+	notifier          text NOT NULL,
+	job               text NOT NULL,
+	event             text NOT NULL,
+	run_id            text NOT NULL DEFAULT '',
+	payload           bytea NOT NULL,
+	state             text NOT NULL CHECK (state IN ('pending', 'delivered', 'failed')),
+	attempts          integer NOT NULL DEFAULT 0,
+	next_attempt_at   timestamptz NOT NULL,
+	lease_node        text NOT NULL DEFAULT '',
+	lease_incarnation text NOT NULL DEFAULT '',
+	lease_until       timestamptz,
+	last_error        text NOT NULL DEFAULT '',
+	created_at        timestamptz NOT NULL,
+	delivered_at      timestamptz
+);
+
+-- Deliveries read only the pending rows; listings and pruning go by age.
+CREATE INDEX notifications_due ON notifications (next_attempt_at) WHERE state = 'pending';
+CREATE INDEX notifications_created ON notifications (created_at, id);
+
+-- job_notify is each job's notification state: since when it fails or is
+-- overdue, and which notifiers were told of that (told: notifier name to
+-- time), so that a job failing every minute notifies once, and once more
+-- when it recovers. Its row is locked by the transaction that decides.
+CREATE TABLE job_notify (
+	job           text PRIMARY KEY,
+	failing_since timestamptz,
+	overdue_since timestamptz,
+	told          jsonb NOT NULL DEFAULT '{}'
+);

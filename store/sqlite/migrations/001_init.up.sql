@@ -162,3 +162,41 @@ CREATE TABLE nodes (
 	heartbeat_at INTEGER NOT NULL,
 	jobs_json    TEXT NOT NULL DEFAULT '[]'
 ) STRICT;
+
+-- notifications is the outbox of notifications, one row per event and
+-- notifier, written in the transaction of the change that causes it. A
+-- pending row is due at next_attempt_at once its lease (of the node
+-- delivering it) has run out; delivered and failed rows stay for
+-- `schedulerd notifications` until they are pruned with the history.
+CREATE TABLE notifications (
+	id                TEXT PRIMARY KEY,
+	notifier          TEXT NOT NULL,
+	job               TEXT NOT NULL,
+	event             TEXT NOT NULL,
+	run_id            TEXT NOT NULL DEFAULT '',
+	payload           BLOB NOT NULL,
+	state             TEXT NOT NULL CHECK (state IN ('pending', 'delivered', 'failed')),
+	attempts          INTEGER NOT NULL DEFAULT 0,
+	next_attempt_at   INTEGER NOT NULL,
+	lease_node        TEXT NOT NULL DEFAULT '',
+	lease_incarnation TEXT NOT NULL DEFAULT '',
+	lease_until       INTEGER,
+	last_error        TEXT NOT NULL DEFAULT '',
+	created_at        INTEGER NOT NULL,
+	delivered_at      INTEGER
+) STRICT;
+
+-- Deliveries read only the pending rows; listings and pruning go by age.
+CREATE INDEX notifications_due ON notifications (next_attempt_at) WHERE state = 'pending';
+CREATE INDEX notifications_created ON notifications (created_at, id);
+
+-- job_notify is each job's notification state: since when it fails or is
+-- overdue, and which notifiers were told of that (told: a JSON object of
+-- notifier name to unix microseconds), so that a job failing every minute
+-- notifies once, and once more when it recovers.
+CREATE TABLE job_notify (
+	job           TEXT PRIMARY KEY,
+	failing_since INTEGER,
+	overdue_since INTEGER,
+	told          TEXT NOT NULL DEFAULT '{}'
+) STRICT;

@@ -1,0 +1,280 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/schedulerd/schedulerd/jobs"
+)
+
+// Notifications is the outbox of notifications: written in the transaction
+// of the change that causes them (a run's transition, a job becoming
+// overdue), delivered at least once by any live node under a lease, and
+// kept as failed, visible, after their last attempt. Backends implement
+// it next to Store.
+type Notifications interface {
+	// NotificationsClaim leases up to p.Limit pending notifications whose
+	// next attempt is due and whose lease (if any) has run out, oldest
+	// first, to p.Node's p.Incarnation until now + p.Lease. A node killed
+	// mid-delivery leaves its lease to run out: another node then delivers
+	// (at least once; the receiver de-duplicates on the id).
+	NotificationsClaim(ctx context.Context, p NotificationsClaimParams) ([]*Notification, error)
+	// NotificationFinish records the outcome of one delivery attempt. A
+	// delivery marks the notification delivered whoever holds the lease
+	// now (it was delivered); a failure counts only while p.Incarnation
+	// still holds the lease (ErrFenced otherwise): the notification goes
+	// back to pending until p.NextAttemptAt, or to failed when p.Failed.
+	NotificationFinish(ctx context.Context, p NotificationFinishParams) error
+	// NotificationsList returns notifications, newest first.
+	NotificationsList(ctx context.Context, f NotificationFilter) ([]*Notification, error)
+	// NotificationsNextDue returns when the first pending notification is
+	// next due (its next attempt, or the end of its lease); zero when none
+	// is pending.
+	NotificationsNextDue(ctx context.Context) (time.Time, error)
+	// NotificationsPrune deletes the delivered and failed notifications
+	// created before the given time, and returns how many.
+	NotificationsPrune(ctx context.Context, before time.Time) (int, error)
+	// JobNotifyStates returns the notification state of the named jobs
+	// that have one.
+	JobNotifyStates(ctx context.Context, jobNames []string) (map[string]*JobNotifyState, error)
+}
+
+// NotificationState is where a notification is in its delivery.
+type NotificationState string
+
+const (
+	// NotificationPending: not delivered yet; due at NextAttemptAt.
+	NotificationPending NotificationState = "pending"
+	// NotificationDelivered: a receiver took it.
+	NotificationDelivered NotificationState = "delivered"
+	// NotificationFailed: its last attempt failed; it stays, visible.
+	NotificationFailed NotificationState = "failed"
+)
+
+// Notification is one event for one notifier.
+type Notification struct {
+	// ID is a UUID, also in the payload: receivers de-duplicate on it.
+	ID       string
+	Notifier string
+	Job      string
+	Event    jobs.NotifyEvent
+	RunID    string
+	// Payload is the event as JSON (EventPayload).
+	Payload       []byte
+	State         NotificationState
+	Attempts      int
+	NextAttemptAt time.Time
+	// The lease of the delivery in progress; zero when none.
+	LeaseNode, LeaseIncarnation string
+	LeaseUntil                  time.Time
+	LastError                   string
+	CreatedAt                   time.Time
+	DeliveredAt                 time.Time
+}
+
+// EventPayload is the JSON of an event, as notifiers receive it.
+type EventPayload struct {
+	ID       string           `json:"id"`
+	Event    jobs.NotifyEvent `json:"event"`
+	Job      string           `json:"job"`
+	RunID    string           `json:"run_id"`
+	Attempt  int              `json:"attempt"`
+	Status   jobs.Status      `json:"status"`
+	Reason   jobs.Reason      `json:"reason"`
+	ExitCode *int             `json:"exit_code"`
+	Error    string           `json:"error"`
+	Node     string           `json:"node"`
+	At       time.Time        `json:"at"`
+	// Since is when the job began failing or became overdue, for a
+	// reminder and for resolved; null otherwise.
+	Since *time.Time `json:"since"`
+	// Reminder is set on a renotify reminder.
+	Reminder bool `json:"reminder"`
+}
+
+// NotificationsClaimParams asks for due notifications.
+type NotificationsClaimParams struct {
+	Node        string
+	Incarnation string
+	Limit       int
+	// Lease is how long the claim holds them: past it, another node may
+	// deliver them again.
+	Lease time.Duration
+	Now   time.Time
+}
+
+// NotificationFinishParams is the outcome of one delivery attempt.
+type NotificationFinishParams struct {
+	ID          string
+	Incarnation string
+	Delivered   bool
+	// Error says why the attempt failed; with Failed the notification
+	// stays failed, else it is due again at NextAttemptAt.
+	Error         string
+	Failed        bool
+	NextAttemptAt time.Time
+	Now           time.Time
+}
+
+// NotificationFilter selects notifications for NotificationsList.
+type NotificationFilter struct {
+	State NotificationState // empty: any
+	Job   string
+	Limit int // 0: 100; at most 10,000
+}
+
+// ListLimit is as RunFilter's.
+func (f NotificationFilter) ListLimit() int { return RunFilter{Limit: f.Limit}.ListLimit() }
+
+// JobNotifyState is what the store keeps of a job for its notifications,
+// so that suppression, reminders and resolved are decided cluster-wide in
+// the transaction of the change.
+type JobNotifyState struct {
+	Job string
+	// FailingSince is when the job entered its failing state (a failed,
+	// dead_letter or expired run); zero while it is not failing.
+	FailingSince time.Time
+	// OverdueSince is when the job became overdue; zero while it is not.
+	OverdueSince time.Time
+	// Told maps each notifier told of the current failing or overdue
+	// state to when it was last told (for renotify).
+	Told map[string]time.Time
+}
+
+// Troubled reports whether the job is failing or overdue.
+func (s *JobNotifyState) Troubled() bool { return !s.FailingSince.IsZero() || !s.OverdueSince.IsZero() }
+
+// TransitionEvents returns the events a transition that left run as it is
+// makes: failed, dead_letter or expired (failures), recovered (an attempt
+// of a lost node), or resolved for a completion (which only notifies when
+// the job was failing or overdue).
+func TransitionEvents(run *jobs.Run, t jobs.Transition) []jobs.NotifyEvent {
+	var evs []jobs.NotifyEvent
+	if t.Reason == jobs.ReasonNodeLost {
+		evs = append(evs, jobs.EventRecovered)
+	}
+	switch {
+	case run.Status == jobs.StatusRetrying:
+		evs = append(evs, jobs.EventFailed)
+	case run.Status == jobs.StatusDeadLetter:
+		evs = append(evs, jobs.EventDeadLetter)
+	case run.Status == jobs.StatusCancelled && run.Reason == jobs.ReasonExpired:
+		evs = append(evs, jobs.EventExpired)
+	case run.Status == jobs.StatusCompleted:
+		evs = append(evs, jobs.EventResolved)
+	}
+	return evs
+}
+
+// failure reports whether e puts a job in its failing state.
+func failure(e jobs.NotifyEvent) bool {
+	return e == jobs.EventFailed || e == jobs.EventDeadLetter || e == jobs.EventExpired
+}
+
+// DecideNotifications applies event e of a job at now to its state st
+// (changed in place; Told made when nil) and returns the notifications to
+// write, for the targets that take it:
+//
+//   - a failure (failed, dead_letter, expired) or overdue tells each
+//     target once per failing or overdue state: the first time, then
+//     again (a reminder) only every Renotify;
+//   - recovered and skipped tell every time, and change no state;
+//   - resolved (a success) tells only when the job was failing or
+//     overdue, and clears the state.
+//
+// The payload of each is base with its own id, the event and since.
+func DecideNotifications(st *JobNotifyState, e jobs.NotifyEvent, targets []jobs.NotifyTarget, base EventPayload, now time.Time) ([]*Notification, error) {
+	if st.Told == nil {
+		st.Told = map[string]time.Time{}
+	}
+	type pick struct {
+		target   string
+		reminder bool
+	}
+	var picks []pick
+	var since time.Time
+	switch {
+	case failure(e) || e == jobs.EventOverdue:
+		if e == jobs.EventOverdue {
+			if st.OverdueSince.IsZero() {
+				st.OverdueSince = now
+			}
+			since = st.OverdueSince
+		} else {
+			if st.FailingSince.IsZero() {
+				st.FailingSince = now
+			}
+			since = st.FailingSince
+		}
+		for _, t := range targets {
+			if !t.Wants(e) {
+				continue
+			}
+			last, told := st.Told[t.Notifier]
+			switch {
+			case !told:
+				picks = append(picks, pick{t.Notifier, false})
+			case t.Renotify > 0 && !now.Before(last.Add(t.Renotify)):
+				picks = append(picks, pick{t.Notifier, true})
+			default:
+				continue
+			}
+			st.Told[t.Notifier] = now
+		}
+	case e == jobs.EventResolved:
+		if !st.Troubled() {
+			return nil, nil
+		}
+		since = st.FailingSince
+		if since.IsZero() || (!st.OverdueSince.IsZero() && st.OverdueSince.Before(since)) {
+			since = st.OverdueSince
+		}
+		st.FailingSince, st.OverdueSince = time.Time{}, time.Time{}
+		clear(st.Told)
+		for _, t := range targets {
+			if t.Wants(e) {
+				picks = append(picks, pick{t.Notifier, false})
+			}
+		}
+	default:
+		for _, t := range targets {
+			if t.Wants(e) {
+				picks = append(picks, pick{t.Notifier, false})
+			}
+		}
+	}
+	out := make([]*Notification, 0, len(picks))
+	for _, p := range picks {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return nil, fmt.Errorf("notification id: %w", err)
+		}
+		pl := base
+		pl.ID, pl.Event, pl.Reminder, pl.At = id.String(), e, p.reminder, now.UTC()
+		if !since.IsZero() {
+			s := since.UTC()
+			pl.Since = &s
+		}
+		body, err := json.Marshal(pl)
+		if err != nil {
+			return nil, fmt.Errorf("notification payload: %w", err)
+		}
+		out = append(out, &Notification{
+			ID: pl.ID, Notifier: p.target, Job: pl.Job, Event: e, RunID: pl.RunID, Payload: body,
+			State: NotificationPending, NextAttemptAt: now, CreatedAt: now,
+		})
+	}
+	return out, nil
+}
+
+// RunPayload is the payload of an event about run, by node.
+func RunPayload(run *jobs.Run, node string) EventPayload {
+	return EventPayload{
+		Job: run.Job, RunID: run.ID, Attempt: run.Attempt, Status: run.Status, Reason: run.Reason,
+		ExitCode: run.ExitCode, Error: run.Error, Node: node,
+	}
+}
