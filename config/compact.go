@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/schedulerd/schedulerd/jobs"
@@ -96,9 +97,9 @@ func compact(cfg *Config) {
 		d.Overlap, d.Catchup = jobs.Overlap(intern(string(old.Overlap))), jobs.Catchup(intern(string(old.Catchup)))
 		d.Retry.Backoff = jobs.Backoff(intern(string(old.Retry.Backoff)))
 		if old.Notify != nil {
-			d.Notify = make([]string, len(old.Notify))
-			for j, name := range old.Notify {
-				d.Notify[j] = intern(name)
+			d.Notify = slices.Clone(old.Notify)
+			for j := range d.Notify {
+				d.Notify[j].Notifier = intern(d.Notify[j].Notifier)
 			}
 		}
 		if old.Env != nil {

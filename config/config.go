@@ -375,6 +375,8 @@ type parser struct {
 	// notifierNames are the names of the [[notifier]] tables, read before
 	// the jobs that name them; nil when there are too many to read.
 	notifierNames map[string]string
+	// notifierByName are the valid [[notifier]] tables by name.
+	notifierByName map[string]*Notifier
 }
 
 type zoneResult struct {
@@ -465,6 +467,10 @@ func (p *parser) top(tree map[string]any) (Daemon, []*jobs.Definition, []Token, 
 	tokens := p.tokens(tokenTables)
 	var notifiers []Notifier
 	notifiers, p.notifierNames = p.notifiers(notifierTables)
+	p.notifierByName = make(map[string]*Notifier, len(notifiers))
+	for i := range notifiers {
+		p.notifierByName[notifiers[i].Name] = &notifiers[i]
+	}
 	defaults := p.readJob(scope{path: "defaults", label: "defaults."}, defaultsTable, true)
 	p.checkDefaults(defaults)
 	if len(jobTables) > MaxJobs {

@@ -466,7 +466,7 @@ func (p *parser) build(j, defaults *rawJob, before int) *jobs.Definition {
 		MaxConcurrency:      s.maxConcurrency.v,
 		NoRetryExitCodes:    s.noRetryExitCodes.v,
 		OutputLimit:         s.outputLimit.v,
-		Notify:              s.notify.v,
+		Notify:              p.targets(s.notify.v),
 		ExpectSuccessWithin: j.expectSuccessWithin.v,
 		Retry: jobs.RetryPolicy{
 			MaxAttempts:  s.retry.maxAttempts.get(jobs.DefaultRetry.MaxAttempts),

@@ -311,6 +311,26 @@ type discard struct{}
 
 func (discard) Write(b []byte) (int, error) { return len(b), nil }
 
+// targets returns the notify targets of the notifiers named, which the
+// file declares (checked by notify); nil for none.
+func (p *parser) targets(names []string) []jobs.NotifyTarget {
+	if len(names) == 0 {
+		return nil
+	}
+	out := make([]jobs.NotifyTarget, 0, len(names))
+	for _, name := range names {
+		if n := p.notifierByName[name]; n != nil {
+			out = append(out, n.Target())
+		}
+	}
+	return out
+}
+
+// Target is what a job's transitions carry of n for the store.
+func (n *Notifier) Target() jobs.NotifyTarget {
+	return jobs.NotifyTarget{Notifier: n.Name, Events: n.Events, Renotify: n.Renotify}
+}
+
 // notify reads a notify list: distinct names of [[notifier]] tables of
 // the file (declared). An empty list is a job's way to notify no one when
 // [defaults] sets notify.

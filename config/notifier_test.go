@@ -79,8 +79,15 @@ notify = []
 		{"quiet", nil, 0},
 	} {
 		d := jobNamed(t, cfg, tt.job)
-		if !slices.Equal(d.Notify, tt.notify) || d.ExpectSuccessWithin != tt.within {
-			t.Errorf("job %s: Notify %q, ExpectSuccessWithin %s; want %q, %s", tt.job, d.Notify, d.ExpectSuccessWithin, tt.notify, tt.within)
+		var names []string
+		for _, n := range d.Notify {
+			names = append(names, n.Notifier)
+			if want := cfg.Notifier(n.Notifier).Target(); !reflect.DeepEqual(n, want) {
+				t.Errorf("job %s: target %+v, want %+v", tt.job, n, want)
+			}
+		}
+		if !slices.Equal(names, tt.notify) || d.ExpectSuccessWithin != tt.within {
+			t.Errorf("job %s: Notify %q, ExpectSuccessWithin %s; want %q, %s", tt.job, names, d.ExpectSuccessWithin, tt.notify, tt.within)
 		}
 	}
 }

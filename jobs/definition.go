@@ -72,9 +72,9 @@ type Definition struct {
 	// OutputLimit bounds the stored output: head and tail bytes each.
 	OutputLimit int
 
-	// Notify names the notifiers told of the job's events, in config
-	// order; nil for none.
-	Notify []string
+	// Notify are the notifiers told of the job's events, in config order;
+	// nil for none. The store decides which of them hear of each change.
+	Notify []NotifyTarget
 	// ExpectSuccessWithin makes the job overdue when no run of it
 	// completed within this long; 0: never overdue.
 	ExpectSuccessWithin time.Duration

@@ -51,6 +51,10 @@ type Spec struct {
 	// OutputLimit is how many bytes of output are kept from the head, and
 	// again from the tail; 0 means 64 KiB each.
 	OutputLimit int
+	// Stdin, when not nil, is what the process reads on its standard input
+	// (a pipe; a process that does not read it all is not waited for);
+	// nil: /dev/null.
+	Stdin []byte
 }
 
 // Result is the outcome of one run.
@@ -259,9 +263,9 @@ func Run(ctx context.Context, spec Spec) Result {
 		grace = defaultKillGrace
 	}
 
-	devNull, err := os.Open(os.DevNull)
+	devNull, stdinW, err := openStdin(spec.Stdin)
 	if err != nil {
-		res.StartErr = fmt.Errorf("open %s for stdin: %w", os.DevNull, unwrapPath(err))
+		res.StartErr = err
 		return res
 	}
 	pr, pw, err := os.Pipe()
@@ -281,6 +285,13 @@ func Run(ctx context.Context, spec Spec) Result {
 	// pipe reaches EOF when the job's processes are done with it.
 	devNull.Close()
 	pw.Close()
+	if stdinW != nil {
+		if err != nil {
+			stdinW.Close()
+		} else {
+			go feed(stdinW, spec.Stdin)
+		}
+	}
 	if err != nil {
 		pr.Close()
 		if p.user != "" {
@@ -341,6 +352,33 @@ func Run(ctx context.Context, spec Spec) Result {
 	}
 	res.ExitCode = state.ExitCode()
 	return res
+}
+
+// openStdin returns the file the child gets as its standard input: the
+// read end of a pipe whose write end (w) the caller feeds with data, or
+// /dev/null when data is nil.
+func openStdin(data []byte) (r, w *os.File, err error) {
+	if data == nil {
+		r, err = os.Open(os.DevNull)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open %s for stdin: %w", os.DevNull, unwrapPath(err))
+		}
+		return r, nil, nil
+	}
+	r, w, err = os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("create input pipe: %w", err)
+	}
+	return r, w, nil
+}
+
+// feed writes data to the child's standard input and closes it. A child
+// that exits without reading ends the write (EPIPE); one that neither
+// reads nor exits is stopped by its timeout, which closes the pipe's
+// other end with the process.
+func feed(w *os.File, data []byte) {
+	defer w.Close()
+	_, _ = w.Write(data)
 }
 
 // sysProcAttr returns how a job's process is set up between fork and exec.
