@@ -320,7 +320,7 @@ func (s *Scheduler) expire(it *iteration) {
 		return
 	}
 	s.loop.expiredAt = it.now
-	expired, err := s.st.RunsExpire(it.ctx, s.cfg.NodeID, s.storeNow(it.now))
+	expired, err := s.st.RunsExpire(it.ctx, store.RunsExpireParams{Node: s.cfg.NodeID, Now: s.storeNow(it.now), Notify: s.notifyTargets})
 	if err != nil {
 		s.loopError(it, "expire runs", err)
 	}

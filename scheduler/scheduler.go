@@ -316,6 +316,15 @@ func (s *Scheduler) Jobs() []*jobs.Definition {
 	return out
 }
 
+// notifyTargets returns the notifiers of the declared job named job; nil
+// when it is not declared (a reload removed it), or has none.
+func (s *Scheduler) notifyTargets(job string) []jobs.NotifyTarget {
+	if d, ok := s.Job(job); ok {
+		return d.Notify
+	}
+	return nil
+}
+
 // Job returns one declared job.
 func (s *Scheduler) Job(name string) (*jobs.Definition, bool) {
 	s.mu.Lock()
@@ -456,6 +465,7 @@ func (s *Scheduler) failAttempts(ctx context.Context, runs []*jobs.Run, res jobs
 			f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}
 			ts[i] = jobs.FailAttempt(r, f, s.cfg.NodeID, res, reason, now, s.cfg.Rand)
 			ts[i].Time = s.storeNow(ts[i].Time)
+			ts[i].Notify = s.notifyTargets(r.Job)
 		}
 		results, berr := s.st.RunTransitionMany(ctx, ts)
 		if berr != nil {
@@ -686,6 +696,9 @@ func (s *Scheduler) age(n *store.Node) time.Duration {
 // transition applies t to run r and logs the change.
 func (s *Scheduler) transition(ctx context.Context, r *jobs.Run, t jobs.Transition) (*jobs.Run, error) {
 	t.Time = s.storeNow(t.Time)
+	if t.Notify == nil {
+		t.Notify = s.notifyTargets(r.Job)
+	}
 	nr, err := s.st.RunTransition(ctx, t)
 	if err != nil {
 		if errors.Is(err, store.ErrFenced) {

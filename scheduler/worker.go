@@ -91,6 +91,11 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 			}
 		}
 		t := jobs.Finish(r, f, s.cfg.NodeID, res, s.clock.Now(), s.cfg.Rand)
+		if d != nil {
+			t.Notify = d.Notify
+		} else {
+			t.Notify = s.notifyTargets(r.Job)
+		}
 		c := &completion{run: r, t: t, done: make(chan struct{})}
 		// The attempt no longer runs: its slot is free while its result
 		// is written, so the next claim need not wait for that write.

@@ -111,7 +111,7 @@ type Store interface {
 	RunTransitionMany(ctx context.Context, ts []jobs.Transition) ([]TransitionResult, error)
 	// RunsExpire cancels (reason expired) every pending or retrying run whose
 	// not_after has passed, and returns them.
-	RunsExpire(ctx context.Context, node string, now time.Time) ([]*jobs.Run, error)
+	RunsExpire(ctx context.Context, p RunsExpireParams) ([]*jobs.Run, error)
 	// RunCancel cancels a pending or retrying run at once; for a running
 	// run it sets CancelRequested, and the owning node stops the attempt.
 	// jobs.ErrInvalidTransition for a finished run.
@@ -320,6 +320,24 @@ type RunInsertParams struct {
 	Payload          string
 	Node             string // who made it, for the event
 	Now              time.Time
+}
+
+// RunsExpireParams asks to expire the runs past their not_after, on
+// behalf of Node (for the events).
+type RunsExpireParams struct {
+	Node string
+	Now  time.Time
+	// Notify, when set, returns the notifiers of a job, which each
+	// expiry's transition carries (see jobs.Transition.Notify).
+	Notify func(job string) []jobs.NotifyTarget
+}
+
+// Targets returns the notifiers of job, or nil.
+func (p RunsExpireParams) Targets(job string) []jobs.NotifyTarget {
+	if p.Notify == nil {
+		return nil
+	}
+	return p.Notify(job)
 }
 
 // RunCancelParams asks to cancel run ID, on behalf of Node (for the

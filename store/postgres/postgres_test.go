@@ -501,7 +501,7 @@ func TestStatementsIdle(t *testing.T) {
 	if err != nil || len(runs) != 0 {
 		t.Fatalf("RunsClaim = %v, %v", runs, err)
 	}
-	if _, err := s.RunsExpire(ctx, "n", time.Time{}); err != nil {
+	if _, err := s.RunsExpire(ctx, store.RunsExpireParams{Node: "n"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := s.Statements() - before; got != 2 {

@@ -809,7 +809,8 @@ func qualified(table, columns string) string {
 // An idle poll is one statement; expired runs are cancelled through the
 // transition code path, in batches, skipping runs that another node is
 // expiring or claiming at that moment.
-func (s *Store) RunsExpire(ctx context.Context, node string, now time.Time) ([]*jobs.Run, error) {
+func (s *Store) RunsExpire(ctx context.Context, p store.RunsExpireParams) ([]*jobs.Run, error) {
+	node, now := p.Node, p.Now
 	const expired = `status IN ` + sqlWaiting + ` AND not_after IS NOT NULL AND not_after <= COALESCE($1::timestamptz, now())`
 	var one int
 	err := s.read().queryRow(ctx, `SELECT 1 FROM runs WHERE `+expired+` LIMIT 1`, ts(now)).Scan(&one)
@@ -824,14 +825,17 @@ func (s *Store) RunsExpire(ctx context.Context, node string, now time.Time) ([]*
 		var batch []*jobs.Run
 		err := s.write(ctx, "expire runs", func(c *conn) error {
 			batch = nil
-			rows, err := c.query(ctx, `SELECT id FROM runs WHERE `+expired+` ORDER BY not_after LIMIT $2
+			rows, err := c.query(ctx, `SELECT id || ' ' || job FROM runs WHERE `+expired+` ORDER BY not_after LIMIT $2
 				FOR UPDATE SKIP LOCKED`, ts(now), batchSize)
-			ids, err := collectStrings(rows, err)
+			idJobs, err := collectStrings(rows, err)
 			if err != nil {
 				return err
 			}
-			for _, id := range ids {
-				run, err := transition(ctx, c, jobs.Expire(id, node, now))
+			for _, ij := range idJobs {
+				id, job, _ := strings.Cut(ij, " ")
+				t := jobs.Expire(id, node, now)
+				t.Notify = p.Targets(job)
+				run, err := transition(ctx, c, t)
 				if err != nil {
 					return err
 				}

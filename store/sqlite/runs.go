@@ -543,8 +543,8 @@ func claimRuns(ctx context.Context, c conn, runs []*jobs.Run, p store.ClaimParam
 }
 
 // RunsExpire cancels (reason expired) the waiting runs past their not_after.
-func (s *Store) RunsExpire(ctx context.Context, node string, at time.Time) ([]*jobs.Run, error) {
-	at = now(at)
+func (s *Store) RunsExpire(ctx context.Context, p store.RunsExpireParams) ([]*jobs.Run, error) {
+	node, at := p.Node, now(p.Now)
 	const expired = `status IN ` + sqlWaiting + ` AND not_after IS NOT NULL AND not_after <= ?`
 	var one int
 	err := s.read().queryRow(ctx, `SELECT 1 FROM runs INDEXED BY runs_expire WHERE `+expired+` LIMIT 1`, at.UnixMicro()).Scan(&one)
@@ -559,13 +559,16 @@ func (s *Store) RunsExpire(ctx context.Context, node string, at time.Time) ([]*j
 		var batch []*jobs.Run
 		err := s.write(ctx, "expire runs", func(c conn) error {
 			batch = nil
-			ids, err := queryStrings(ctx, c, `SELECT id FROM runs INDEXED BY runs_expire WHERE `+expired+` ORDER BY not_after LIMIT ?`,
+			idJobs, err := queryStrings(ctx, c, `SELECT id || ' ' || job FROM runs INDEXED BY runs_expire WHERE `+expired+` ORDER BY not_after LIMIT ?`,
 				at.UnixMicro(), batchSize)
 			if err != nil {
 				return err
 			}
-			for _, id := range ids {
-				run, err := transition(ctx, c, jobs.Expire(id, node, at))
+			for _, ij := range idJobs {
+				id, job, _ := strings.Cut(ij, " ")
+				t := jobs.Expire(id, node, at)
+				t.Notify = p.Targets(job)
+				run, err := transition(ctx, c, t)
 				if err != nil {
 					return err
 				}

@@ -172,7 +172,7 @@ func testStoreClock(t *testing.T, s store.Store) {
 	p := store.RunInsertParams{Job: "stale", Trigger: jobs.TriggerManual, NotBefore: time.Now().Add(-2 * time.Hour),
 		NotAfter: time.Now().Add(-time.Hour), Retry: retry3}
 	stale := mustInsert(t, s, p)
-	expired, err := s.RunsExpire(ctx, nodeA, time.Time{})
+	expired, err := s.RunsExpire(ctx, store.RunsExpireParams{Node: nodeA})
 	if err != nil || len(expired) != 1 || expired[0].ID != stale.ID {
 		t.Fatalf("RunsExpire at the store's now = %v, %v; want [%s]", ids(expired), err, stale.ID)
 	}

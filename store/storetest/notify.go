@@ -301,3 +301,26 @@ func testNotifyClaimConcurrent(t *testing.T, s store.Store) {
 		}
 	}
 }
+
+// testNotifyExpire: a run that expires tells the notifiers that RunsExpire
+// gives for its job, in the transaction that cancels it.
+func testNotifyExpire(t *testing.T, s store.Store) {
+	p := manual("report", t0)
+	p.NotAfter = t0.Add(time.Minute)
+	mustInsert(t, s, p)
+	q := manual("other", t0)
+	q.NotAfter = t0.Add(time.Minute)
+	mustInsert(t, s, q)
+	notify := func(job string) []jobs.NotifyTarget {
+		if job == "report" {
+			return []jobs.NotifyTarget{opsTarget}
+		}
+		return nil
+	}
+	got, err := s.RunsExpire(t.Context(), store.RunsExpireParams{Node: nodeA, Now: t0.Add(time.Minute), Notify: notify})
+	if err != nil || len(got) != 2 {
+		t.Fatalf("expired %d runs, %v", len(got), err)
+	}
+	wantNotifications(t, s, "report", "ops report expired pending")
+	wantNotifications(t, s, "other")
+}

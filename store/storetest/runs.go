@@ -95,10 +95,10 @@ func testExpire(t *testing.T, s store.Store) {
 	later.NotAfter = deadline.Add(time.Second)
 	laterRun := mustInsert(t, s, later)
 
-	if got, err := s.RunsExpire(ctx, nodeA, deadline.Add(-time.Second)); err != nil || len(got) != 0 {
+	if got, err := s.RunsExpire(ctx, store.RunsExpireParams{Node: nodeA, Now: deadline.Add(-time.Second)}); err != nil || len(got) != 0 {
 		t.Fatalf("RunsExpire before the deadline = %v, %v", ids(got), err)
 	}
-	got, err := s.RunsExpire(ctx, nodeA, deadline)
+	got, err := s.RunsExpire(ctx, store.RunsExpireParams{Node: nodeA, Now: deadline})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func testExpire(t *testing.T, s store.Store) {
 			t.Fatalf("run %s of %s expired", r.Status, r.Job)
 		}
 	}
-	if got, err := s.RunsExpire(ctx, nodeA, deadline); err != nil || len(got) != 0 {
+	if got, err := s.RunsExpire(ctx, store.RunsExpireParams{Node: nodeA, Now: deadline}); err != nil || len(got) != 0 {
 		t.Fatalf("second RunsExpire = %v, %v", ids(got), err)
 	}
 }

@@ -82,6 +82,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NotifyClaimLease", testNotifyClaimLease},
 		{"NotifyRetryAndFailed", testNotifyRetryAndFailed},
 		{"NotifyClaimConcurrent", testNotifyClaimConcurrent},
+		{"NotifyExpire", testNotifyExpire},
 	}
 	running := make(chan struct{}, parallelCases)
 	for _, tc := range tests {
