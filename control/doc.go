@@ -53,6 +53,9 @@
 //	                                403 without the attempt's token (below):
 //	                                on the socket only
 //	GET  /v1/nodes                  registered nodes                {"nodes": [Node]}      read
+//	GET  /v1/notifications?job=&state=&limit=  notifications, newest
+//	                                first, with their delivery state
+//	                                                                {"notifications": [Notification]} read
 //	GET  /v1/health                 200 or 503 with the problems    Health                 read
 //	                                (store reachable, heartbeat fresh, loop
 //	                                alive); requests at once share one check,

@@ -46,6 +46,8 @@ func FuzzControlRequest(f *testing.F) {
 		{"POST", "/v1/runs/x/progress", `{"attempt": 1, "percent": 50, "message": "half"}`},
 		{"POST", "/v1/runs/x/progress", `{"attempt": 1, "percent": 500}`},
 		{"GET", "/v1/nodes", ""},
+		{"GET", "/v1/notifications?state=failed&job=backup&limit=5", ""},
+		{"GET", "/v1/notifications?state=bogus", ""},
 		{"GET", "/v1/health", ""},
 		{"POST", "/v1/reload", ""},
 		{"PUT", "/v1/reload", "{}"},

@@ -368,6 +368,7 @@ func (s *Server) routes() http.Handler {
 	// Progress needs the attempt's token besides (the socket only).
 	handle("POST", "/v1/runs/{id}/progress", RoleOperate, s.progress)
 	handle("GET", "/v1/nodes", RoleRead, s.listNodes)
+	handle("GET", "/v1/notifications", RoleRead, s.listNotifications)
 	handle("GET", "/v1/health", RoleRead, s.health)
 	handle("POST", "/v1/reload", RoleAdmin, s.reload)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -43,6 +43,7 @@ func (s *Scheduler) tickLoop() {
 			t.Stop()
 		case <-wakeups:
 			t.Stop()
+			s.notifyWake() // another node may have written notifications
 		}
 	}
 }
@@ -327,6 +328,9 @@ func (s *Scheduler) expire(it *iteration) {
 	for _, r := range expired {
 		s.logRun(it.ctx, r, "", "run expired: not started by not_after")
 	}
+	if len(expired) > 0 {
+		s.notifyWake()
+	}
 }
 
 // rereadReached reads again the cursors of the ticks fired ahead that the
@@ -404,6 +408,12 @@ func (s *Scheduler) pruneLoop(start time.Time) {
 			s.log.ErrorContext(ctx, "prune runs", "error", err)
 		case n > 0:
 			s.log.InfoContext(ctx, "pruned finished runs", "count", n, "history", s.cfg.History)
+		}
+		// Delivered and failed notifications go with the same history.
+		if n, err := s.st.NotificationsPrune(ctx, s.clock.Now().Add(-s.cfg.History)); err != nil && ctx.Err() == nil {
+			s.log.ErrorContext(ctx, "prune notifications", "error", err)
+		} else if n > 0 {
+			s.log.InfoContext(ctx, "pruned finished notifications", "count", n, "history", s.cfg.History)
 		}
 		next = next.Add(s.cfg.PruneInterval)
 		t := s.clock.NewTimer(next.Sub(s.clock.Now()))

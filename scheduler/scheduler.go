@@ -160,6 +160,11 @@ type Scheduler struct {
 	// OnLoop, if set before Start, is called after each loop iteration from the
 	// loop goroutine (the daemon sends the systemd watchdog ping from it).
 	OnLoop func()
+	// OnNotify, if set before Start, is called when notifications may have
+	// been written: by this node's transitions that carry notifiers, or,
+	// on a store that sends wakeups, by any node. It must not block (the
+	// daemon wakes its notify.Deliverer).
+	OnNotify func()
 }
 
 // testSignals are what tests wait on to know that the loops did their
@@ -316,6 +321,13 @@ func (s *Scheduler) Jobs() []*jobs.Definition {
 	return out
 }
 
+// notifyWake tells OnNotify that notifications may have been written.
+func (s *Scheduler) notifyWake() {
+	if s.OnNotify != nil {
+		s.OnNotify()
+	}
+}
+
 // notifyTargets returns the notifiers of the declared job named job; nil
 // when it is not declared (a reload removed it), or has none.
 func (s *Scheduler) notifyTargets(job string) []jobs.NotifyTarget {
@@ -444,6 +456,14 @@ func (s *Scheduler) recoverOwn(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("resolve interrupted runs: %w", err)
 	}
+	// So do the deliveries it had leased: they are due again at once.
+	n, err := s.st.NotificationsRelease(ctx, store.NotificationsReleaseParams{Node: s.cfg.NodeID, Incarnation: s.Incarnation()})
+	if err != nil {
+		return fmt.Errorf("release interrupted notifications: %w", err)
+	}
+	if n > 0 {
+		s.log.InfoContext(ctx, "notifications of the previous process are due again", "count", n)
+	}
 	return nil
 }
 
@@ -471,6 +491,7 @@ func (s *Scheduler) failAttempts(ctx context.Context, runs []*jobs.Run, res jobs
 		if berr != nil {
 			return ended, berr
 		}
+		s.notifyWake()
 		for i, rr := range results {
 			r := part[i]
 			switch {
@@ -700,6 +721,9 @@ func (s *Scheduler) transition(ctx context.Context, r *jobs.Run, t jobs.Transiti
 		t.Notify = s.notifyTargets(r.Job)
 	}
 	nr, err := s.st.RunTransition(ctx, t)
+	if err == nil && len(t.Notify) > 0 {
+		s.notifyWake()
+	}
 	if err != nil {
 		if errors.Is(err, store.ErrFenced) {
 			s.logFenced(ctx, r, t)

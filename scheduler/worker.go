@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -272,6 +273,9 @@ func (s *Scheduler) writeCompletions(batch []*completion) {
 		ts[i].Time = s.storeNow(ts[i].Time)
 	}
 	results, err := s.st.RunTransitionMany(ctx, ts)
+	if err == nil && slices.ContainsFunc(ts, func(t jobs.Transition) bool { return len(t.Notify) > 0 }) {
+		s.notifyWake()
+	}
 	if err != nil {
 		s.noteStoreError(err)
 		s.log.Warn("record attempt results: the batch failed; writing them one by one", "count", len(batch), "error", err)

@@ -29,6 +29,12 @@ type Notifications interface {
 	// still holds the lease (ErrFenced otherwise): the notification goes
 	// back to pending until p.NextAttemptAt, or to failed when p.Failed.
 	NotificationFinish(ctx context.Context, p NotificationFinishParams) error
+	// NotificationsRelease ends the leases that node's incarnations other
+	// than p.Incarnation hold: a node that took over from its previous
+	// process (which is gone) gives what it was delivering to the next
+	// claim at once, instead of at the end of the lease. It returns how
+	// many it released.
+	NotificationsRelease(ctx context.Context, p NotificationsReleaseParams) (int, error)
 	// NotificationsList returns notifications, newest first.
 	NotificationsList(ctx context.Context, f NotificationFilter) ([]*Notification, error)
 	// NotificationsNextDue returns when the first pending notification is
@@ -105,6 +111,12 @@ type NotificationsClaimParams struct {
 	// deliver them again.
 	Lease time.Duration
 	Now   time.Time
+}
+
+// NotificationsReleaseParams names a node and its live incarnation.
+type NotificationsReleaseParams struct {
+	Node        string
+	Incarnation string
 }
 
 // NotificationFinishParams is the outcome of one delivery attempt.

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
+
+	"github.com/schedulerd/schedulerd/control"
 )
 
 // cmdNodes lists the registered nodes with their last heartbeat and state.
@@ -106,4 +109,60 @@ func cmdReload(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	fmt.Fprintln(stdout, "reload applied")
 	return nil
+}
+
+// cmdNotifications lists notifications with their delivery state.
+func cmdNotifications(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("notifications")
+	cf := addClientFlags(fs, stderr)
+	job := fs.String("job", "", "only the notifications of job `J`")
+	state := fs.String("state", "", "only those in state `S`: pending, delivered or failed")
+	limit := fs.Int("limit", 100, "at most `N` notifications (1 to 10000)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageError{fmt.Errorf("usage: schedulerd notifications [--job J] [--state S] [--limit N] [--json]")}
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ns, err := c.Notifications(ctx, control.NotificationsQuery{Job: *job, State: *state, Limit: *limit})
+	if err != nil {
+		return fmt.Errorf("notifications: %w", err)
+	}
+	if *cf.json {
+		for _, n := range ns {
+			if err := printJSON(stdout, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CREATED\tJOB\tEVENT\tNOTIFIER\tSTATE\tATTEMPTS\tNEXT/DELIVERED\tERROR\tID")
+	for _, n := range ns {
+		at := n.DeliveredAt
+		if n.State == "pending" {
+			at = n.NextAttemptAt
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", when(n.CreatedAt), escapeText(n.Job, false), n.Event,
+			n.Notifier, n.State, n.Attempts, when(at), orDash(escapeText(clipText(n.LastError, 60), false)), n.ID)
+	}
+	return tw.Flush()
+}
+
+// clipText shortens s to about n bytes for a table cell, at a rune
+// boundary.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }

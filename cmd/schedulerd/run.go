@@ -20,6 +20,7 @@ import (
 	"github.com/schedulerd/schedulerd/config"
 	"github.com/schedulerd/schedulerd/control"
 	"github.com/schedulerd/schedulerd/jobs/command"
+	notifypkg "github.com/schedulerd/schedulerd/notify"
 	"github.com/schedulerd/schedulerd/scheduler"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/postgres"
@@ -91,6 +92,13 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if msg := exposedSecret(cfg); msg != "" {
 		logger.Warn(msg)
 	}
+	targets, warnings, err := notifyTargets(cfg)
+	if err != nil {
+		return usageError{fmt.Errorf("config: %w", err)}
+	}
+	for _, w := range warnings {
+		logger.Warn(w)
+	}
 
 	st, err := openStore(ctx, cfg.Daemon, true, logger)
 	if err != nil {
@@ -123,6 +131,12 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if wd > 0 {
 		sched.OnLoop = func() { notify(daemon.SdNotifyWatchdog) }
 	}
+	// Notifications are delivered beside the scheduling loop, never in it.
+	deliverer := notifypkg.New(notifypkg.Config{
+		Store: st, Node: d.NodeID, Incarnation: sched.Incarnation, StoreClock: d.IsPostgres(),
+		Logger: logger, Version: version,
+	}, targets)
+	sched.OnNotify = deliverer.Wake
 
 	// SIGHUP and `schedulerd reload` share one reload, one at a time.
 	var (
@@ -134,7 +148,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		defer reloadMu.Unlock()
 		notify(daemon.SdNotifyReloading, "MONOTONIC_USEC="+strconv.FormatInt(monotonicUsec(), 10))
 		leanGC()
-		err := reload(ctx, logger, *cfgPath, cfg, sched, api)
+		err := reload(ctx, logger, *cfgPath, cfg, sched, api, deliverer)
 		settleMemory()
 		notify(daemon.SdNotifyReady, fmt.Sprintf("STATUS=running %d jobs", len(sched.Jobs())))
 		return err
@@ -172,6 +186,9 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := sched.Start(ctx); err != nil {
 		return err
 	}
+	if err := deliverer.Start(ctx); err != nil {
+		return err
+	}
 	ctl.Start()
 	if hs != nil {
 		hs.Start()
@@ -196,6 +213,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 			notify(daemon.SdNotifyStopping, "STATUS=stopping: waiting for running attempts")
 			logger.Info("stopping", "running", sched.Running(), "shutdown_grace", d.ShutdownGrace)
 			sched.Stop(context.Background())
+			deliverer.Stop()
 			return nil
 		}
 	}
@@ -232,10 +250,18 @@ func closeServer(stop func(context.Context) error) {
 // certificate files. A config or a certificate that does not load is
 // rejected whole and the running one stays; the error says why. The
 // tokens and the certificate are put in use once the jobs are.
-func reload(ctx context.Context, logger *slog.Logger, path string, running *config.Config, sched *scheduler.Scheduler, api *control.APIServer) error {
+func reload(ctx context.Context, logger *slog.Logger, path string, running *config.Config, sched *scheduler.Scheduler,
+	api *control.APIServer, deliverer *notifypkg.Deliverer) error {
 	cfg, err := config.Load(path)
 	if err == nil {
 		err = checkJobUsers(cfg)
+	}
+	var (
+		targets  map[string]*notifypkg.Target
+		warnings []string
+	)
+	if err == nil {
+		targets, warnings, err = notifyTargets(cfg)
 	}
 	if err != nil {
 		logger.Error("reload rejected: keeping the running config", "config", path, "error", err)
@@ -257,6 +283,10 @@ func reload(ctx context.Context, logger *slog.Logger, path string, running *conf
 	}
 	if apiReload != nil {
 		apiReload.Apply()
+	}
+	deliverer.SetTargets(targets)
+	for _, w := range warnings {
+		logger.Warn(w)
 	}
 	logger.Info("reload applied", "config", path, "jobs", len(cfg.Jobs), "tokens", len(cfg.Tokens))
 	return nil

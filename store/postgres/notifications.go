@@ -143,6 +143,21 @@ func clipError(s string) string {
 	return s
 }
 
+// NotificationsRelease ends the leases of node's other incarnations.
+func (s *Store) NotificationsRelease(ctx context.Context, p store.NotificationsReleaseParams) (int, error) {
+	var n int64
+	err := s.writeOne(ctx, "release notifications", func(c *conn) error {
+		tag, err := c.exec(ctx, `UPDATE notifications SET lease_node = '', lease_incarnation = '', lease_until = NULL
+			WHERE state = 'pending' AND lease_node = $1 AND lease_incarnation <> $2 AND lease_until IS NOT NULL`, p.Node, p.Incarnation)
+		n = tag.RowsAffected()
+		if n > 0 {
+			c.wake()
+		}
+		return err
+	})
+	return int(n), err
+}
+
 // NotificationsList returns notifications, newest first.
 func (s *Store) NotificationsList(ctx context.Context, f store.NotificationFilter) ([]*store.Notification, error) {
 	out, err := scanNotifications(s.read().query(ctx, `SELECT `+notificationColumns+` FROM notifications

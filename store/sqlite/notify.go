@@ -146,6 +146,21 @@ func clipError(s string) string {
 	return s
 }
 
+// NotificationsRelease ends the leases of node's other incarnations.
+func (s *Store) NotificationsRelease(ctx context.Context, p store.NotificationsReleaseParams) (int, error) {
+	var n int64
+	err := s.write(ctx, "release notifications", func(c conn) error {
+		res, err := c.exec(ctx, `UPDATE notifications SET lease_node = '', lease_incarnation = '', lease_until = NULL
+			WHERE state = 'pending' AND lease_node = ? AND lease_incarnation <> ? AND lease_until IS NOT NULL`, p.Node, p.Incarnation)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
+}
+
 // NotificationsList returns notifications, newest first.
 func (s *Store) NotificationsList(ctx context.Context, f store.NotificationFilter) ([]*store.Notification, error) {
 	q := `SELECT ` + notificationColumns + ` FROM notifications WHERE 1 = 1`

@@ -203,6 +203,27 @@ func testNotifyClaimLease(t *testing.T, s store.Store) {
 	}
 	err = s.NotificationFinish(ctx, store.NotificationFinishParams{ID: "no-such-id", Incarnation: incB, Delivered: true})
 	wantErr(t, err, store.ErrNotFound)
+
+	// A node's new process releases its previous process's leases, and
+	// no one else's: the other one is due at once, ahead of its lease.
+	runOnce(t, s, "b", t0, false, opsTarget)
+	later := at.Add(time.Hour)
+	leased, err := s.NotificationsClaim(ctx, store.NotificationsClaimParams{Node: nodeA, Incarnation: incA, Limit: 10, Lease: time.Hour, Now: later})
+	if err != nil || len(leased) != 2 {
+		t.Fatalf("claimed %d, %v", len(leased), err)
+	}
+	if n, err := s.NotificationsRelease(ctx, store.NotificationsReleaseParams{Node: nodeB, Incarnation: incB}); err != nil || n != 0 {
+		t.Fatalf("another node released %d, %v", n, err)
+	}
+	if n, err := s.NotificationsRelease(ctx, store.NotificationsReleaseParams{Node: nodeA, Incarnation: incA}); err != nil || n != 0 {
+		t.Fatalf("the live incarnation released %d, %v", n, err)
+	}
+	if n, err := s.NotificationsRelease(ctx, store.NotificationsReleaseParams{Node: nodeA, Incarnation: "new-inc"}); err != nil || n != 2 {
+		t.Fatalf("the new incarnation released %d, %v; want 2", n, err)
+	}
+	if again := claim("new-inc", later); len(again) != 2 {
+		t.Fatalf("claimed %d after the release, want 2", len(again))
+	}
 }
 
 // testNotifyRetryAndFailed: a failed delivery is due again at the time
