@@ -141,6 +141,12 @@ type Store interface {
 	RunAttempts(ctx context.Context, id string) ([]*jobs.Attempt, error)
 	// JobsLastRun returns the newest run of each named job that has one.
 	JobsLastRun(ctx context.Context, jobNames []string) (map[string]*jobs.Run, error)
+	// RunsCount counts the runs of each status but completed, in one
+	// statement: every such status has an entry, zero included. Completed
+	// runs, most of the history, are not counted; the others are counted
+	// in indexes that hold them alone, so the count costs what they
+	// number, not what the history does.
+	RunsCount(ctx context.Context) (map[jobs.Status]int64, error)
 }
 
 // lostPrefix starts the incarnation of a node row marked lost.
@@ -344,3 +350,15 @@ type Notifier interface {
 // concurrency limit) only this far, so a backlog it cannot take never
 // makes it slow, and reading each job's own runs is left for that case.
 func DueScan(limit int) int { return 4*limit + 64 }
+
+// NewRunCounts returns the counts of RunsCount before any run is counted:
+// zero for each status but completed.
+func NewRunCounts() map[jobs.Status]int64 {
+	out := make(map[jobs.Status]int64, len(jobs.Statuses)-1)
+	for _, st := range jobs.Statuses {
+		if st != jobs.StatusCompleted {
+			out[st] = 0
+		}
+	}
+	return out
+}

@@ -1169,3 +1169,30 @@ func (s *Store) JobsLastRun(ctx context.Context, jobNames []string) (map[string]
 	}
 	return out, nil
 }
+
+// sqlRunsCount counts the runs of each status but completed, from the
+// partial indexes runs_status_created and runs_running.
+const sqlRunsCount = `SELECT status, count(*) FROM runs WHERE status NOT IN ('running', 'completed') GROUP BY status
+	UNION ALL
+	SELECT 'running', count(*) FROM runs WHERE status = 'running'`
+
+func (s *Store) RunsCount(ctx context.Context) (map[jobs.Status]int64, error) {
+	rows, err := s.read().query(ctx, sqlRunsCount)
+	if err != nil {
+		return nil, fail("count runs", err)
+	}
+	defer rows.Close()
+	out := store.NewRunCounts()
+	for rows.Next() {
+		var st string
+		var n int64
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fail("count runs", err)
+		}
+		out[jobs.Status(st)] += n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail("count runs", err)
+	}
+	return out, nil
+}

@@ -938,3 +938,32 @@ func (s *Store) JobsLastRun(ctx context.Context, jobNames []string) (map[string]
 	}
 	return out, nil
 }
+
+// sqlRunsCount counts the runs of each status but completed: running runs
+// in runs_node_running, the others in runs_status_created, whose
+// predicate the statement states so that SQLite uses it.
+const sqlRunsCount = `SELECT status, count(*) FROM runs INDEXED BY runs_status_created
+		WHERE ` + sqlListedByStatus + ` GROUP BY status
+	UNION ALL
+	SELECT 'running', count(*) FROM runs INDEXED BY runs_node_running WHERE status = 'running'`
+
+func (s *Store) RunsCount(ctx context.Context) (map[jobs.Status]int64, error) {
+	rows, err := s.read().query(ctx, sqlRunsCount)
+	if err != nil {
+		return nil, fail("count runs", err)
+	}
+	defer rows.Close()
+	out := store.NewRunCounts()
+	for rows.Next() {
+		var st string
+		var n int64
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fail("count runs", err)
+		}
+		out[jobs.Status(st)] += n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail("count runs", err)
+	}
+	return out, nil
+}

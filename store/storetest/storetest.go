@@ -71,6 +71,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"PruneInPages", testPruneInPages},
 		{"ListAndLastRun", testListAndLastRun},
 		{"ListDefaultLimit", testListDefaultLimit},
+		{"RunsCount", testRunsCount},
 		{"Nodes", testNodes},
 		{"ManyJobNames", testManyJobNames},
 		{"StoreClock", testStoreClock},
