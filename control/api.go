@@ -333,7 +333,9 @@ type Node struct {
 	Jobs  []string `json:"jobs"`
 }
 
-func newNode(n *store.Node, inactive time.Duration) Node {
+// NewNode converts a node of the store; it is inactive when its heartbeat
+// is older than inactive.
+func NewNode(n *store.Node, inactive time.Duration) Node {
 	state := "active"
 	if n.Age > inactive {
 		state = "inactive"

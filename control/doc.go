@@ -99,6 +99,13 @@
 // find who calls in the request's context (CallerFrom): the token's name
 // and role on the API, the peer's user as RoleAdmin on the socket.
 //
+// The API serves a handler of its own at /ui/ (MountUI: the web
+// dashboard, which takes its token from a login form and a cookie)
+// outside the bearer check, with the bounds of the other requests. That
+// handler authenticates its callers with the API's tokens
+// (Authenticate), spends their rate (Allow), and changes things only
+// through the /v1 routes and their role checks (Act).
+//
 // The health listener (health_listen, HealthServer) serves GET /healthz
 // (200 while the process answers), /readyz (the Health of /v1/health, 200
 // or 503, shared and cached the same way) and /metrics, without
