@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/control"
+	"github.com/schedulerd/schedulerd/dashboard"
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/scheduler"
 	"github.com/schedulerd/schedulerd/store"
@@ -21,7 +22,11 @@ type engine struct {
 	reload func(context.Context) error
 }
 
-var _ control.Engine = (*engine)(nil)
+var (
+	_ control.Engine        = (*engine)(nil)
+	_ dashboard.TickSource  = (*engine)(nil)
+	_ control.MetricsSource = (*engine)(nil)
+)
 
 // controlError marks the scheduler's errors with the control kinds; the
 // store's and the jobs package's sentinels are mapped by the server.
@@ -131,6 +136,25 @@ func (e *engine) Jobs(ctx context.Context) ([]control.JobInfo, error) {
 		out = append(out, j)
 	}
 	return out, nil
+}
+
+// NextTicks are the coming ticks of a cron job from its next fire time
+// (none while paused), each with the start its jitter gives it, within
+// the job's not_before and not_after.
+func (e *engine) NextTicks(job string, n int) []dashboard.Tick {
+	d, ok := e.sched.Job(job)
+	if !ok || d.Schedule == nil {
+		return nil
+	}
+	t := e.sched.NextFire(job) // zero while paused
+	if !t.IsZero() && t.Before(d.NotBefore) {
+		t = d.Schedule.Next(d.NotBefore.Add(-time.Nanosecond))
+	}
+	var out []dashboard.Tick
+	for ; !t.IsZero() && len(out) < n && d.InLife(t); t = d.Schedule.Next(t) {
+		out = append(out, dashboard.Tick{Fire: t, Start: d.TickStart(t)})
+	}
+	return out
 }
 
 func (e *engine) Health(ctx context.Context) control.Health {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/config"
 	"github.com/schedulerd/schedulerd/control"
+	"github.com/schedulerd/schedulerd/dashboard"
 	"github.com/schedulerd/schedulerd/jobs/command"
 	"github.com/schedulerd/schedulerd/scheduler"
 	"github.com/schedulerd/schedulerd/store"
@@ -168,6 +169,11 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 		defer closeServer(api.Close)
+		ui, err := dashboard.New(dashboard.Config{API: api, Engine: eng, Store: st, InactiveThreshold: d.InactiveThreshold, Logger: logger})
+		if err != nil {
+			return err
+		}
+		api.MountUI(ui)
 	}
 	if err := sched.Start(ctx); err != nil {
 		return err
