@@ -226,7 +226,7 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 	addr := clientAddr(r)
 	if retry := d.logins.blocked(addr); retry > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(retry.Seconds()+0.999)))
-		refuse(http.StatusTooManyRequests, "Too many failed logins: wait a minute and try again.")
+		refuse(http.StatusTooManyRequests, "Too many refused logins: try again in a little while.")
 		return
 	}
 	token := strings.TrimSpace(r.PostFormValue("token"))
