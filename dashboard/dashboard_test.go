@@ -121,10 +121,11 @@ func TestLogin(t *testing.T) {
 			t.Errorf("the login page with a session and next=%q: %d %v", next, r.status, r.header)
 		}
 	}
-	https := td.do(t, req{method: "POST", path: "/ui/login", form: url.Values{"token": {operateToken}},
-		header: map[string]string{"Origin": "https://" + strings.TrimPrefix(td.url, "http://"), "Sec-Fetch-Site": "same-origin"}})
-	if _, c := https.cookie(); c == nil || !c.Secure {
-		t.Errorf("a login over HTTPS (a proxy's): cookie %+v", c)
+	for _, proxy := range []map[string]string{{"X-Forwarded-Proto": "https"}, {"Forwarded": "for=192.0.2.1;proto=https"}} {
+		https := td.do(t, req{method: "POST", path: "/ui/login", form: url.Values{"token": {operateToken}}, header: proxy})
+		if _, c := https.cookie(); c == nil || !c.Secure {
+			t.Errorf("a login over a proxy's HTTPS (%v): cookie %+v", proxy, c)
+		}
 	}
 
 	for _, next := range []string{"https://evil.example/", "//evil.example/ui/", "/ui//evil", "/v1/jobs", "/ui\\evil", "javascript:alert(1)", "/ui/login"} {

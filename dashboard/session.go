@@ -84,9 +84,8 @@ func wellFormed(token string) bool {
 // setCookie gives the browser the session's cookie: HttpOnly (no script
 // reads it), SameSite=Strict (no other site's request carries it), for
 // the dashboard's paths alone, and Secure when the browser reached the
-// dashboard over HTTPS (TLS here, or a proxy's, which the browser's
-// Origin header tells). The token is base64-encoded: any token the
-// config may hold is a valid cookie value.
+// dashboard over HTTPS (overHTTPS). The token is base64-encoded: any
+// token the config may hold is a valid cookie value.
 func setCookie(w http.ResponseWriter, r *http.Request, token string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName, Value: base64.RawURLEncoding.EncodeToString([]byte(token)),
@@ -95,9 +94,22 @@ func setCookie(w http.ResponseWriter, r *http.Request, token string, maxAge int)
 	})
 }
 
-// overHTTPS reports whether the browser sent r over HTTPS.
+// overHTTPS reports whether the browser sent r over HTTPS: to this
+// listener's TLS, or to a reverse proxy's that says so (X-Forwarded-Proto
+// or Forwarded). A browser's Origin says nothing here: with the pages'
+// Referrer-Policy of no-referrer, a form sends "null". A client that
+// claims HTTPS falsely gets a cookie its browser then keeps off plain
+// HTTP: it can make the cookie safer, never weaker.
 func overHTTPS(r *http.Request) bool {
-	return r.TLS != nil || strings.HasPrefix(r.Header.Get("Origin"), "https://")
+	if r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https") {
+		return true
+	}
+	for _, f := range strings.FieldsFunc(strings.ToLower(r.Header.Get("Forwarded")), func(c rune) bool { return c == ';' || c == ',' }) {
+		if strings.TrimSpace(f) == "proto=https" {
+			return true
+		}
+	}
+	return false
 }
 
 // clearCookie tells the browser to forget the session.
