@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/control"
+	"github.com/schedulerd/schedulerd/internal/testcert"
 	"github.com/schedulerd/schedulerd/jobs"
 )
 
@@ -139,6 +140,21 @@ func TestLogin(t *testing.T) {
 	r = td.do(t, req{method: "POST", path: "/ui/logout", cookie: v, form: url.Values{"csrf": {td.csrf(t, v)}}})
 	if _, c := r.cookie(); r.status != http.StatusSeeOther || c == nil || c.MaxAge >= 0 {
 		t.Errorf("log out: %d %+v", r.status, c)
+	}
+}
+
+// TestLoginOverTLS: over the API's own TLS, the session cookie is Secure,
+// and the pages work.
+func TestLoginOverTLS(t *testing.T) {
+	pair := testcert.Write(t, t.TempDir(), "api", "127.0.0.1")
+	td := startDashTLS(t, nil, &pair)
+	r := td.do(t, req{method: "POST", path: "/ui/login", form: url.Values{"token": {operateToken}}})
+	v, c := r.cookie()
+	if r.status != http.StatusSeeOther || c == nil || !c.Secure || !c.HttpOnly {
+		t.Fatalf("login over TLS: %d %+v", r.status, c)
+	}
+	if r := td.do(t, req{method: "GET", path: "/ui/jobs/backup", cookie: v}); r.status != http.StatusOK {
+		t.Errorf("a page over TLS: %d", r.status)
 	}
 }
 

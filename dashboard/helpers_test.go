@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/control"
+	"github.com/schedulerd/schedulerd/internal/testcert"
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/sqlite"
@@ -159,6 +161,7 @@ type testDash struct {
 	eng *fakeEngine
 	st  *sqlite.Store
 	url string
+	tr  *http.Transport
 }
 
 func apiToken(name string, role control.Role, token string) control.APIToken {
@@ -167,6 +170,13 @@ func apiToken(name string, role control.Role, token string) control.APIToken {
 
 // startDash serves the dashboard; mod adjusts its config.
 func startDash(t *testing.T, mod func(*Config)) *testDash {
+	t.Helper()
+	return startDashTLS(t, mod, nil)
+}
+
+// startDashTLS serves the dashboard over TLS with pair (plain HTTP
+// without); the test's requests trust it.
+func startDashTLS(t *testing.T, mod func(*Config), pair *testcert.Pair) *testDash {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "schedulerd.db")})
 	if err != nil {
@@ -179,8 +189,13 @@ func startDash(t *testing.T, mod func(*Config)) *testDash {
 	}
 	eng := &fakeEngine{st: st}
 	logger := slog.New(slog.DiscardHandler)
+	var certFile, keyFile string
+	if pair != nil {
+		certFile, keyFile = pair.CertFile, pair.KeyFile
+	}
 	api, err := control.ListenAPI(control.APIConfig{
-		Addr:   "127.0.0.1:0",
+		Addr:    "127.0.0.1:0",
+		TLSCert: certFile, TLSKey: keyFile,
 		Tokens: []control.APIToken{apiToken("grafana", control.RoleRead, readToken), apiToken("ci", control.RoleOperate, operateToken)},
 		Server: control.ServerConfig{Logger: logger, Engine: eng, Store: st},
 	})
@@ -202,7 +217,12 @@ func startDash(t *testing.T, mod func(*Config)) *testDash {
 		defer cancel()
 		_ = api.Close(ctx)
 	})
-	return &testDash{Dashboard: d, api: api, eng: eng, st: st, url: "http://" + api.Addr().String()}
+	td := &testDash{Dashboard: d, api: api, eng: eng, st: st, url: "http://" + api.Addr().String(), tr: &http.Transport{}}
+	if pair != nil {
+		td.url = "https://" + api.Addr().String()
+		td.tr.TLSClientConfig = &tls.Config{RootCAs: pair.Pool()}
+	}
+	return td
 }
 
 // reply is a reply read whole.
@@ -261,7 +281,7 @@ func (td *testDash) do(t *testing.T, rq req) reply {
 			r.Header.Set(k, v)
 		}
 	}
-	hc := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	hc := &http.Client{Transport: td.tr, Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := hc.Do(r)
 	if err != nil {
 		t.Fatalf("%s %s: %v", rq.method, rq.path, err)
