@@ -76,6 +76,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"StoreClock", testStoreClock},
 		{"BinaryText", testBinaryText},
 		{"Ping", testPing},
+		{"JobResults", testJobResults},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
