@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -107,6 +108,16 @@ retry = { max_attempts = 1 }
 		}
 	}
 	promtoolCheckMetrics(t, promtool, body)
+	// The alert rules shipped name families that the daemon serves.
+	rules, err := os.ReadFile(alertRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range regexp.MustCompile(`schedulerd_[a-z_]+`).FindAllString(string(rules), -1) {
+		if !bytes.Contains(body, []byte("# TYPE "+name+" ")) {
+			t.Errorf("%s names %s, which /metrics does not serve", alertRules, name)
+		}
+	}
 
 	// The counters only grow.
 	before := m["schedulerd_ticks_fired_total"]
@@ -188,6 +199,25 @@ func metricValues(t *testing.T, body []byte) map[string]float64 {
 		out[f[0]] = v
 	}
 	return out
+}
+
+// alertRules are the alert rules shipped for Prometheus; alertTests their
+// tests (promtool test rules).
+const (
+	alertRules = "../../contrib/prometheus/alerts.yml"
+	alertTests = "../../contrib/prometheus/alerts_test.yml"
+)
+
+// TestAlertRules: promtool accepts the shipped alert rules, and they pass
+// their tests: each alert fires on the series it is for, and not on the
+// others.
+func TestAlertRules(t *testing.T) {
+	promtool := promtoolPath(t)
+	for _, args := range [][]string{{"check", "rules", alertRules}, {"test", "rules", alertTests}} {
+		if out, err := exec.Command(promtool, args...).CombinedOutput(); err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
 }
 
 // scrapeMetrics returns the body of GET /metrics at addr, after checking
