@@ -50,7 +50,7 @@ type env struct {
 	bin    string
 	binErr error
 	// riverBin is the River CLI (riverref.go), built on first use.
-	riverBin string
+	riverBin riverBuild
 	riverErr error
 	seq      int
 	// results are figures that a later section uses (pgbench compares

@@ -24,8 +24,12 @@ import (
 func compact(cfg *Config) {
 	d := &cfg.Daemon
 	for _, s := range []*string{&cfg.Path, &d.NodeID, &d.Store, &d.StateDir, &d.Socket, &d.SocketGroup,
-		&d.HealthListen, &d.LogFormat, &d.LogLevel} {
+		&d.HealthListen, &d.APIListen, &d.APITLSCert, &d.APITLSKey, &d.LogFormat, &d.LogLevel} {
 		*s = strings.Clone(*s)
+	}
+	for i := range cfg.Tokens {
+		t := &cfg.Tokens[i]
+		t.Name, t.Role = strings.Clone(t.Name), strings.Clone(t.Role)
 	}
 	defs := cfg.Jobs
 	if len(defs) == 0 {

@@ -39,6 +39,9 @@ type Config struct {
 	// Jobs are in file order. Each has had WithDefaults applied and has
 	// passed Validate.
 	Jobs []*jobs.Definition
+	// Tokens are the [[token]] tables, in file order: the bearer tokens of
+	// the HTTP API (api_listen), each known by its SHA-256 alone.
+	Tokens []Token
 }
 
 // Daemon holds the settings of the [daemon] section, with defaults applied.
@@ -77,8 +80,15 @@ type Daemon struct {
 	// HealthListen is the host:port of the health and metrics listener; ""
 	// for none.
 	HealthListen string
-	LogFormat    string // "text" (default) or "json"
-	LogLevel     string // "info" (default), "debug", "warn" or "error"
+	// APIListen is the host:port of the HTTP API (the /v1 routes of the
+	// socket, for bearer tokens); "" for none.
+	APIListen string
+	// APITLSCert and APITLSKey are the absolute paths of the API's
+	// certificate (PEM, its chain after it) and key; both or neither. The
+	// files are read at start and again on every reload.
+	APITLSCert, APITLSKey string
+	LogFormat             string // "text" (default) or "json"
+	LogLevel              string // "info" (default), "debug", "warn" or "error"
 }
 
 // Defaults of the [daemon] settings that are not computed from the host.
@@ -187,7 +197,7 @@ func Parse(path string, data []byte) (*Config, error) {
 		return nil, p.err()
 	}
 	cfg := &Config{Path: path}
-	cfg.Daemon, cfg.Jobs = p.top(tree)
+	cfg.Daemon, cfg.Jobs, cfg.Tokens = p.top(tree)
 	if len(p.errs) > 0 {
 		return nil, p.err()
 	}
@@ -411,11 +421,11 @@ func (p *parser) errAt(line int, key, format string, args ...any) {
 }
 
 // top reads the top level of the file.
-func (p *parser) top(tree map[string]any) (Daemon, []*jobs.Definition) {
+func (p *parser) top(tree map[string]any) (Daemon, []*jobs.Definition, []Token) {
 	top := scope{}
 	var (
 		daemonTable, defaultsTable map[string]any
-		jobTables                  []map[string]any
+		jobTables, tokenTables     []map[string]any
 	)
 	for _, k := range slices.Sorted(maps.Keys(tree)) {
 		v := tree[k]
@@ -425,17 +435,21 @@ func (p *parser) top(tree map[string]any) (Daemon, []*jobs.Definition) {
 		case "defaults":
 			defaultsTable, _ = p.table(top, k, v, "[defaults]")
 		case "job":
-			jobTables = p.jobTables(v)
+			jobTables = p.arrayOfTables(k, v)
 			delete(tree, k) // each table is let go once read, below
+		case "token":
+			tokenTables = p.arrayOfTables(k, v)
 		default:
 			p.unknown(top, k, topKeys)
 		}
 	}
 	d := p.daemon(daemonTable)
+	tokens := p.tokens(tokenTables)
 	defaults := p.readJob(scope{path: "defaults", label: "defaults."}, defaultsTable, true)
+	p.checkDefaults(defaults)
 	if len(jobTables) > MaxJobs {
 		p.errAt(p.line(indexPath("job", MaxJobs)), "job", "%d jobs; at most %d are allowed", len(jobTables), MaxJobs)
-		return d, nil
+		return d, nil, tokens
 	}
 	defs := make([]*jobs.Definition, 0, len(jobTables))
 	names := make(map[string]string, len(jobTables)) // name -> path of its first job
@@ -459,12 +473,13 @@ func (p *parser) top(tree map[string]any) (Daemon, []*jobs.Definition) {
 			defs = append(defs, def)
 		}
 	}
-	return d, defs
+	return d, defs, tokens
 }
 
-// jobTables returns the [[job]] tables (or an inline array of tables); an
-// element that is not a table is reported, and is nil.
-func (p *parser) jobTables(v any) []map[string]any {
+// arrayOfTables returns the tables of the array of tables k ([[job]],
+// [[token]]; or an inline array of tables); an element that is not a
+// table is reported, and is nil.
+func (p *parser) arrayOfTables(k string, v any) []map[string]any {
 	top := scope{}
 	switch v := v.(type) {
 	case []map[string]any:
@@ -474,16 +489,16 @@ func (p *parser) jobTables(v any) []map[string]any {
 		for i, e := range v {
 			m, ok := e.(map[string]any)
 			if !ok {
-				p.errAt(p.line(indexPath("job", i)), indexPath("job", i), "must be a table, not %s", typeName(e))
+				p.errAt(p.line(indexPath(k, i)), indexPath(k, i), "must be a table, not %s", typeName(e))
 			}
-			tables = append(tables, m) // nil when not a table: the next jobs keep their index
+			tables = append(tables, m) // nil when not a table: the next ones keep their index
 
 		}
 		return tables
 	case map[string]any:
-		p.errorf(top, "job", "must be an array of tables: write [[job]], not [job]")
+		p.errorf(top, k, "must be an array of tables: write [[%s]], not [%s]", k, k)
 	default:
-		p.errorf(top, "job", "must be an array of tables ([[job]]), not %s", typeName(v))
+		p.errorf(top, k, "must be an array of tables ([[%s]]), not %s", k, typeName(v))
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -68,11 +69,21 @@ func TestParseFull(t *testing.T) {
 		ShutdownGrace:     45 * time.Second,
 		History:           2160 * time.Hour,
 		HealthListen:      "127.0.0.1:9464",
+		APIListen:         "127.0.0.1:8080",
+		APITLSCert:        testdataAbs(t, "tls/api.crt"),
+		APITLSKey:         testdataAbs(t, "tls/api.key"),
 		LogFormat:         "json",
 		LogLevel:          "debug",
 	}
 	if cfg.Daemon != wantDaemon {
 		t.Errorf("Daemon =\n %+v, want\n %+v", cfg.Daemon, wantDaemon)
+	}
+	wantTokens := []Token{
+		{Name: "ci", Role: "operate", SHA256: mustHex(t, "6f1ed002ab5595859014ebf0951522d9e0b3c3d2c4e1c0b9d0f8a6b3f4e1c2a0")},
+		{Name: "grafana", Role: "read", SHA256: mustHex(t, "a3b2c1d0e9f8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2")},
+	}
+	if !slices.Equal(cfg.Tokens, wantTokens) {
+		t.Errorf("Tokens =\n %+v, want\n %+v", cfg.Tokens, wantTokens)
 	}
 	if got := cfg.Daemon.StorePath(); got != "/var/lib/schedulerd/schedulerd.db" {
 		t.Errorf("StorePath = %q", got)
@@ -123,7 +134,7 @@ func TestParseFull(t *testing.T) {
 	checkSettings(t, backup, settingsWant{
 		workdir: "/var/tmp", user: "nobody", timeout: 2 * time.Hour, killGrace: 30 * time.Second,
 		misfireGrace: 2 * time.Minute, overlap: jobs.OverlapQueue, catchup: jobs.CatchupAll,
-		catchupWindow: 12 * time.Hour, catchupMax: 10, startDeadline: time.Hour, maxConcurrency: 1,
+		catchupWindow: 12 * time.Hour, catchupMax: 10, startDeadline: time.Hour, jitter: 5 * time.Minute, maxConcurrency: 1,
 		noRetry: []int{2, 3}, outputLimit: 32768,
 	})
 
@@ -138,7 +149,7 @@ func TestParseFull(t *testing.T) {
 	checkSettings(t, logs, settingsWant{
 		workdir: "/tmp", user: "nobody", timeout: 30 * time.Minute, killGrace: 20 * time.Second,
 		misfireGrace: 30 * time.Second, overlap: jobs.OverlapSkip, catchup: jobs.CatchupNone,
-		catchupWindow: 12 * time.Hour, catchupMax: 10, startDeadline: time.Hour, maxConcurrency: 2,
+		catchupWindow: 12 * time.Hour, catchupMax: 10, startDeadline: time.Hour, jitter: 30 * time.Second, maxConcurrency: 2,
 		noRetry: []int{64}, outputLimit: 32768,
 	})
 	if want := (map[string]string{"LANG": "C.UTF-8", "TEAM": "ops"}); !equalMaps(logs.Env, want) {
@@ -171,20 +182,39 @@ func TestParseFull(t *testing.T) {
 	}
 }
 
+// testdataAbs is the absolute path of name in testdata.
+func testdataAbs(t *testing.T, name string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func mustHex(t *testing.T, s string) [32]byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != 32 {
+		t.Fatalf("bad hex %q", s)
+	}
+	return [32]byte(b)
+}
+
 type settingsWant struct {
-	workdir, user                                                  string
-	timeout, killGrace, misfireGrace, catchupWindow, startDeadline time.Duration
-	overlap                                                        jobs.Overlap
-	catchup                                                        jobs.Catchup
-	catchupMax, maxConcurrency, outputLimit                        int
-	noRetry                                                        []int
+	workdir, user                                                          string
+	timeout, killGrace, misfireGrace, catchupWindow, startDeadline, jitter time.Duration
+	overlap                                                                jobs.Overlap
+	catchup                                                                jobs.Catchup
+	catchupMax, maxConcurrency, outputLimit                                int
+	noRetry                                                                []int
 }
 
 func checkSettings(t *testing.T, d *jobs.Definition, w settingsWant) {
 	t.Helper()
 	got := settingsWant{
 		workdir: d.Workdir, user: d.User, timeout: d.Timeout, killGrace: d.KillGrace,
-		misfireGrace: d.MisfireGrace, catchupWindow: d.CatchupWindow, startDeadline: d.StartDeadline,
+		misfireGrace: d.MisfireGrace, catchupWindow: d.CatchupWindow, startDeadline: d.StartDeadline, jitter: d.Jitter,
 		overlap: d.Overlap, catchup: d.Catchup, catchupMax: d.CatchupMax,
 		maxConcurrency: d.MaxConcurrency, outputLimit: d.OutputLimit, noRetry: d.NoRetryExitCodes,
 	}
@@ -268,6 +298,58 @@ timeout = "none"
 	cfg = mustParse(t, "[[job]]\nname = \"a\"\nshell = \"true\"\ntimeout = \"none\"\n")
 	if d := cfg.Jobs[0]; d.Timeout != 0 {
 		t.Errorf("timeout = none without defaults: %s, want 0 (none; the product default is %s)", d.Timeout, jobs.DefaultTimeout)
+	}
+}
+
+// TestJitter: jitter is a job setting that [defaults] may give; "0s" takes
+// it away from one job, and a job's jitter may be longer than its
+// schedule's interval (the delay of each tick is bounded by the next tick).
+func TestJitter(t *testing.T) {
+	cfg := mustParse(t, `
+[defaults]
+jitter = "5m"
+start_deadline = "10m"
+
+[[job]]
+name = "inherits"
+schedule = "@hourly"
+shell = "true"
+
+[[job]]
+name = "own"
+schedule = "*/5 * * * *"
+shell = "true"
+jitter = "1h"
+start_deadline = "2h"
+
+[[job]]
+name = "none"
+schedule = "@hourly"
+shell = "true"
+jitter = "0s"
+
+[[job]]
+name = "plain"
+schedule = "@hourly"
+shell = "true"
+start_deadline = "none"
+`)
+	for _, c := range []struct {
+		job              string
+		jitter, deadline time.Duration
+	}{
+		{"inherits", 5 * time.Minute, 10 * time.Minute},
+		{"own", time.Hour, 2 * time.Hour},
+		{"none", 0, 10 * time.Minute},
+		{"plain", 5 * time.Minute, 0},
+	} {
+		d := jobNamed(t, cfg, c.job)
+		if d.Jitter != c.jitter || d.StartDeadline != c.deadline {
+			t.Errorf("%s: jitter %s, start_deadline %s; want %s, %s", c.job, d.Jitter, d.StartDeadline, c.jitter, c.deadline)
+		}
+	}
+	if d := mustParse(t, cmdJob("schedule = \"@hourly\"\n")).Jobs[0]; d.Jitter != 0 {
+		t.Errorf("jitter without the key: %s, want 0 (none)", d.Jitter)
 	}
 }
 
@@ -544,6 +626,11 @@ var errorTests = []struct {
 	{"zero misfire_grace", job("misfire_grace = \"0s\"\n"), `t.toml:4: job "a": misfire_grace: must be positive`, nil},
 	{"zero catchup_window", job("catchup_window = \"0s\"\n"), `t.toml:4: job "a": catchup_window: must be positive`, nil},
 	{"negative start_deadline", job("start_deadline = \"-1m\"\n"), `t.toml:4: job "a": start_deadline: must be positive, or "none", got -1m0s`, nil},
+	{"negative jitter", job("jitter = \"-5m\"\n"), `t.toml:4: job "a": jitter: must not be negative, got -5m0s`, nil},
+	{"bare integer jitter", job("jitter = 300\n"), `t.toml:4: job "a": jitter: a bare number (300) is not a duration; use a string such as "90s"`, nil},
+	{"jitter none", job("jitter = \"none\"\n"), `t.toml:4: job "a": jitter: "none" is not a duration; use a number with a unit such as "90s" or "2h"`, nil},
+	{"jitter as a boolean", job("jitter = true\n"), `t.toml:4: job "a": jitter: must be a duration string such as "90s", not a boolean (true)`, nil},
+	{"negative jitter in defaults", "[defaults]\njitter = \"-1s\"\n", `t.toml:2: defaults.jitter: must not be negative, got -1s`, nil},
 	{"negative retry delay", job("retry = { initial_delay = \"-1s\" }\n"), `t.toml:4: job "a": retry.initial_delay: must not be negative, got -1s`, nil},
 	{"negative shutdown_grace", "[daemon]\nshutdown_grace = \"-1s\"\n", `t.toml:2: daemon.shutdown_grace: must not be negative, got -1s`, nil},
 	{"negative duration in defaults", "[defaults]\ntimeout = \"-1h\"\n", `t.toml:2: defaults.timeout: must be positive, or "none", got -1h0m0s`, nil},
@@ -598,6 +685,14 @@ var errorTests = []struct {
 	{"dotted max_attempts", job("retry.max_attempts = 0\n"), `t.toml:4: job "a": retry.max_attempts: must be between 1 and 1000, got 0`, nil},
 	{"max_delay below initial_delay", job("\nretry = { initial_delay = \"10s\", max_delay = \"1s\" }\n"), `t.toml:5: job "a": retry.max_delay: 1s is less than initial_delay 10s`, nil},
 	{"max_delay below the defaults' initial_delay", "[defaults]\nretry = { initial_delay = \"1m\" }\n" + job("retry = { max_delay = \"10s\" }\n"), `t.toml:6: job "a": retry.max_delay: 10s is less than initial_delay 1m0s`, nil},
+	{"jitter not shorter than start_deadline", job("schedule = \"@hourly\"\nstart_deadline = \"5m\"\njitter = \"5m\"\n"),
+		`t.toml:6: job "a": jitter: must be shorter than start_deadline (5m0s), which counts from the tick`, nil},
+	{"jitter longer than the defaults' start_deadline", "[defaults]\nstart_deadline = \"5m\"\n" + job("schedule = \"@hourly\"\njitter = \"10m\"\n"),
+		`t.toml:7: job "a": jitter: must be shorter than start_deadline (5m0s)`, nil},
+	{"start_deadline not longer than the defaults' jitter", "[defaults]\njitter = \"10m\"\n" + job("schedule = \"@hourly\"\n\nstart_deadline = \"10m\"\n"),
+		`t.toml:8: job "a": start_deadline: must be longer than jitter (10m0s): it counts from the tick, and a run may start up to jitter after it`, nil},
+	{"jitter and start_deadline of defaults", "[defaults]\nstart_deadline = \"1m\"\njitter = \"2m\"\n" + job("schedule = \"@hourly\"\n"),
+		`t.toml:3: defaults.jitter: must be shorter than start_deadline (1m0s), which counts from the tick`, nil},
 	{"zero catchup_max", job("catchup_max = 0\n"), `t.toml:4: job "a": catchup_max: must be between 1 and 100000, got 0`, nil},
 	{"negative max_concurrency", job("max_concurrency = -1\n"), `t.toml:4: job "a": max_concurrency: must be between 0 and`, nil},
 	{"small output_limit", job("output_limit = 100\n"), `t.toml:4: job "a": output_limit: must be between 1024 and 16777216, got 100`, nil},
@@ -628,6 +723,24 @@ var errorTests = []struct {
 	{"sqlite without a path", "[daemon]\nstore = \"sqlite:\"\n", `t.toml:2: daemon.store: sqlite: needs a file path`, nil},
 	{"bad postgres URL", "[daemon]\nstore = \"postgres://u:secret@db:port/sd\"\n", `t.toml:2: daemon.store: is not a valid postgres:// URL`, nil},
 	{"socket path too long", "[daemon]\nsocket = \"/" + strings.Repeat("s", 120) + "\"\n", `t.toml:2: daemon.socket: the path`, []string{"a unix socket path has at most 107"}},
+	{"api_listen without port", "[daemon]\napi_listen = \"localhost\"\n", `t.toml:2: daemon.api_listen: must be host:port such as "127.0.0.1:9464"`, nil},
+	{"api_tls_cert without a key", "[daemon]\napi_listen = \"127.0.0.1:8080\"\napi_tls_cert = \"/etc/a.crt\"\n", `t.toml:3: daemon.api_tls_cert: is set without api_tls_key: give both files, or neither for plain HTTP`, nil},
+	{"api_tls_key without a cert", "[daemon]\napi_listen = \"127.0.0.1:8080\"\napi_tls_key = \"/etc/a.key\"\n", `t.toml:3: daemon.api_tls_key: is set without api_tls_cert`, nil},
+	{"api_tls without api_listen", "[daemon]\napi_tls_cert = \"/etc/a.crt\"\napi_tls_key = \"/etc/a.key\"\n", `t.toml:2: daemon.api_tls_cert: is set but api_listen is not`, nil},
+
+	// Tokens.
+	{"token without name", "[[token]]\nrole = \"read\"\nsha256 = \"" + testHash + "\"\n", `t.toml:1: token[0].name: is required`, nil},
+	{"token with a bad name", "[[token]]\nname = \"a b\"\nrole = \"read\"\nsha256 = \"" + testHash + "\"\n", `t.toml:2: token[0].name: "a b" is not a valid token name`, nil},
+	{"token without role", "[[token]]\nname = \"ci\"\nsha256 = \"" + testHash + "\"\n", `t.toml:1: token "ci": role: is required (read, operate, admin: what the token may do)`, nil},
+	{"token with a bad role", "[[token]]\nname = \"ci\"\nrole = \"root\"\nsha256 = \"" + testHash + "\"\n", `t.toml:3: token "ci": role: must be one of read, operate, admin; got "root"`, nil},
+	{"token without sha256", "[[token]]\nname = \"ci\"\nrole = \"read\"\n", `t.toml:1: token "ci": sha256: is required`, nil},
+	{"token with the token instead of its hash", "[[token]]\nname = \"ci\"\nrole = \"read\"\nsha256 = \"sd_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG\"\n", `t.toml:4: token "ci": sha256: must be the SHA-256 of the token in 64 hex digits`, []string{"got 46 characters"}},
+	{"token with a short hash", "[[token]]\nname = \"ci\"\nrole = \"read\"\nsha256 = \"" + testHash[:62] + "\"\n", `t.toml:4: token "ci": sha256: must be the SHA-256 of the token in 64 hex digits`, nil},
+	{"token with the hash of nothing", "[[token]]\nname = \"ci\"\nrole = \"read\"\nsha256 = \"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\"\n", `t.toml:4: token "ci": sha256: is the SHA-256 of the empty string`, nil},
+	{"token with an unknown key", "[[token]]\nname = \"ci\"\nrole = \"read\"\nsha256 = \"" + testHash + "\"\nsha = 1\n", `t.toml:5: token "ci": sha: unknown key`, nil},
+	{"duplicate token name", "[[token]]\nname = \"ci\"\nrole = \"read\"\nsha256 = \"" + testHash + "\"\n[[token]]\nname = \"ci\"\nrole = \"admin\"\nsha256 = \"" + otherHash + "\"\n", `t.toml:6: token "ci": name: duplicate token name; the first token named "ci" is at line 2`, nil},
+	{"same token twice", "[[token]]\nname = \"ci\"\nrole = \"read\"\nsha256 = \"" + testHash + "\"\n[[token]]\nname = \"ops\"\nrole = \"admin\"\nsha256 = \"" + strings.ToUpper(testHash) + "\"\n", `t.toml:8: token "ops": sha256: is the same as that of token "ci"`, nil},
+	{"token as a table", "[token]\nname = \"ci\"\n", `t.toml:1: token: must be an array of tables: write [[token]], not [token]`, nil},
 	{"dotted daemon key", "daemon.log_format = \"xml\"\n", `t.toml:1: daemon.log_format: must be one of text, json`, nil},
 	{"inline daemon table", "daemon = { log_level = \"loud\" }\n", `t.toml:1: daemon.log_level: must be one of`, nil},
 }
@@ -688,6 +801,12 @@ func checkErrors(t *testing.T, err error) []*Error {
 	return list
 }
 
+// testHash and otherHash are SHA-256 sums of tokens.
+const (
+	testHash  = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+	otherHash = "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752"
+)
+
 // validSnippets are valid configs that the checks must not reject.
 var validSnippets = []struct{ name, src string }{
 	{"empty file", ""},
@@ -699,6 +818,10 @@ var validSnippets = []struct{ name, src string }{
 	{"postgres store", "[daemon]\nstore = \"postgresql://sd@db.example:5432/sd?sslmode=verify-full\"\n"},
 	{"health on all interfaces", "[daemon]\nhealth_listen = \":9464\"\n"},
 	{"IPv6 health", "[daemon]\nhealth_listen = \"[::1]:9464\"\n"},
+	{"API without TLS", "[daemon]\napi_listen = \"127.0.0.1:8080\"\n"},
+	{"API with TLS", "[daemon]\napi_listen = \":8443\"\napi_tls_cert = \"/etc/c.pem\"\napi_tls_key = \"/etc/k.pem\"\n"},
+	{"tokens without api_listen", "[[token]]\nname = \"ci\"\nrole = \"read\"\nsha256 = \"" + testHash + "\"\n"},
+	{"tokens as an inline array", "token = [{ name = \"a\", role = \"admin\", sha256 = \"" + testHash + "\" }]\n"},
 	{"numeric user", cmdJob("user = \"0\"\n")},
 	{"max_concurrency 0", cmdJob("max_concurrency = 0\n")},
 	{"retry with zero delays", cmdJob("retry = { initial_delay = \"0s\", max_delay = \"0s\", max_attempts = 1 }\n")},
@@ -706,6 +829,15 @@ var validSnippets = []struct{ name, src string }{
 	{"zone prefix in schedule", cmdJob("schedule = \"CRON_TZ=Asia/Tokyo 0 9 * * *\"\n")},
 	{"at in the past", cmdJob("at = 2001-01-01T00:00:00Z\n")},
 	{"window only", cmdJob("not_before = 2026-01-01T00:00:00Z\n")},
+	{"jitter", cmdJob("schedule = \"@hourly\"\njitter = \"5m\"\n")},
+	{"jitter longer than the schedule's interval", cmdJob("schedule = \"@every 1m\"\njitter = \"1h\"\n")},
+	{"jitter 0s", cmdJob("schedule = \"@hourly\"\njitter = \"0s\"\n")},
+	{"jitter below start_deadline", cmdJob("schedule = \"@hourly\"\njitter = \"5m\"\nstart_deadline = \"5m1s\"\n")},
+	{"jitter with start_deadline none", "[defaults]\nstart_deadline = \"1m\"\n" + cmdJob("schedule = \"@hourly\"\njitter = \"5m\"\nstart_deadline = \"none\"\n")},
+	{"jitter and start_deadline on a job without schedule", cmdJob("jitter = \"5m\"\nstart_deadline = \"1m\"\n")},
+	{"jitter and not_after on a tick", cmdJob("schedule = \"@hourly\"\ntimezone = \"UTC\"\njitter = \"50m\"\nnot_after = 2026-01-01T00:00:00Z\n")},
+	{"not_after on a tick", cmdJob("schedule = \"*/10 * * * * *\"\ntimezone = \"UTC\"\nnot_after = 2026-01-01T00:00:00Z\n")},
+	{"timeout none", cmdJob("schedule = \"@hourly\"\ntimeout = \"none\"\n")},
 	{"jobs as an inline array", "job = [{ name = \"a\", shell = \"true\" }, { name = \"b\", shell = \"true\" }]\n"},
 	{"empty job array", "job = []\n"},
 	{"crlf line ends", "[[job]]\r\nname = \"a\"\r\nshell = \"true\"\r\n"},

@@ -29,7 +29,7 @@ const (
 var daemonKeys = []string{
 	"node_id", "store", "state_dir", "socket", "socket_group", "concurrency",
 	"heartbeat_interval", "inactive_threshold", "shutdown_grace", "history",
-	"health_listen", "log_format", "log_level",
+	"health_listen", "api_listen", "api_tls_cert", "api_tls_key", "log_format", "log_level",
 }
 
 // daemon reads the [daemon] table (nil when absent) and applies defaults.
@@ -93,6 +93,21 @@ func (p *parser) daemon(m map[string]any) Daemon {
 				}
 				d.HealthListen = s
 			}
+		case "api_listen":
+			if s, ok := p.str(sc, k, v); ok && s != "" {
+				if msg := checkListen(s); msg != "" {
+					p.errorf(sc, k, "%s", msg)
+				}
+				d.APIListen = s
+			}
+		case "api_tls_cert":
+			if s, ok := p.str(sc, k, v); ok && s != "" {
+				d.APITLSCert = p.absolute(sc, k, s)
+			}
+		case "api_tls_key":
+			if s, ok := p.str(sc, k, v); ok && s != "" {
+				d.APITLSKey = p.absolute(sc, k, s)
+			}
 		case "log_format":
 			d.LogFormat, _ = p.oneOf(sc, k, v, "text", "json")
 		case "log_level":
@@ -104,6 +119,17 @@ func (p *parser) daemon(m map[string]any) Daemon {
 				p.unknown(sc, k, daemonKeys)
 			}
 		}
+	}
+
+	switch {
+	case (d.APITLSCert == "") != (d.APITLSKey == ""):
+		set, unset := "api_tls_cert", "api_tls_key"
+		if d.APITLSCert == "" {
+			set, unset = unset, set
+		}
+		p.errorf(sc, set, "is set without %s: give both files, or neither for plain HTTP", unset)
+	case d.APITLSCert != "" && d.APIListen == "":
+		p.errorf(sc, "api_tls_cert", "is set but api_listen is not: the certificate is for the HTTP API, which is off")
 	}
 
 	_, hasInactive := m["inactive_threshold"]

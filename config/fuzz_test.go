@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/jobs"
 )
 
 // FuzzParseConfig checks that Parse never panics, that it returns either a
@@ -70,10 +73,13 @@ func FuzzParseConfig(f *testing.F) {
 				t.Fatalf("job name %q twice", d.Name)
 			}
 			names[d.Name] = true
-			if d.Timeout <= 0 || d.KillGrace <= 0 || d.MisfireGrace <= 0 || d.CatchupWindow <= 0 || d.CatchupMax < 1 ||
-				d.OutputLimit < MinOutputLimit || d.OutputLimit > MaxOutputLimit || d.Overlap == "" || d.Catchup == "" {
+			// Timeout 0 is "none".
+			if d.Timeout < 0 || d.KillGrace <= 0 || d.MisfireGrace <= 0 || d.CatchupWindow <= 0 || d.CatchupMax < 1 ||
+				d.OutputLimit < MinOutputLimit || d.OutputLimit > MaxOutputLimit || d.Overlap == "" || d.Catchup == "" ||
+				d.Jitter < 0 {
 				t.Fatalf("job %q has settings out of range: %+v", d.Name, d)
 			}
+			checkTickWindows(t, d)
 		}
 		dm := cfg.Daemon
 		if dm.Concurrency < 1 || dm.Concurrency > MaxConcurrency || dm.HeartbeatInterval <= 0 ||
@@ -82,4 +88,32 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("daemon settings out of range: %+v", dm)
 		}
 	})
+}
+
+// checkTickWindows checks that the ticks a cron job fires (those of its
+// life) get runs whose window can open, starting at the tick or up to
+// jitter after it: a few ticks from a fixed time, and a few before the
+// job's not_after, where a delayed start may not fit.
+func checkTickWindows(t *testing.T, d *jobs.Definition) {
+	if d.Schedule == nil {
+		return
+	}
+	froms := []time.Time{time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	if !d.NotAfter.IsZero() {
+		froms = append(froms, d.NotAfter.Add(-d.Jitter-time.Minute))
+	}
+	for _, from := range froms {
+		for tick, i := d.Schedule.Next(from), 0; i < 3 && !tick.IsZero(); tick, i = d.Schedule.Next(tick), i+1 {
+			if !d.InLife(tick) {
+				continue
+			}
+			nb, na := d.Window(jobs.TriggerSchedule, tick)
+			if err := jobs.ValidateWindow(nb, na); err != nil {
+				t.Fatalf("job %q: the run of its tick %s has the window %s..%s: %v", d.Name, tick, nb, na, err)
+			}
+			if start := d.TickStart(tick); start.Before(tick) || (d.Jitter > 0 && !start.Before(tick.Add(d.Jitter))) {
+				t.Fatalf("job %q: tick %s starts at %s, outside [tick, tick+%s)", d.Name, tick, start, d.Jitter)
+			}
+		}
+	}
 }

@@ -45,13 +45,13 @@ func ValidEnvName(name string) bool {
 }
 
 var (
-	topKeys = []string{"daemon", "defaults", "job"}
+	topKeys = []string{"daemon", "defaults", "job", "token"}
 	// jobOnlyKeys may be set in a [[job]] but not in [defaults].
 	jobOnlyKeys = []string{"name", "schedule", "at", "command", "shell", "not_before", "not_after"}
 	// settingKeys may be set in a [[job]] and in [defaults].
 	settingKeys = []string{
 		"timeout", "kill_grace", "misfire_grace", "overlap", "catchup", "catchup_window",
-		"catchup_max", "start_deadline", "max_concurrency", "retry", "no_retry_exit_codes",
+		"catchup_max", "start_deadline", "jitter", "max_concurrency", "retry", "no_retry_exit_codes",
 		"timezone", "workdir", "user", "env", "output_limit",
 	}
 	jobKeys   = slices.Concat(jobOnlyKeys, settingKeys)
@@ -88,6 +88,7 @@ type settings struct {
 	workdir, user                                                  opt[string]
 	env                                                            map[string]string // nil when not set
 	timeout, killGrace, misfireGrace, catchupWindow, startDeadline opt[time.Duration]
+	jitter                                                         opt[time.Duration]
 	overlap                                                        opt[jobs.Overlap]
 	catchup                                                        opt[jobs.Catchup]
 	catchupMax, maxConcurrency, outputLimit                        opt[int]
@@ -226,6 +227,8 @@ func (p *parser) setting(sc scope, s *settings, k string, v any) {
 		putDuration(&s.catchupWindow, positive)
 	case "start_deadline":
 		putDurationOrNone(&s.startDeadline, 0)
+	case "jitter":
+		putDuration(&s.jitter, nonNegative)
 	case "catchup_max":
 		putInt(&s.catchupMax, 1, MaxCatchupMax)
 	case "max_concurrency":
@@ -445,6 +448,7 @@ func (p *parser) build(j, defaults *rawJob, before int) *jobs.Definition {
 		CatchupWindow:    s.catchupWindow.v,
 		CatchupMax:       s.catchupMax.v,
 		StartDeadline:    s.startDeadline.v,
+		Jitter:           s.jitter.v,
 		MaxConcurrency:   s.maxConcurrency.v,
 		NoRetryExitCodes: s.noRetryExitCodes.v,
 		OutputLimit:      s.outputLimit.v,
@@ -485,7 +489,8 @@ func (p *parser) build(j, defaults *rawJob, before int) *jobs.Definition {
 			p.errorf(sc, "not_after", "must be after at (%s)", def.At.Format(time.RFC3339))
 		}
 	}
-	if len(p.errs) > before || !j.name.set {
+	jitterOK := def.Schedule == nil || p.checkJitter(j, s)
+	if len(p.errs) > before || !j.name.set || !jitterOK {
 		return nil
 	}
 
@@ -507,6 +512,33 @@ func (p *parser) build(j, defaults *rawJob, before int) *jobs.Definition {
 	return def
 }
 
+// checkJitter reports whether a cron job's jitter leaves its runs time to
+// start before start_deadline, which counts from the tick. The problem is
+// recorded as the job's when it sets either key; otherwise both come from
+// [defaults], where checkDefaults recorded it once.
+func (p *parser) checkJitter(j *rawJob, s settings) bool {
+	jitter, deadline := s.jitter.v, s.startDeadline.v
+	if jitter <= 0 || deadline <= 0 || deadline > jitter {
+		return true
+	}
+	switch {
+	case j.jitter.set:
+		p.errorf(j.sc, "jitter", "must be shorter than start_deadline (%s), which counts from the tick", deadline)
+	case j.startDeadline.set:
+		p.errorf(j.sc, "start_deadline", "must be longer than jitter (%s): it counts from the tick, and a run may start up to jitter after it", jitter)
+	}
+	return false
+}
+
+// checkDefaults checks the settings of [defaults] that depend on each
+// other, which every job that sets neither inherits together.
+func (p *parser) checkDefaults(d *rawJob) {
+	jitter, deadline := d.jitter, d.startDeadline
+	if jitter.set && deadline.set && jitter.v > 0 && deadline.v > 0 && deadline.v <= jitter.v {
+		p.errorf(d.sc, "jitter", "must be shorter than start_deadline (%s), which counts from the tick", deadline.v)
+	}
+}
+
 // merge returns the settings of a job: its own, else the defaults'. Retry
 // merges field by field and env key by key.
 func merge(job, defaults *settings) settings {
@@ -519,6 +551,7 @@ func merge(job, defaults *settings) settings {
 		misfireGrace:     job.misfireGrace.or(defaults.misfireGrace),
 		catchupWindow:    job.catchupWindow.or(defaults.catchupWindow),
 		startDeadline:    job.startDeadline.or(defaults.startDeadline),
+		jitter:           job.jitter.or(defaults.jitter),
 		overlap:          job.overlap.or(defaults.overlap),
 		catchup:          job.catchup.or(defaults.catchup),
 		catchupMax:       job.catchupMax.or(defaults.catchupMax),

@@ -82,7 +82,9 @@ var (
 	// and 413 for unknown paths, wrong methods and oversized bodies).
 	ErrBadRequest = errors.New("bad request")
 	// ErrPermissionDenied: the caller may not use the socket (403
-	// permission_denied, or EACCES when connecting).
+	// permission_denied, or EACCES when connecting), or the API without a
+	// valid token (401 unauthorized) or with a token whose role does not
+	// allow the request (403 permission_denied).
 	ErrPermissionDenied = errors.New("permission denied")
 	// ErrDaemonNotRunning: nothing listens on the socket path.
 	ErrDaemonNotRunning = errors.New("the daemon is not running")
@@ -90,6 +92,10 @@ var (
 	// attempts replies, as it does at once (429 busy); ask again after the
 	// reply's Retry-After, as the Client does.
 	ErrBusy = errors.New("the daemon is busy")
+	// ErrRateLimited: the API token made more requests than its rate
+	// allows (429 rate_limited); ask again after the reply's Retry-After,
+	// as the Client does.
+	ErrRateLimited = errors.New("rate limited")
 )
 
 // Error codes of the JSON error body.
@@ -109,6 +115,8 @@ const (
 	CodePermissionDenied  = "permission_denied"
 	CodeUnhealthy         = "unhealthy"
 	CodeBusy              = "busy"
+	CodeUnauthorized      = "unauthorized"
+	CodeRateLimited       = "rate_limited"
 	CodeInternal          = "internal"
 )
 
@@ -128,6 +136,8 @@ var codeKinds = map[string]error{
 	CodeReloadRejected:    ErrReloadRejected,
 	CodePermissionDenied:  ErrPermissionDenied,
 	CodeBusy:              ErrBusy,
+	CodeUnauthorized:      ErrPermissionDenied,
+	CodeRateLimited:       ErrRateLimited,
 }
 
 // Mark returns an error with err's message that also matches kind (one of
@@ -149,7 +159,7 @@ type APIError struct {
 	Status  int    // HTTP status
 	Code    string // one of the Code* constants
 	Message string
-	// RetryAfter is when to ask again, for the code busy.
+	// RetryAfter is when to ask again, for the codes busy and rate_limited.
 	RetryAfter time.Duration
 }
 
@@ -279,7 +289,11 @@ type JobInfo struct {
 	At *time.Time `json:"at"`
 	// NextFire is the next tick of a cron job (null while paused), the at
 	// time of a one-off job, null for a trigger-only job.
-	NextFire      *time.Time  `json:"next_fire"`
+	NextFire *time.Time `json:"next_fire"`
+	// NextStart is when the run of that tick may start: NextFire delayed
+	// by the job's jitter (jobs.Definition.TickStart), or for a one-off job
+	// its not_before.
+	NextStart     *time.Time  `json:"next_start"`
 	Paused        bool        `json:"paused"`
 	LastRunID     string      `json:"last_run_id"`
 	LastRunStatus jobs.Status `json:"last_run_status"`

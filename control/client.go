@@ -3,6 +3,7 @@ package control
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,13 +23,19 @@ import (
 // which carries output of any size, is decoded as it comes instead.
 const maxReplyBytes = 256 << 20
 
-// Client calls the control API of a daemon over its unix socket. Its
-// methods return *APIError for error replies (match them with errors.Is
-// against the Err* kinds), and errors matching ErrDaemonNotRunning or
-// ErrPermissionDenied when the socket cannot be reached.
+// Client calls the control API of a daemon over its unix socket, or over
+// TCP with a bearer token (NewAPIClient). Its methods return *APIError for
+// error replies (match them with errors.Is against the Err* kinds), and
+// errors matching ErrDaemonNotRunning or ErrPermissionDenied when the
+// socket cannot be reached.
 type Client struct {
+	// path is the socket, or the API's URL: what errors name.
 	path string
-	hc   *http.Client
+	// base is what the paths of the API are appended to.
+	base string
+	// token is the API's bearer token; "" on the socket.
+	token string
+	hc    *http.Client
 	// Timeout bounds each request except long polls. Default 30s.
 	Timeout time.Duration
 	// attemptToken is sent as AttemptTokenHeader when set.
@@ -55,13 +62,68 @@ func NewClient(socketPath string) *Client {
 		DisableCompression: true,
 	}
 	hc := &http.Client{Transport: tr, CheckRedirect: noRedirects}
-	return &Client{path: socketPath, hc: hc, Timeout: 30 * time.Second}
+	return &Client{path: socketPath, base: "http://schedulerd", hc: hc, Timeout: 30 * time.Second}
 }
+
+// NewAPIClient returns a client of the HTTP API at rawURL (api_listen:
+// https://host:8080, or with a path prefix when a reverse proxy serves it
+// under one) that sends token as its bearer token. It refuses a URL with
+// credentials, a query or a fragment, and plain http:// to a host that is
+// not a loopback address (127.0.0.0/8, ::1, localhost): the token would
+// cross the network in clear. The certificate of an https:// URL is
+// checked against the system's roots, which SSL_CERT_FILE and
+// SSL_CERT_DIR can name.
+func NewAPIClient(rawURL, token string) (*Client, error) {
+	u, err := url.Parse(rawURL)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("the API's URL %s: %w", clip(strconv.Quote(rawURL)), err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("the API's URL %s: want https://HOST:PORT (or http:// to a loopback address)", clip(strconv.Quote(rawURL)))
+	case u.Host == "" || u.Opaque != "":
+		return nil, fmt.Errorf("the API's URL %s has no host", clip(strconv.Quote(rawURL)))
+	case u.User != nil:
+		return nil, fmt.Errorf("the API's URL must not hold credentials: give the token in a file (--token-file)")
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return nil, fmt.Errorf("the API's URL %s: want no query or fragment", clip(strconv.Quote(rawURL)))
+	case u.Scheme == "http" && !loopbackHost(u.Hostname()):
+		return nil, fmt.Errorf("refusing to send the token over plain http to %s: use https://, "+
+			"or http:// to a loopback address (127.0.0.1, ::1, localhost) such as an SSH tunnel's", u.Host)
+	}
+	if !validToken(token) {
+		return nil, fmt.Errorf("the token must be 1 to %d printable ASCII characters without spaces", MaxTokenBytes)
+	}
+	tr := &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout: 10 * time.Second,
+		MaxIdleConns:        2,
+		IdleConnTimeout:     30 * time.Second,
+		DisableCompression:  true,
+	}
+	base := strings.TrimSuffix(u.Scheme+"://"+u.Host+u.EscapedPath(), "/")
+	hc := &http.Client{Transport: tr, CheckRedirect: noRedirects}
+	return &Client{path: base, base: base, token: token, hc: hc, Timeout: 30 * time.Second}, nil
+}
+
+// loopbackHost reports whether host (no port) is localhost or a loopback
+// address. A name is not resolved: only "localhost" counts.
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// API reports whether the client calls the HTTP API rather than a socket.
+func (c *Client) API() bool { return c.token != "" }
 
 // noRedirects stops the client at a redirect; send turns it into an error.
 func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
-// Path is the socket the client calls.
+// Path is the socket the client calls, or the API's URL.
 func (c *Client) Path() string { return c.path }
 
 // Close releases idle connections.
@@ -291,13 +353,15 @@ type request struct {
 
 // retryBusy runs send, again after the reply's Retry-After while the
 // daemon refuses it as busy (429: it serves as many long polls or
-// attempts replies as it does at once), until budget has passed.
+// attempts replies as it does at once) or rate limited (429: the API
+// token made too many requests), until budget has passed. A request
+// refused so did nothing.
 func (c *Client) retryBusy(ctx context.Context, budget time.Duration, send func() error) error {
 	start := time.Now()
 	for {
 		err := send()
 		var ae *APIError
-		if !errors.As(err, &ae) || ae.Code != CodeBusy || time.Since(start)+ae.RetryAfter > budget {
+		if !errors.As(err, &ae) || (ae.Code != CodeBusy && ae.Code != CodeRateLimited) || time.Since(start)+ae.RetryAfter > budget {
 			return err
 		}
 		t := time.NewTimer(ae.RetryAfter)
@@ -317,7 +381,7 @@ func (c *Client) retryBusy(ctx context.Context, budget time.Duration, send func(
 func (c *Client) send(ctx context.Context, r request, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	u := "http://schedulerd" + r.path
+	u := c.base + r.path
 	if len(r.query) > 0 {
 		u += "?" + r.query.Encode()
 	}
@@ -338,6 +402,9 @@ func (c *Client) send(ctx context.Context, r request, timeout time.Duration) err
 	}
 	if c.attemptToken != "" {
 		req.Header.Set(AttemptTokenHeader, c.attemptToken)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -389,8 +456,14 @@ func (c *Client) errorReply(r request, resp *http.Response) error {
 	var eb errorBody
 	if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
 		ae := &APIError{Status: resp.StatusCode, Code: eb.Code, Message: eb.Error}
-		if eb.Code == CodeBusy {
+		switch eb.Code {
+		case CodeBusy:
+			ae.RetryAfter = min(retryAfter(resp.Header.Get("Retry-After")), 10*time.Second)
+		case CodeRateLimited:
+			// Not shortened: asking again sooner would be refused again.
 			ae.RetryAfter = retryAfter(resp.Header.Get("Retry-After"))
+		case CodeUnauthorized:
+			ae.Message = fmt.Sprintf("the API at %s refused the token: it is none of the daemon's [[token]] tables", c.path)
 		}
 		return ae
 	}
@@ -401,17 +474,20 @@ func (c *Client) errorReply(r request, resp *http.Response) error {
 }
 
 // retryAfter reads a Retry-After in seconds: 1s when it is missing or
-// malformed, at most 10s.
+// malformed, at most a day.
 func retryAfter(v string) time.Duration {
 	n, err := strconv.Atoi(strings.TrimSpace(v))
 	if err != nil || n < 1 {
 		return time.Second
 	}
-	return min(time.Duration(n)*time.Second, 10*time.Second)
+	return time.Duration(min(n, 86400)) * time.Second
 }
 
-// connError explains why the socket could not be used.
+// connError explains why the socket or the API could not be used.
 func (c *Client) connError(err error) error {
+	if c.API() {
+		return c.apiConnError(err)
+	}
 	switch {
 	case errors.Is(err, syscall.ENOENT):
 		return fmt.Errorf("%w: no socket at %s", ErrDaemonNotRunning, c.path)
@@ -427,6 +503,24 @@ func (c *Client) connError(err error) error {
 		err = ue.Err
 	}
 	return fmt.Errorf("control socket %s: %w", c.path, err)
+}
+
+// apiConnError explains why the API could not be reached.
+func (c *Client) apiConnError(err error) error {
+	var cve *tls.CertificateVerificationError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("%w: nothing listens on %s", ErrDaemonNotRunning, c.path)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("no reply from %s in time: %w", c.path, err)
+	case errors.As(err, &cve):
+		return fmt.Errorf("the API at %s: its certificate is not trusted: %v (a certificate of your own authority, or a self-signed one: point SSL_CERT_FILE at it)", c.path, cve.Err)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return fmt.Errorf("the API at %s: %w", c.path, err)
 }
 
 func clipBytes(b []byte) []byte {

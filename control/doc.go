@@ -1,7 +1,8 @@
 // Package control owns the control socket of schedulerd: the HTTP+JSON API
-// that the daemon serves on its unix socket, the client that the command
-// line uses to call it, and the optional TCP listener for /healthz,
-// /readyz and /metrics.
+// that the daemon serves on its unix socket, the same API over TCP for the
+// holders of bearer tokens (api_listen, APIServer), the client that the
+// command line uses to call either, and the optional TCP listener for
+// /healthz, /readyz and /metrics.
 //
 // The socket is the daemon's only way in, so the package also owns its
 // security: the socket lives in a directory of mode 0750 and is itself 0660
@@ -27,34 +28,36 @@
 // (%2e%2e), gets 400 and reaches no endpoint: it is never redirected to
 // its cleaned form. The Client follows no redirect.
 //
-// Endpoints (all JSON; errors are {"error": "...", "code": "..."}):
+// Endpoints (all JSON; errors are {"error": "...", "code": "..."}), with
+// the role (below) an API token needs for each:
 //
-//	GET  /v1/jobs                   declared jobs                  {"jobs": [JobInfo]}
-//	POST /v1/jobs/{job}/trigger     make a run now (TriggerRequest) 201 Run
-//	POST /v1/jobs/{job}/pause       pause a cron schedule           {"job", "paused"}
-//	POST /v1/jobs/{job}/resume      resume it                       {"job", "paused"}
-//	GET  /v1/runs?job=&status=&limit=   runs, newest first          {"runs": [Run]}
-//	GET  /v1/runs/{id}              one run                         Run
+//	GET  /v1/jobs                   declared jobs                  {"jobs": [JobInfo]}     read
+//	POST /v1/jobs/{job}/trigger     make a run now (TriggerRequest) 201 Run                operate
+//	POST /v1/jobs/{job}/pause       pause a cron schedule           {"job", "paused"}      operate
+//	POST /v1/jobs/{job}/resume      resume it                       {"job", "paused"}      operate
+//	GET  /v1/runs?job=&status=&limit=   runs, newest first          {"runs": [Run]}        read
+//	GET  /v1/runs/{id}              one run                         Run                    read
 //	GET  /v1/runs/{id}?wait=60s[&status=S]  long poll: returns when the
 //	                                run's status differs from S (default:
 //	                                its status when the request came), the
 //	                                run is finished, or the wait is over;
 //	                                429 busy when MaxLongPolls wait already
-//	GET  /v1/runs/{id}/attempts     attempts with output            {"attempts": [Attempt]}
+//	GET  /v1/runs/{id}/attempts     attempts with output            {"attempts": [Attempt]} read
 //	                                streamed attempt by attempt, of any size
 //	                                (no Content-Length); 429 busy when
 //	                                MaxAttemptReplies are being sent
-//	GET  /v1/runs/{id}/events       history with reasons            {"events": [Event]}
-//	POST /v1/runs/{id}/cancel       cancel, or stop a running attempt  Run
-//	POST /v1/runs/{id}/rerun        a new run linked by rerun_of    201 Run
+//	GET  /v1/runs/{id}/events       history with reasons            {"events": [Event]}    read
+//	POST /v1/runs/{id}/cancel       cancel, or stop a running attempt  Run                 operate
+//	POST /v1/runs/{id}/rerun        a new run linked by rerun_of    201 Run                operate
 //	POST /v1/runs/{id}/progress     progress of the calling attempt (ProgressRequest) 204;
-//	                                403 without the attempt's token (below)
-//	GET  /v1/nodes                  registered nodes                {"nodes": [Node]}
-//	GET  /v1/health                 200 or 503 with the problems    Health
+//	                                403 without the attempt's token (below):
+//	                                on the socket only
+//	GET  /v1/nodes                  registered nodes                {"nodes": [Node]}      read
+//	GET  /v1/health                 200 or 503 with the problems    Health                 read
 //	                                (store reachable, heartbeat fresh, loop
 //	                                alive); requests at once share one check,
 //	                                whose result serves those of the next 250ms
-//	POST /v1/reload                 re-read the config (like SIGHUP) {"applied": true} or 422
+//	POST /v1/reload                 re-read the config (like SIGHUP) {"applied": true} or 422  admin
 //
 // Bodies of POST requests are JSON objects; unknown fields are rejected. The
 // endpoints without parameters accept an empty body or {}.
@@ -68,6 +71,33 @@
 // Progress is taken only with the token, so a job cannot write into
 // another run's attempt. The peer check comes first: a token does not let
 // in a user who may not use the socket.
+//
+// The HTTP API (api_listen, APIServer) serves the same routes on TCP, with
+// the same JSON and errors and the same bounds as the socket (MaxConns
+// connections, evicting silent ones, MaxLongPolls and MaxAttemptReplies,
+// 64 KiB bodies, the timeouts), over HTTP/1.1 alone, so that a connection
+// carries one request at a time. Instead of the peer check, every request
+// but GET /healthz (200 while the process answers: a liveness probe)
+// needs a bearer token, "Authorization: Bearer TOKEN"; GET /metrics
+// (RoleRead) is served there too. A token is declared in the config by
+// its SHA-256 alone; the server hashes the token presented and compares
+// the hash with every token's in constant time (TokenSet). A request with
+// a missing, malformed or unknown token gets one reply, 401 unauthorized
+// with WWW-Authenticate: Bearer realm="schedulerd", byte for byte,
+// whatever its path: nothing tells whether a token, or an endpoint,
+// exists. A token whose role (RoleRead, RoleOperate, RoleAdmin, each
+// allowing what the one before does) does not allow the route gets 403
+// permission_denied. Each token may make DefaultAPIRate requests a second
+// on average and DefaultAPIBurst at once; past that, 429 rate_limited
+// with a Retry-After, which the Client honours within its time budget.
+// Attempt tokens belong to jobs, which use the socket: a request with
+// one gets 403, and progress is refused. With a certificate (api_tls_cert,
+// api_tls_key) the API speaks TLS 1.2 or later alone; a reload reads the
+// files again (PrepareReload, then Apply), keeping the running
+// certificate when they do not load, and puts the new config's tokens in
+// use: a token removed is refused from the next request on. Handlers
+// find who calls in the request's context (CallerFrom): the token's name
+// and role on the API, the peer's user as RoleAdmin on the socket.
 //
 // The health listener (health_listen, HealthServer) serves GET /healthz
 // (200 while the process answers), /readyz (the Health of /v1/health, 200

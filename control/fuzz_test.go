@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // FuzzControlRequest feeds arbitrary methods, paths and bodies to the
@@ -124,6 +126,79 @@ func FuzzReplyString(f *testing.F) {
 		_ = json.Unmarshal(ref, &want)
 		if got != want {
 			t.Fatalf("%q escaped as %q decodes to %q, want %q", s, buf.Bytes(), got, want)
+		}
+	})
+}
+
+// FuzzAPIRequest feeds arbitrary methods, paths, Authorization headers and
+// bodies to the HTTP API's handler. Whatever comes in, it does not panic
+// nor answer 5xx (but the 503 of an unhealthy node); a request without a
+// valid token gets the one 401 reply (GET /healthz aside) and reaches
+// nothing; a read token never reaches a state-changing call of the engine.
+func FuzzAPIRequest(f *testing.F) {
+	st := openStore(f)
+	eng := &metricsEngine{fakeEngine: &fakeEngine{st: st}}
+	s, err := newAPIServer(APIConfig{Tokens: testTokens(), Rate: rate.Inf, Server: ServerConfig{
+		Engine: eng, Store: st, Logger: slog.New(slog.DiscardHandler), MaxWait: 10 * time.Millisecond, WaitPoll: time.Millisecond,
+	}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	ref := httptest.NewRecorder()
+	s.handler.ServeHTTP(ref, httptest.NewRequest("GET", "/v1/jobs", nil))
+	refused := ref.Body.String()
+	for _, sd := range []struct{ method, path, auth, body string }{
+		{"GET", "/v1/jobs", "", ""},
+		{"GET", "/v1/jobs", "Bearer " + readToken, ""},
+		{"POST", "/v1/jobs/backup/trigger", "Bearer " + readToken, "{}"},
+		{"POST", "/v1/jobs/backup/trigger", "bearer " + operateToken, `{"dedup_id": "d"}`},
+		{"POST", "/v1/reload", "Bearer " + operateToken, ""},
+		{"POST", "/v1/reload", "Bearer " + adminToken, ""},
+		{"POST", "/v1/runs/x/progress", "Bearer " + adminToken, `{"attempt": 1, "percent": 5}`},
+		{"GET", "/metrics", "Bearer " + readToken, ""},
+		{"GET", "/healthz", "", ""},
+		{"GET", "/v1/health", "Basic YTpi", ""},
+		{"GET", "/v1/jobs", "Bearer", ""},
+		{"GET", "/v1/jobs", "Bearer  " + readToken + " ", ""},
+		{"GET", "/v1/jobs", "Bearer " + readToken + "\x00", ""},
+		{"GET", "/v1/../v1/jobs", "Bearer " + readToken, ""},
+		{"DELETE", "/v1/jobs", "Bearer " + adminToken, ""},
+	} {
+		f.Add(sd.method, sd.path, sd.auth, []byte(sd.body))
+	}
+	set, _ := NewTokenSet(testTokens())
+	f.Fuzz(func(t *testing.T, method, path, auth string, body []byte) {
+		req, err := http.NewRequest(method, "http://schedulerd"+path, bytes.NewReader(body))
+		if err != nil {
+			return // not a request an HTTP server would parse
+		}
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		eng.reset()
+		rec := httptest.NewRecorder()
+		s.handler.ServeHTTP(rec, req)
+		status := rec.Code
+		if status >= 500 && status != http.StatusServiceUnavailable {
+			t.Fatalf("%s %q %q: status %d: %s", method, path, auth, status, rec.Body)
+		}
+		tok, wellFormed := bearerToken(auth)
+		known, found := set.Lookup(tok)
+		calls := eng.Calls()
+		switch {
+		case (!wellFormed || !found) && status == http.StatusOK && method == "GET" && req.URL.Path == "/healthz":
+		case !wellFormed || !found:
+			if status == http.StatusBadRequest && hasDotSegment(req.URL.Path) {
+				break
+			}
+			if status != http.StatusUnauthorized || rec.Body.String() != refused {
+				t.Fatalf("%s %q without a valid token (%q): %d %s", method, path, auth, status, rec.Body)
+			}
+			if len(calls) > 0 {
+				t.Fatalf("%s %q without a valid token reached the engine: %v", method, path, calls)
+			}
+		case known.Role == RoleRead && len(calls) > 0:
+			t.Fatalf("%s %q with a read token reached the engine: %v", method, path, calls)
 		}
 	})
 }

@@ -141,9 +141,17 @@ func (c *countedConn) Close() error {
 	return c.Conn.Close()
 }
 
-// withLimitConn puts the connection's *limitConn in its context, for markRead.
+// liveness answers GET /healthz: 200 whenever the process answers.
+func liveness(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, struct {
+		Status string `json:"status"`
+	}{"ok"})
+}
+
+// withLimitConn puts the connection's *limitConn in its context, for
+// markRead and readWhole.
 func withLimitConn(ctx context.Context, c net.Conn) context.Context {
-	if lc, ok := c.(*limitConn); ok {
+	if lc, ok := limitConnOf(c); ok {
 		return context.WithValue(ctx, connKey{}, lc)
 	}
 	return ctx
@@ -190,11 +198,7 @@ func (hs *HealthServer) Close(ctx context.Context) error {
 func HealthHandler(engine Engine) http.Handler {
 	gate := newHealthGate(engine)
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, struct {
-			Status string `json:"status"`
-		}{"ok"})
-	})
+	mux.HandleFunc("GET /healthz", liveness)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
 		defer cancel()

@@ -170,8 +170,13 @@ func Listen(cfg ServerConfig) (*Server, error) {
 func (s *Server) Path() string { return s.cfg.Path }
 
 // Handler is the API without the peer check, for tests that do not go
-// through a socket.
-func (s *Server) Handler() http.Handler { return s.handler }
+// through a socket: its requests act as an allowed user of the socket.
+func (s *Server) Handler() http.Handler {
+	local := Caller{Name: "local", Role: RoleAdmin, Via: ViaSocket}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.handler.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), local)))
+	})
+}
 
 // Serve serves requests until Close; it then returns nil.
 func (s *Server) Serve() error {
@@ -225,6 +230,8 @@ type peerInfo struct {
 	uid     uint32
 	gid     uint32
 	pid     int32
+	// caller is the peer's user, as the handlers see it, when allowed.
+	caller Caller
 }
 
 // attemptKey carries the attemptScope of a request that presented a valid
@@ -248,9 +255,15 @@ func (s *Server) connContext(ctx context.Context, c net.Conn) context.Context {
 	if lc, isLimited := c.(*limitConn); isLimited {
 		ctx = context.WithValue(ctx, connKey{}, lc)
 	}
-	return context.WithValue(ctx, ctxKey{}, peerInfo{
-		known: true, allowed: s.peers.allowed(cred), uid: cred.Uid, gid: cred.Gid, pid: cred.Pid,
-	})
+	p := peerInfo{known: true, allowed: s.peers.allowed(cred), uid: cred.Uid, gid: cred.Gid, pid: cred.Pid}
+	if p.allowed {
+		name := userName(cred.Uid)
+		if name == "" {
+			name = fmt.Sprintf("uid %d", cred.Uid)
+		}
+		p.caller = Caller{Name: name, Role: RoleAdmin, Via: ViaSocket}
+	}
+	return context.WithValue(ctx, ctxKey{}, p)
 }
 
 // checkPeer refuses the requests of connections whose peer may not use the
@@ -281,24 +294,32 @@ func (s *Server) checkPeer(next http.Handler) http.Handler {
 			}
 			r = r.WithContext(context.WithValue(r.Context(), attemptKey{}, scope))
 		}
-		// Read the whole (bounded) request before serving it, so that a
-		// client stuck halfway through its body can be evicted to make room
-		// and a request being served cannot.
-		data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-		if err != nil {
-			if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-				writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("request body is larger than %d bytes", MaxBodyBytes))
-				return
-			}
-			writeError(w, http.StatusBadRequest, CodeBadRequest, "read the request body: "+err.Error())
+		if !readWhole(w, r) {
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(data))
-		if lc, ok := r.Context().Value(connKey{}).(*limitConn); ok {
-			lc.l.markRead(lc)
-		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), p.caller)))
 	})
+}
+
+// readWhole reads the whole request body, at most MaxBodyBytes of it, in
+// place of r.Body (413 past it), and tells the limit listener that the
+// connection's request is being served: a client stuck halfway through
+// its body can be evicted to make room, and a request being served cannot.
+func readWhole(w http.ResponseWriter, r *http.Request) bool {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("request body is larger than %d bytes", MaxBodyBytes))
+			return false
+		}
+		writeError(w, http.StatusBadRequest, CodeBadRequest, "read the request body: "+err.Error())
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(data))
+	if lc, ok := r.Context().Value(connKey{}).(*limitConn); ok {
+		lc.l.markRead(lc)
+	}
+	return true
 }
 
 // checkAttemptToken checks an AttemptTokenHeader value against the
@@ -320,32 +341,35 @@ func (s *Server) checkAttemptToken(r *http.Request, header string) (attemptScope
 	return attemptScope{runID: id, attempt: attempt}, ""
 }
 
-// routes is the API. Each path answers 405 to other methods and every other
-// path 404, both with a JSON error; a path with dot segments gets 400.
+// routes is the API. Each route needs a caller (CallerFrom) whose role
+// allows it, else 403. Each path answers 405 to other methods and every
+// other path 404, both with a JSON error; a path with dot segments gets
+// 400.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	handle := func(method, path string, h http.HandlerFunc) {
-		mux.HandleFunc(method+" "+path, h)
+	handle := func(method, path string, need Role, h http.HandlerFunc) {
+		mux.HandleFunc(method+" "+path, requireRole(need, h))
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", method)
 			writeError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed,
 				fmt.Sprintf("method %s is not allowed on %s; use %s", r.Method, path, method))
 		})
 	}
-	handle("GET", "/v1/jobs", s.listJobs)
-	handle("POST", "/v1/jobs/{job}/trigger", s.trigger)
-	handle("POST", "/v1/jobs/{job}/pause", s.pause(true))
-	handle("POST", "/v1/jobs/{job}/resume", s.pause(false))
-	handle("GET", "/v1/runs", s.listRuns)
-	handle("GET", "/v1/runs/{id}", s.getRun)
-	handle("GET", "/v1/runs/{id}/attempts", s.runAttempts)
-	handle("GET", "/v1/runs/{id}/events", s.runEvents)
-	handle("POST", "/v1/runs/{id}/cancel", s.cancel)
-	handle("POST", "/v1/runs/{id}/rerun", s.rerun)
-	handle("POST", "/v1/runs/{id}/progress", s.progress)
-	handle("GET", "/v1/nodes", s.listNodes)
-	handle("GET", "/v1/health", s.health)
-	handle("POST", "/v1/reload", s.reload)
+	handle("GET", "/v1/jobs", RoleRead, s.listJobs)
+	handle("POST", "/v1/jobs/{job}/trigger", RoleOperate, s.trigger)
+	handle("POST", "/v1/jobs/{job}/pause", RoleOperate, s.pause(true))
+	handle("POST", "/v1/jobs/{job}/resume", RoleOperate, s.pause(false))
+	handle("GET", "/v1/runs", RoleRead, s.listRuns)
+	handle("GET", "/v1/runs/{id}", RoleRead, s.getRun)
+	handle("GET", "/v1/runs/{id}/attempts", RoleRead, s.runAttempts)
+	handle("GET", "/v1/runs/{id}/events", RoleRead, s.runEvents)
+	handle("POST", "/v1/runs/{id}/cancel", RoleOperate, s.cancel)
+	handle("POST", "/v1/runs/{id}/rerun", RoleOperate, s.rerun)
+	// Progress needs the attempt's token besides (the socket only).
+	handle("POST", "/v1/runs/{id}/progress", RoleOperate, s.progress)
+	handle("GET", "/v1/nodes", RoleRead, s.listNodes)
+	handle("GET", "/v1/health", RoleRead, s.health)
+	handle("POST", "/v1/reload", RoleAdmin, s.reload)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, clip(r.URL.Path)))
 	})
@@ -643,6 +667,11 @@ func (s *Server) progress(w http.ResponseWriter, r *http.Request) {
 	}
 	// Only the attempt's own process reports its progress.
 	scope, ok := r.Context().Value(attemptKey{}).(attemptScope)
+	if c, _ := CallerFrom(r.Context()); c.Via == ViaAPI {
+		writeError(w, http.StatusForbidden, CodePermissionDenied, "permission denied: progress is reported on the control socket only, "+
+			"by `schedulerd progress` from inside the job")
+		return
+	}
 	switch {
 	case !ok:
 		writeError(w, http.StatusForbidden, CodePermissionDenied, "permission denied: progress needs the attempt's token "+

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -343,6 +344,10 @@ type limitListener struct {
 	sem      chan struct{}
 	done     chan struct{}
 	doneOnce sync.Once
+	// silent and slow are the ages past which a connection that sends
+	// nothing, or has not sent its whole request, may be evicted
+	// (silentAge and slowAge unless set otherwise).
+	silent, slow time.Duration
 
 	mu    sync.Mutex
 	conns map[*limitConn]trackedConn
@@ -367,7 +372,8 @@ const silentAge = 20 * time.Millisecond
 const slowAge = 250 * time.Millisecond
 
 func newLimitListener(ln net.Listener, n int) *limitListener {
-	return &limitListener{Listener: ln, sem: make(chan struct{}, n), done: make(chan struct{}), conns: map[*limitConn]trackedConn{}}
+	return &limitListener{Listener: ln, sem: make(chan struct{}, n), done: make(chan struct{}), conns: map[*limitConn]trackedConn{},
+		silent: silentAge, slow: slowAge}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -381,7 +387,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		default:
 		}
 		l.evictSilent()
-		t := time.NewTimer(silentAge)
+		t := time.NewTimer(l.silent)
 		select {
 		case l.sem <- struct{}{}:
 			acquired = true
@@ -406,7 +412,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 
 // track follows the state of the connections (http.Server.ConnState).
 func (l *limitListener) track(c net.Conn, st http.ConnState) {
-	lc, ok := c.(*limitConn)
+	lc, ok := limitConnOf(c)
 	if !ok {
 		return
 	}
@@ -434,7 +440,7 @@ func (l *limitListener) markRead(c *limitConn) {
 }
 
 // evictSilent closes the oldest connection that is idle, new and silent for
-// silentAge, or still sending a request after slowAge.
+// l.silent, or still sending a request after l.slow.
 func (l *limitListener) evictSilent() {
 	now := time.Now()
 	var victim *limitConn
@@ -442,8 +448,8 @@ func (l *limitListener) evictSilent() {
 	l.mu.Lock()
 	for c, t := range l.conns {
 		evictable := t.state == http.StateIdle ||
-			(t.state == http.StateNew && now.Sub(t.since) >= silentAge) ||
-			(t.state == http.StateActive && !t.read && now.Sub(t.since) >= slowAge)
+			(t.state == http.StateNew && now.Sub(t.since) >= l.silent) ||
+			(t.state == http.StateActive && !t.read && now.Sub(t.since) >= l.slow)
 		if !evictable {
 			continue
 		}
@@ -465,6 +471,16 @@ func (l *limitListener) shutdown() {
 func (l *limitListener) Close() error {
 	l.shutdown()
 	return l.Listener.Close()
+}
+
+// limitConnOf returns the *limitConn of a connection of a limitListener,
+// or of a TLS connection over one.
+func limitConnOf(c net.Conn) (*limitConn, bool) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	lc, ok := c.(*limitConn)
+	return lc, ok
 }
 
 // limitConn gives its slot back when closed.

@@ -62,6 +62,9 @@ type Definition struct {
 	CatchupWindow time.Duration
 	CatchupMax    int
 	StartDeadline time.Duration // not_after of a cron run, after its scheduled time; 0: none
+	// Jitter delays the start of each cron tick's run by up to this
+	// (TickStart); 0: none. Shorter than StartDeadline when both are set.
+	Jitter time.Duration
 	// MaxConcurrency bounds the running runs of the job in the whole cluster; 0: no bound.
 	MaxConcurrency   int
 	Retry            RetryPolicy
@@ -93,10 +96,14 @@ func (d *Definition) ConcurrencyLimit() int {
 }
 
 // Window returns the start window of a run of this job scheduled at t, for
-// the given trigger: not_before is t (never before the job's NotBefore);
-// not_after is the job's NotAfter, tightened by start_deadline for cron runs.
+// the given trigger: not_before is t, or for a cron run its TickStart (never
+// before the job's NotBefore); not_after is the job's NotAfter, tightened by
+// start_deadline for cron runs, counted from t.
 func (d *Definition) Window(trigger Trigger, t time.Time) (notBefore, notAfter time.Time) {
 	notBefore, notAfter = t, d.NotAfter
+	if trigger == TriggerSchedule {
+		notBefore = d.TickStart(t)
+	}
 	if notBefore.Before(d.NotBefore) {
 		notBefore = d.NotBefore
 	}
@@ -106,6 +113,18 @@ func (d *Definition) Window(trigger Trigger, t time.Time) (notBefore, notAfter t
 		}
 	}
 	return notBefore, notAfter
+}
+
+// InLife reports whether the cron tick at t is part of the job's life: not
+// before its NotBefore, and with a start (TickStart) before its NotAfter. A
+// tick outside it is neither fired nor counted as skipped.
+func (d *Definition) InLife(t time.Time) bool {
+	if t.Before(d.NotBefore) {
+		return false
+	}
+	// The start is before t + Jitter: only a tick that close to NotAfter
+	// needs its delay.
+	return d.NotAfter.IsZero() || t.Add(d.Jitter).Before(d.NotAfter) || d.TickStart(t).Before(d.NotAfter)
 }
 
 // Validate checks what the config layer cannot see by itself; messages start
@@ -132,6 +151,10 @@ func (d *Definition) Validate() error {
 		return fmt.Errorf("at: a job has either schedule or at, not both")
 	case d.MaxConcurrency < 0:
 		return fmt.Errorf("max_concurrency: must not be negative")
+	case d.Jitter < 0:
+		return fmt.Errorf("jitter: must not be negative")
+	case d.Schedule != nil && d.Jitter > 0 && d.StartDeadline > 0 && d.StartDeadline <= d.Jitter:
+		return fmt.Errorf("jitter: must be shorter than start_deadline (%s), which counts from the tick", d.StartDeadline)
 	}
 	if err := ValidateWindow(d.NotBefore, d.NotAfter); err != nil {
 		return fmt.Errorf("not_after: %w", err)

@@ -24,7 +24,9 @@
 // tick queue (ticks.go) use these words in one sense each:
 //
 //   - tick: a time a cron schedule fires at. A job's cursor is the newest
-//     tick it handled, fired or skipped.
+//     tick it handled, fired or skipped. A job with jitter fires its tick at
+//     the tick too; only the run's not_before is later (its start,
+//     jobs.Definition.TickStart), and the run waits for it as any run does.
 //   - fire: write the runs of jobs' ticks and move their cursors, in one
 //     transaction for many jobs.
 //   - due, early: a due tick's time has come; an early one is within its

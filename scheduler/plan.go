@@ -49,16 +49,14 @@ func (p *tickPlan) skip(t time.Time) {
 //     the newest of them unless a tick within the grace fires anyway; all
 //     fires each of them, at most catchup_max (the newest);
 //   - ticks older than catchup_window are skipped whatever the policy;
-//   - ticks outside the job's not_before/not_after are not part of its life:
+//   - ticks outside the job's life (before its not_before, or whose run
+//     could not start before its not_after: jobs.Definition.InLife) are
 //     neither fired nor counted.
 func planTicks(d *jobs.Definition, last, now time.Time) tickPlan {
 	var p tickPlan
 	grace := d.MisfireGrace
 	horizon := now.Add(-max(d.CatchupWindow, grace))
 	lateLimit := now.Add(-grace)
-	inLife := func(t time.Time) bool {
-		return !t.Before(d.NotBefore) && (d.NotAfter.IsZero() || !t.After(d.NotAfter))
-	}
 	keepMissed := 0
 	switch d.Catchup {
 	case jobs.CatchupAll:
@@ -72,7 +70,7 @@ func planTicks(d *jobs.Definition, last, now time.Time) tickPlan {
 	old := 0
 	for t := d.Schedule.Next(last); !t.IsZero() && !t.After(now); t = d.Schedule.Next(t) {
 		switch {
-		case !inLife(t):
+		case !d.InLife(t):
 		case !t.After(horizon):
 			p.skip(t)
 			if old++; old >= maxOldTicksPerPlan {
@@ -116,7 +114,7 @@ func planAhead(d *jobs.Definition, last, now, horizon time.Time) tickPlan {
 		if !t.After(now) {
 			return tickPlan{} // due: planTicks' case
 		}
-		if !t.Before(d.NotBefore) && (d.NotAfter.IsZero() || !t.After(d.NotAfter)) {
+		if d.InLife(t) {
 			p.Fire = append(p.Fire, t)
 		}
 		p.Cursor = t

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
+	"strings"
 
 	"github.com/schedulerd/schedulerd/config"
 	"github.com/schedulerd/schedulerd/store/postgres"
@@ -23,4 +25,23 @@ func exposedSecret(cfg *config.Config) string {
 	}
 	return fmt.Sprintf("%s holds the store's password and is readable by every user (mode %04o): chmod o-r it, or move the password to PGPASSFILE or a passfile= setting",
 		cfg.Path, st.Mode().Perm())
+}
+
+// exposedAPI returns a warning when api_listen is set to an address that
+// is not a loopback one and the API has no TLS, or "": its tokens would
+// cross the network in clear. A host name other than localhost counts as
+// not loopback (it is not resolved). The daemon warns again when it binds.
+func exposedAPI(d config.Daemon) string {
+	if d.APIListen == "" || d.APITLSCert != "" {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(d.APIListen)
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); strings.EqualFold(host, "localhost") || (ip != nil && ip.IsLoopback()) {
+		return ""
+	}
+	return fmt.Sprintf("api_listen %q is not a loopback address and the API has no TLS: tokens and replies would cross the network in clear; "+
+		"set api_tls_cert and api_tls_key, or bind 127.0.0.1 behind a reverse proxy that does TLS", d.APIListen)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/schedulerd/schedulerd/config"
@@ -73,30 +75,108 @@ func (e runFailedError) Error() string {
 // learn from the config.
 const systemdSocket = "/run/schedulerd/" + config.SocketName
 
-// clientFlags are the flags every socket command takes.
+// clientFlags are the flags every client command takes.
 type clientFlags struct {
-	fs     *flag.FlagSet
-	stderr io.Writer // for a warning about the config
-	socket *string
-	config *string
-	json   *bool
+	fs        *flag.FlagSet
+	stderr    io.Writer // for warnings about the config and the token file
+	socket    *string
+	config    *string
+	api       *string
+	tokenFile *string
+	json      *bool
 }
 
 func addClientFlags(fs *flag.FlagSet, stderr io.Writer) *clientFlags {
 	return &clientFlags{
-		fs:     fs,
-		stderr: stderr,
-		socket: fs.String("socket", "", "the control socket `PATH` (default: $SCHEDULERD_SOCKET, else the socket of --config)"),
-		config: fs.String("config", defaultConfig, "the config file `F` whose socket to use"),
-		json:   fs.Bool("json", false, "print one JSON object per line"),
+		fs:        fs,
+		stderr:    stderr,
+		socket:    fs.String("socket", "", "the control socket `PATH` (default: $SCHEDULERD_SOCKET, else the socket of --config)"),
+		config:    fs.String("config", defaultConfig, "the config file `F` whose socket to use"),
+		api:       fs.String("api", "", "use the daemon's HTTP API at `URL`, such as https://host:8080, instead of the socket (default: $SCHEDULERD_API)"),
+		tokenFile: fs.String("token-file", "", "read the API's token from the file `F`, which others may not read (default: $SCHEDULERD_TOKEN_FILE)"),
+		json:      fs.Bool("json", false, "print one JSON object per line"),
 	}
 }
 
-// client returns a client of the socket found from --socket, else
+// client returns a client of the HTTP API when --api is given, else of
+// the socket when --socket is, else of the API of $SCHEDULERD_API, else of
+// the socket found from $SCHEDULERD_SOCKET or the config (socketClient).
+func (cf *clientFlags) client() (*control.Client, error) {
+	api := *cf.api
+	switch {
+	case api != "" && *cf.socket != "":
+		return nil, usageError{errors.New("give --api or --socket, not both")}
+	case api == "" && *cf.socket == "":
+		api = os.Getenv("SCHEDULERD_API")
+	}
+	if api == "" {
+		if *cf.tokenFile != "" {
+			return nil, usageError{errors.New("--token-file is the token of the HTTP API: give --api URL too (or $SCHEDULERD_API)")}
+		}
+		return cf.socketClient()
+	}
+	tokenFile := cmp.Or(*cf.tokenFile, os.Getenv("SCHEDULERD_TOKEN_FILE"))
+	if tokenFile == "" {
+		return nil, usageError{fmt.Errorf("the HTTP API at %s needs a token: give --token-file F or $SCHEDULERD_TOKEN_FILE", api)}
+	}
+	token, err := readTokenFile(tokenFile, cf.stderr)
+	if err != nil {
+		return nil, err
+	}
+	c, err := control.NewAPIClient(api, token)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--api: %w", err)}
+	}
+	return c, nil
+}
+
+// maxTokenFile bounds a token file.
+const maxTokenFile = 4096
+
+// readTokenFile reads the API's token: the file's one line, spaces and
+// line end trimmed. A file every user may read is refused (the token is a
+// password); one its group may read draws a warning.
+func readTokenFile(path string, stderr io.Writer) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", usageError{fmt.Errorf("token file: %w", err)}
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", usageError{fmt.Errorf("token file: %w", err)}
+	}
+	perm := fi.Mode().Perm()
+	switch {
+	case !fi.Mode().IsRegular():
+		return "", usageError{fmt.Errorf("token file %s is not a regular file", path)}
+	case perm&0o006 != 0:
+		return "", usageError{fmt.Errorf("token file %s may be read or written by every user (mode %04o): "+
+			"the token is a password; chmod 600 %s, then use it", path, perm, path)}
+	case perm&0o040 != 0:
+		fmt.Fprintf(stderr, "schedulerd: warning: token file %s is readable by its group (mode %04o): every member can use the token; chmod 600 it unless that is meant\n", path, perm)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+	if err != nil {
+		return "", usageError{fmt.Errorf("token file: %w", err)}
+	}
+	token := strings.TrimSpace(string(b))
+	switch {
+	case len(b) > maxTokenFile:
+		return "", usageError{fmt.Errorf("token file %s is larger than %d bytes: it should hold one token", path, maxTokenFile)}
+	case token == "":
+		return "", usageError{fmt.Errorf("token file %s is empty", path)}
+	case strings.ContainsAny(token, " \t\r\n"):
+		return "", usageError{fmt.Errorf("token file %s holds more than one word: it should hold the token alone", path)}
+	}
+	return token, nil
+}
+
+// socketClient returns a client of the socket found from --socket, else
 // $SCHEDULERD_SOCKET, else the config's socket. When the config is the
 // default one and names no reachable socket, the socket of the systemd
 // unit is tried: the daemon's RUNTIME_DIRECTORY is not in our environment.
-func (cf *clientFlags) client() (*control.Client, error) {
+func (cf *clientFlags) socketClient() (*control.Client, error) {
 	path, err := cf.socketPath()
 	if err != nil {
 		return nil, err

@@ -110,6 +110,14 @@ func (e *engine) Jobs(ctx context.Context) ([]control.JobInfo, error) {
 				}
 			}
 		}
+		switch {
+		case j.NextFire == nil:
+		case d.Schedule != nil:
+			j.NextStart = utcPtr(d.TickStart(*j.NextFire))
+		default:
+			start, _ := d.Window(jobs.TriggerOnce, *j.NextFire)
+			j.NextStart = utcPtr(start)
+		}
 		if r := last[d.Name]; r != nil {
 			j.LastRunID, j.LastRunStatus = r.ID, r.Status
 			switch {

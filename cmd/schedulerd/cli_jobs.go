@@ -57,7 +57,11 @@ func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if j.Paused {
 			paused = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", j.Name, j.Kind, sched, when(j.NextFire), paused,
+		next := when(j.NextFire)
+		if j.NextFire != nil && j.NextStart != nil && j.Kind == "cron" && j.NextStart.After(*j.NextFire) {
+			next += " +" + j.NextStart.Sub(*j.NextFire).String() // the jitter's delay
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", j.Name, j.Kind, sched, next, paused,
 			orDash(j.LastRunID), orDash(string(j.LastRunStatus)), when(j.LastRunAt), j.Skipped)
 	}
 	return tw.Flush()

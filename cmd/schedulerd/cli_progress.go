@@ -13,7 +13,8 @@ import (
 
 // cmdProgress reports the progress of the run that the calling job
 // executes: it reads SCHEDULERD_RUN_ID, SCHEDULERD_ATTEMPT and
-// SCHEDULERD_ATTEMPT_TOKEN from the environment the daemon gave the job.
+// SCHEDULERD_ATTEMPT_TOKEN from the environment the daemon gave the job,
+// and talks to its socket, never to the HTTP API.
 // The daemon takes the report only with the attempt's token, and fences
 // the write by the attempt and its own incarnation (a stale attempt is
 // refused).
@@ -42,7 +43,12 @@ func cmdProgress(ctx context.Context, args []string, _, stderr io.Writer) error 
 	if runID == "" || aerr != nil || attempt < 1 || token == "" {
 		return usageError{fmt.Errorf("progress: SCHEDULERD_RUN_ID, SCHEDULERD_ATTEMPT and SCHEDULERD_ATTEMPT_TOKEN are not set: run it from inside a job")}
 	}
-	c, err := cf.client()
+	// A job reports on the socket it was given: the HTTP API takes no
+	// attempt tokens.
+	if *cf.api != "" {
+		return usageError{fmt.Errorf("progress: a job reports its progress on the control socket (SCHEDULERD_SOCKET), not the HTTP API: leave out --api")}
+	}
+	c, err := cf.socketClient()
 	if err != nil {
 		return err
 	}

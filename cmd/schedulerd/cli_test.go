@@ -33,9 +33,16 @@ func (e *env) cli(args ...string) cliResult {
 // ""), stdin on its standard input.
 func runBinary(t *testing.T, dir, stdin string, args ...string) cliResult {
 	t.Helper()
+	return runBinaryEnv(t, dir, stdin, nil, args...)
+}
+
+// runBinaryEnv is runBinary with the variables env added to the
+// environment, which has none of SCHEDULERD_ otherwise.
+func runBinaryEnv(t *testing.T, dir, stdin string, env []string, args ...string) cliResult {
+	t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = dir
-	cmd.Env = withoutSocketEnv(os.Environ())
+	cmd.Env = append(withoutSocketEnv(os.Environ()), env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

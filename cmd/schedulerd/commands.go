@@ -21,8 +21,9 @@ type subcommand struct {
 	// summary of a line or two ("\n" breaks it). A synopsis names every
 	// flag of the command but the client flags.
 	forms []form
-	// client: the command talks to the daemon over the control socket and
-	// takes the client flags (--socket, --config, --json).
+	// client: the command talks to the daemon over the control socket or
+	// its HTTP API and takes the client flags (--socket, --config, --api,
+	// --token-file, --json).
 	client bool
 	// about is a paragraph more for --help and the man page, or "".
 	about string
@@ -60,8 +61,11 @@ func init() {
 			forms: []form{{"check-config [--config F] [-n N]", "validate the config, print jobs and next fire times"}},
 			about: "Offline: it reads the file and says what is wrong with it, with file, line and key, or prints each job with its next fire times. It opens no store and needs no daemon."},
 		{name: "next", run: func(_ context.Context, args []string, stdout, _ io.Writer) error { return cmdNext(args, stdout) },
-			forms: []form{{"next --schedule SPEC [--timezone TZ] [--from TIME] [-n N]", "preview fire times"}},
-			about: "Offline: it prints the fire times of a cron spec with the daemon's own code, daylight saving time included."},
+			forms: []form{
+				{"next --schedule SPEC [--timezone TZ] [--job NAME --jitter D] [--from TIME] [-n N] [--json]", "preview fire times"},
+				{"next --job NAME [--config F] [--from TIME] [-n N] [--json]", "preview a job's fire times, its jitter included"},
+			},
+			about: "Offline: it prints the fire times of a cron spec with the daemon's own code, daylight saving time included. With a jitter, each line is the start of a tick's run, then the tick and the delay (\"+2m13.5s\"), a function of the job's name and the tick; --json prints the tick and the start."},
 		{name: "migrate", run: func(ctx context.Context, args []string, stdout, _ io.Writer) error {
 			return cmdMigrate(ctx, args, stdout)
 		},
@@ -72,6 +76,9 @@ func init() {
 		},
 			forms: []form{{"import-crontab [--user NAME] FILE|-", "print [[job]] tables equivalent to a crontab"}},
 			about: "Offline: it reads a user crontab (with --user) or a system one (/etc/crontab, /etc/cron.d, or a file whose lines name a user), and prints jobs that mean the same, with a comment for each line it cannot translate. Review them, add them to the config and run check-config."},
+		{name: "token", run: cmdToken, args: []string{"new"},
+			forms: []form{{"token new NAME --role ROLE", "print a new token of the HTTP API and its [[token]] table"}},
+			about: "Offline: it prints a random token of 256 bits, this once, and the [[token]] table that declares it in the config by its SHA-256; add the table and reload. ROLE is read (listings, runs, output, metrics), operate (read, and trigger, cancel, rerun, pause, resume) or admin (operate, and reload). Keep the token in a file only its user can read, for --token-file."},
 		{name: "version", run: func(_ context.Context, args []string, stdout, _ io.Writer) error { return cmdVersion(args, stdout) },
 			forms: []form{{"version [--json]", "print version, commit, build date and Go version"}}},
 		{name: "completion", run: cmdCompletion, args: []string{"bash zsh fish"},
@@ -161,7 +168,7 @@ func (f flagDoc) spelled() string {
 }
 
 // clientFlagNames are the flags every client command takes.
-var clientFlagNames = []string{"socket", "config", "json"}
+var clientFlagNames = []string{"socket", "config", "api", "token-file", "json"}
 
 // flagDocs lists the flags of fs in order of name; own leaves out the
 // client flags.
@@ -203,7 +210,7 @@ var exitCodes = []struct {
 	{exitFailure, "failure", "any other failure; health when the node is unhealthy"},
 	{exitUsage, "bad input or rejected reload", "bad flags, arguments or config; a request the daemon rejects as malformed; a reload whose config is rejected (the running config stays)"},
 	{exitNotRunning, "daemon not running", "the daemon is not running: no socket, or nothing listens on it"},
-	{exitPermission, "permission denied", "permission denied: the socket is for root, the daemon's user and members of socket_group"},
+	{exitPermission, "permission denied", "permission denied: the socket is for root, the daemon's user and members of socket_group; the HTTP API refused the token, or its role does not allow the request"},
 	{exitUnknownJob, "unknown job", "unknown job"},
 	{exitUnknownRun, "unknown run", "unknown run"},
 	{exitDuplicate, "duplicate dedup id", "duplicate: an unfinished run of the job already has the dedup id"},
@@ -242,7 +249,7 @@ func writeUsage(w io.Writer) {
 	}
 	fmt.Fprint(w, "schedulerd: a cron and deferred-job scheduler\n\nUsage:\n")
 	writeForms(w, offline)
-	fmt.Fprint(w, "\nCommands that talk to the running daemon over its control socket:\n")
+	fmt.Fprint(w, "\nCommands that talk to the running daemon over its control socket or HTTP API:\n")
 	writeForms(w, client)
 	var codes []string
 	for _, e := range exitCodes {
@@ -251,6 +258,8 @@ func writeUsage(w io.Writer) {
 	fmt.Fprintf(w, `
 They take --json (one JSON object per line), --socket PATH, and --config F;
 the socket is --socket, else $SCHEDULERD_SOCKET, else the socket of the config.
+With --api URL and --token-file F (or $SCHEDULERD_API and $SCHEDULERD_TOKEN_FILE)
+they use the daemon's HTTP API instead.
 %s.
 
 The default config is %s.

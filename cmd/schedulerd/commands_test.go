@@ -133,8 +133,8 @@ func TestCommandPageListsEveryCommand(t *testing.T) {
 // TestConfigPageListsEveryKey: schedulerd.toml(5), rendered from
 // docs/configuration.md, documents exactly the keys that the config
 // parser takes: those of [daemon] in its section, those of [[job]] in the
-// subsections of its section, those of retry in its own; and [defaults]
-// names the job keys it refuses.
+// subsections of its section, those of retry in its own, those of
+// [[token]] in its own; and [defaults] names the job keys it refuses.
 func TestConfigPageListsEveryKey(t *testing.T) {
 	page := configPage()
 	got := map[string][]string{}
@@ -156,8 +156,10 @@ func TestConfigPageListsEveryKey(t *testing.T) {
 				table = "retry"
 			case sh == "[[job]]":
 				table = "job"
+			case sh == "[[token]]":
+				table = "token"
 			}
-			for _, m := range regexp.MustCompile(`\\fB([a-z_]+)\\fR`).FindAllStringSubmatch(lines[i+1], -1) {
+			for _, m := range regexp.MustCompile(`\\fB([a-z][a-z_0-9]*)\\fR`).FindAllStringSubmatch(lines[i+1], -1) {
 				if table != "" {
 					got[table] = append(got[table], m[1])
 				}
@@ -167,7 +169,7 @@ func TestConfigPageListsEveryKey(t *testing.T) {
 		}
 	}
 	keys := config.Keys()
-	for _, table := range []string{"daemon", "job", "retry"} {
+	for _, table := range []string{"daemon", "job", "retry", "token"} {
 		want := slices.Sorted(slices.Values(keys[table]))
 		have := slices.Sorted(slices.Values(got[table]))
 		for _, k := range want {

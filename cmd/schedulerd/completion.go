@@ -8,14 +8,16 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/schedulerd/schedulerd/config"
 	"github.com/schedulerd/schedulerd/jobs"
 )
 
 // cmdCompletion prints a completion script for bash, zsh or fish, made
 // from the command table and the flags each command parses. The scripts
 // ask the daemon for job names (`schedulerd jobs --json`) and run ids
-// (`schedulerd runs --json`), passing on the --socket and --config of the
-// line being completed; without a daemon they offer none.
+// (`schedulerd runs --json`), passing on the --socket, --config, --api and
+// --token-file of the line being completed; without a daemon they offer
+// none.
 func cmdCompletion(_ context.Context, args []string, stdout, _ io.Writer) error {
 	fs := newFlags("completion")
 	pos, err := parseFlags(fs, args)
@@ -63,18 +65,21 @@ const (
 	valueFile   = "file"
 	valueJob    = "job"
 	valueStatus = "status"
+	valueRole   = "role"
 	valueOther  = ""
 )
 
 // flagValueKind says what the value of a flag completes to.
 func flagValueKind(name string) string {
 	switch name {
-	case "config", "socket", "payload-file":
+	case "config", "socket", "payload-file", "token-file":
 		return valueFile
 	case "job":
 		return valueJob
 	case "status":
 		return valueStatus
+	case "role":
+		return valueRole
 	}
 	return valueOther
 }
@@ -117,6 +122,8 @@ func (s *compSpec) names() []string {
 // spellings are the ways Go's flag package accepts a flag: -name and --name.
 func spellings(name string) []string { return []string{"-" + name, "--" + name} }
 
+func roleWords() string { return strings.Join(config.TokenRoles, " ") }
+
 func statusWords() string {
 	var ws []string
 	for _, st := range jobs.Statuses {
@@ -149,7 +156,7 @@ func casePattern(words []string) string {
 const compHeader = `%s completion for schedulerd %s, made by "schedulerd completion %s" from
 # its commands and flags. Job names and run ids come from the running
 # daemon (schedulerd jobs --json, schedulerd runs --json), asked with the
-# --socket and --config of the line being completed.
+# --socket, --config, --api and --token-file of the line being completed.
 `
 
 func (s *compSpec) bash() string {
@@ -163,7 +170,7 @@ _schedulerd_query() {
 	for ((i = 2; i < COMP_CWORD; i++)); do
 		w=${COMP_WORDS[i]}
 		case $w in
-		-socket | --socket | -config | --config)
+		-socket | --socket | -config | --config | -api | --api | -token-file | --token-file)
 			if [[ ${COMP_WORDS[i+1]} == = ]]; then
 				conn+=("$w=${COMP_WORDS[i+2]}")
 			else
@@ -211,6 +218,10 @@ _schedulerd() {
 		return
 		;;
 	%s)
+		mapfile -t COMPREPLY < <(compgen -W %q -- "$cur")
+		return
+		;;
+	%s)
 		return
 		;;
 	esac
@@ -219,7 +230,7 @@ _schedulerd() {
 		case $cmd in
 `, strings.Join(s.names(), " "),
 		s.flagsOfKind(valueFile), s.flagsOfKind(valueJob),
-		s.flagsOfKind(valueStatus), statusWords(), s.flagsOfKind(valueOther))
+		s.flagsOfKind(valueStatus), statusWords(), s.flagsOfKind(valueRole), roleWords(), s.flagsOfKind(valueOther))
 	for _, c := range s.cmds {
 		var fl []string
 		for _, f := range c.flags {
@@ -329,8 +340,8 @@ _schedulerd() {
 	local -a conn
 	for (( i = 2; i < CURRENT; i++ )); do
 		case $words[i] in
-		(-socket|--socket|-config|--config) conn+=($words[i] $words[i+1]) ;;
-		(-socket=*|--socket=*|-config=*|--config=*) conn+=($words[i]) ;;
+		(-socket|--socket|-config|--config|-api|--api|-token-file|--token-file) conn+=($words[i] $words[i+1]) ;;
+		(-socket=*|--socket=*|-config=*|--config=*|-api=*|--api=*|-token-file=*|--token-file=*) conn+=($words[i]) ;;
 		esac
 	done
 	if (( CURRENT == 2 )); then
@@ -365,6 +376,8 @@ _schedulerd() {
 				action = "_schedulerd_jobs"
 			case valueStatus:
 				action = "(" + statusWords() + ")"
+			case valueRole:
+				action = "(" + roleWords() + ")"
 			}
 			specs = append(specs, zshQuote(f.spelled()+"=["+desc+"]:"+f.metavar+":"+action))
 		}
@@ -425,12 +438,12 @@ function __schedulerd_query
     set -l i 2
     while test $i -le (count $tokens)
         switch $tokens[$i]
-            case -socket --socket -config --config
+            case -socket --socket -config --config -api --api -token-file --token-file
                 set -l j (math $i + 1)
                 if test $j -le (count $tokens)
                     set conn $conn $tokens[$i] $tokens[$j]
                 end
-            case '-socket=*' '--socket=*' '-config=*' '--config=*'
+            case '-socket=*' '--socket=*' '-config=*' '--config=*' '-api=*' '--api=*' '-token-file=*' '--token-file=*'
                 set conn $conn $tokens[$i]
         end
         set i (math $i + 1)
@@ -494,6 +507,8 @@ complete -c schedulerd -f
 				opt += " -x -a '(__schedulerd_query jobs)'"
 			case flagValueKind(f.name) == valueStatus:
 				opt += " -x -a " + fishQuote(statusWords())
+			case flagValueKind(f.name) == valueRole:
+				opt += " -x -a " + fishQuote(roleWords())
 			default:
 				opt += " -x"
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,9 +74,14 @@ func TestCompletionScriptsLoad(t *testing.T) {
 func TestCompletionCompletes(t *testing.T) {
 	bash := shell(t, "bash")
 	e := newEnv(t)
-	e.writeCLIConfig()
+	// The daemon has an HTTP API too, which the scripts ask with the
+	// --api and --token-file of the line.
+	addr := freeAddr(t)
+	tok := newCLIToken(t, e.dir, "ci", "read")
+	e.writeConfigWith(8, fmt.Sprintf("api_listen = %q", addr), fmt.Sprintf(cliJobs(), filepath.Join(e.dir, "slow.pid"))+tok.table)
 	e.start(true)
 	id := jsonField(t, e.ok("trigger", "ok", "--wait", "--json"), "id")
+	api := []string{"--api", "http://" + addr, "--token-file", tok.file}
 
 	bashScript := completionScript(t, "bash")
 	// complete runs the completion function on words, the last being the
@@ -114,6 +120,12 @@ func TestCompletionCompletes(t *testing.T) {
 		{[]string{"help", "rer"}, []string{"rerun"}},
 		// No daemon behind this config: nothing to offer, and no error.
 		{[]string{"trigger", "--socket", filepath.Join(e.dir, "none.sock"), ""}, nil},
+		{append(append([]string{"trigger"}, api...), ""), []string{"fail", "ok", "slow", "tick"}},
+		{append(append([]string{"runs"}, api...), "show", ""), []string{id}},
+		{[]string{"trigger", "--api", "http://" + addr, ""}, nil},
+		{[]string{"runs", "--token-f"}, []string{"--token-file"}},
+		{[]string{"token", ""}, []string{"new"}},
+		{[]string{"token", "new", "x", "--role", ""}, []string{"admin", "operate", "read"}},
 	} {
 		got := complete(tt.words...)
 		slices.Sort(got)
@@ -157,6 +169,8 @@ func TestCompletionCompletes(t *testing.T) {
 			{"schedulerd runs --config " + cfg + " show ", []string{id}},
 			{"schedulerd runs --status dead", []string{"dead_letter"}},
 			{"schedulerd trigger --ded", []string{"--dedup-id"}},
+			{"schedulerd trigger " + strings.Join(api, " ") + " ", []string{"fail", "ok", "slow", "tick"}},
+			{"schedulerd token new x --role ", []string{"admin", "operate", "read"}},
 		} {
 			if got := complete(tt.line); !slices.Equal(got, tt.want) {
 				t.Errorf("fish completion of %q: %q, want %q", tt.line, got, tt.want)

@@ -65,7 +65,8 @@ func writeEntries(w *manpage.Writer, entries []manEntry) {
 var commandPageDescription = []string{
 	"schedulerd runs commands on cron schedules, once at a given time, or when triggered, with retries, time windows, bounded output and a history of every run. `schedulerd run` is the daemon; the state lives in an embedded SQLite database, or in PostgreSQL for a cluster of nodes in which each cron tick fires once.",
 	"The other commands talk to the local daemon over its control socket (HTTP with JSON), except those that work offline: `check-config`, `next`, `migrate`, `version`, `completion`, `man` and `help`. Flags may come before or after the arguments. A client finds the socket from `--socket`, else `$SCHEDULERD_SOCKET`, else the `socket` of the config given by `--config` (default `/etc/schedulerd/schedulerd.toml`), else `/run/schedulerd/schedulerd.sock`.",
-	"Members of `socket_group` may use the socket, and so run any declared job: treat the group like sudo rights for those jobs.",
+	"With `--api URL --token-file F` (or `$SCHEDULERD_API` and `$SCHEDULERD_TOKEN_FILE`) a client command uses the daemon's HTTP API (`api_listen`) instead, with a bearer token that `token new` makes; `--api` and `--socket` given as flags come before the environment.",
+	"Members of `socket_group` may use the socket, and so run any declared job: treat the group like sudo rights for those jobs. A token of the HTTP API does what its role allows: `read`, `operate` (trigger, cancel, rerun, pause, resume) or `admin` (reload).",
 }
 
 var commandPageService = []string{
@@ -79,7 +80,10 @@ var commandPageSignals = []manEntry{
 }
 
 var commandPageEnvironment = []manEntry{
-	{"SCHEDULERD_SOCKET", "The control socket of the client commands, unless `--socket` is given. The daemon sets it for every job."},
+	{"SCHEDULERD_SOCKET", "The control socket of the client commands, unless `--socket` or `--api` is given or `SCHEDULERD_API` is set. The daemon sets it for every job."},
+	{"SCHEDULERD_API", "The URL of the daemon's HTTP API for the client commands, unless `--api` or `--socket` is given: `https://host:8080`, or `http://` to a loopback address."},
+	{"SCHEDULERD_TOKEN_FILE", "The file holding the HTTP API's token, unless `--token-file` is given. A file every user may read is refused."},
+	{"SSL_CERT_FILE, SSL_CERT_DIR", "The certificates a client trusts for an `https://` API besides the system's: point them at a self-signed certificate or your own authority."},
 	{"STATE_DIRECTORY", "The default `state_dir` (set by systemd's `StateDirectory=`)."},
 	{"RUNTIME_DIRECTORY", "The default directory of the socket (set by systemd's `RuntimeDirectory=`)."},
 	{"NOTIFY_SOCKET, WATCHDOG_USEC", "systemd's readiness notification and watchdog, used by `run`; no job sees them."},

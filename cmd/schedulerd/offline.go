@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/config"
+	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/jobs/schedule"
 	"github.com/schedulerd/schedulerd/store/postgres"
 )
@@ -24,11 +25,21 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if msg := exposedSecret(cfg); msg != "" {
-		fmt.Fprintln(stderr, "schedulerd: warning:", msg)
+	for _, msg := range []string{exposedSecret(cfg), exposedAPI(cfg.Daemon)} {
+		if msg != "" {
+			fmt.Fprintln(stderr, "schedulerd: warning:", msg)
+		}
 	}
 	now := time.Now()
-	fmt.Fprintf(stdout, "%s: ok, %d jobs, store %s, socket %s\n", cfg.Path, len(cfg.Jobs), storeName(cfg.Daemon), cfg.Daemon.Socket)
+	api := ""
+	if d := cfg.Daemon; d.APIListen != "" {
+		scheme := "http"
+		if d.APITLSCert != "" {
+			scheme = "https"
+		}
+		api = fmt.Sprintf(", api %s://%s with %d tokens", scheme, d.APIListen, len(cfg.Tokens))
+	}
+	fmt.Fprintf(stdout, "%s: ok, %d jobs, store %s, socket %s%s\n", cfg.Path, len(cfg.Jobs), storeName(cfg.Daemon), cfg.Daemon.Socket, api)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tKIND\tWHEN\tNEXT")
 	for _, d := range cfg.Jobs {
@@ -36,14 +47,13 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 		switch {
 		case d.Schedule != nil:
 			when = d.Schedule.String()
-			loc := time.Local
-			if s, ok := d.Schedule.(*schedule.Schedule); ok {
-				loc = s.Location()
+			loc := scheduleZone(d)
+			if _, ok := d.Schedule.(*schedule.Schedule); ok {
 				when += " (" + loc.String() + ")"
 			}
 			var ts []string // in the job's own zone, as its schedule reads
 			for t, i := d.Schedule.Next(now), 0; i < *n && !t.IsZero(); t, i = d.Schedule.Next(t), i+1 {
-				ts = append(ts, t.In(loc).Format(time.RFC3339))
+				ts = append(ts, tickText(d, t, loc))
 			}
 			next = strings.Join(ts, ", ")
 		case !d.At.IsZero():
@@ -68,28 +78,21 @@ func cmdNext(args []string, stdout io.Writer) error {
 	fs := newFlags("next")
 	spec := fs.String("schedule", "", "the cron `SPEC`, such as \"0 3 * * *\" or \"@every 10m\"")
 	tz := fs.String("timezone", "", "the IANA time zone `TZ` of the schedule (default: local)")
+	name := fs.String("job", "", "the job `NAME` of the config, with its schedule, zone and jitter; with --schedule, the name the delays of --jitter depend on")
+	jitter := fs.String("jitter", "", "with --schedule and --job, delay each tick's start as a job's jitter `D` does")
+	cfgPath := fs.String("config", defaultConfig, "the config file `F` that declares --job")
 	from := fs.String("from", "", "the `TIME` to start from, RFC 3339 (default: now)")
 	n := fs.Int("n", 10, "print `N` fire times")
+	asJSON := fs.Bool("json", false, "print one JSON object per fire time: tick, start")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if *spec == "" {
-		return usageError{fmt.Errorf("next: --schedule is required")}
 	}
 	if *n < 1 || *n > 100000 {
 		return usageError{fmt.Errorf("next: -n must be between 1 and 100000")}
 	}
-	loc := time.Local
-	if *tz != "" {
-		l, err := time.LoadLocation(*tz)
-		if err != nil {
-			return usageError{fmt.Errorf("next: --timezone: unknown time zone %q", *tz)}
-		}
-		loc = l
-	}
-	s, err := schedule.Parse(*spec, loc)
+	d, err := nextJob(*spec, *tz, *name, *jitter, *cfgPath)
 	if err != nil {
-		return usageError{fmt.Errorf("next: --schedule: %w", err)}
+		return err
 	}
 	t := time.Now()
 	if *from != "" {
@@ -98,14 +101,112 @@ func cmdNext(args []string, stdout io.Writer) error {
 			return usageError{fmt.Errorf("next: --from: want RFC 3339 such as 2026-03-29T00:00:00+01:00: %w", err)}
 		}
 	}
+	// A job of the config fires within its life only (not_before,
+	// not_after).
+	if t.Before(d.NotBefore) {
+		t = d.NotBefore.Add(-time.Nanosecond)
+	}
+	loc := scheduleZone(d)
 	for i := 0; i < *n; i++ {
-		t = s.Next(t)
-		if t.IsZero() {
+		t = d.Schedule.Next(t)
+		if t.IsZero() || !d.InLife(t) {
 			break
 		}
-		fmt.Fprintln(stdout, t.In(s.Location()).Format(time.RFC3339))
+		if *asJSON {
+			if err := printJSON(stdout, nextTick{Tick: t.UTC(), Start: d.TickStart(t).UTC()}); err != nil {
+				return err
+			}
+			continue
+		}
+		if d.Jitter > 0 {
+			// The start first: it is when the run starts.
+			start := d.TickStart(t)
+			fmt.Fprintf(stdout, "%s  tick %s\n", start.In(loc).Format(rfc3339Milli), tickText(d, t, loc))
+			continue
+		}
+		fmt.Fprintln(stdout, t.In(loc).Format(time.RFC3339))
 	}
 	return nil
+}
+
+// rfc3339Milli is RFC 3339 with milliseconds, the resolution of a jitter's
+// delay.
+const rfc3339Milli = "2006-01-02T15:04:05.000Z07:00"
+
+// nextTick is a line of `schedulerd next --json`.
+type nextTick struct {
+	Tick  time.Time `json:"tick"`  // the tick: the run's scheduled_at
+	Start time.Time `json:"start"` // when its run may start: the tick, delayed by the jitter
+}
+
+// nextJob returns the job whose ticks `schedulerd next` prints: one made
+// of --schedule (with --timezone, and --jitter under the name --job), or
+// without --schedule the job --job of the config.
+func nextJob(spec, tz, name, jitter, cfgPath string) (*jobs.Definition, error) {
+	if spec == "" {
+		if name == "" {
+			return nil, usageError{fmt.Errorf("next: give --schedule, or --job to read a job of the config")}
+		}
+		if tz != "" || jitter != "" {
+			return nil, usageError{fmt.Errorf("next: --timezone and --jitter go with --schedule; --job alone takes the job's own")}
+		}
+		cfg, err := loadConfig(cfgPath)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range cfg.Jobs {
+			if d.Name != name {
+				continue
+			}
+			if d.Schedule == nil {
+				return nil, usageError{fmt.Errorf("next: job %s has no schedule (%s)", name, d.Kind())}
+			}
+			return d, nil
+		}
+		return nil, usageError{fmt.Errorf("next: %s declares no job %q", cfgPath, name)}
+	}
+	loc := time.Local
+	if tz != "" {
+		l, err := time.LoadLocation(tz)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("next: --timezone: unknown time zone %q", tz)}
+		}
+		loc = l
+	}
+	s, err := schedule.Parse(spec, loc)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("next: --schedule: %w", err)}
+	}
+	d := &jobs.Definition{Name: name, Schedule: s}
+	if jitter != "" {
+		j, err := time.ParseDuration(jitter)
+		switch {
+		case err != nil || j < 0:
+			return nil, usageError{fmt.Errorf("next: --jitter: want a duration such as \"5m\", got %q", jitter)}
+		case name == "":
+			return nil, usageError{fmt.Errorf("next: --jitter needs --job: the delays depend on the job's name")}
+		}
+		d.Jitter = j
+	}
+	return d, nil
+}
+
+// scheduleZone is the zone a job's schedule reads its fields in.
+func scheduleZone(d *jobs.Definition) *time.Location {
+	if s, ok := d.Schedule.(*schedule.Schedule); ok {
+		return s.Location()
+	}
+	return time.Local
+}
+
+// tickText writes a tick of a cron job in loc: RFC 3339, and with jitter
+// the delay of its start after it, "+2m13.5s".
+func tickText(d *jobs.Definition, tick time.Time, loc *time.Location) string {
+	text := tick.In(loc).Format(time.RFC3339)
+	if d.Jitter > 0 {
+		text += " +" + d.TickStart(tick).Sub(tick).String()
+	}
+	return text
 }
 
 func cmdMigrate(ctx context.Context, args []string, stdout io.Writer) error {

@@ -125,13 +125,16 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 
 	// SIGHUP and `schedulerd reload` share one reload, one at a time.
-	var reloadMu sync.Mutex
+	var (
+		reloadMu sync.Mutex
+		api      *control.APIServer // set before anything can reload
+	)
 	reloadConfig := func(ctx context.Context) error {
 		reloadMu.Lock()
 		defer reloadMu.Unlock()
 		notify(daemon.SdNotifyReloading, "MONOTONIC_USEC="+strconv.FormatInt(monotonicUsec(), 10))
 		leanGC()
-		err := reload(ctx, logger, *cfgPath, cfg, sched)
+		err := reload(ctx, logger, *cfgPath, cfg, sched, api)
 		settleMemory()
 		notify(daemon.SdNotifyReady, fmt.Sprintf("STATUS=running %d jobs", len(sched.Jobs())))
 		return err
@@ -156,12 +159,25 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		defer closeServer(hs.Close)
 	}
+	if d.APIListen != "" {
+		api, err = control.ListenAPI(control.APIConfig{
+			Addr: d.APIListen, TLSCert: d.APITLSCert, TLSKey: d.APITLSKey, Tokens: apiTokens(cfg.Tokens),
+			Server: control.ServerConfig{Logger: logger, Engine: eng, Store: st, InactiveThreshold: d.InactiveThreshold},
+		})
+		if err != nil {
+			return err
+		}
+		defer closeServer(api.Close)
+	}
 	if err := sched.Start(ctx); err != nil {
 		return err
 	}
 	ctl.Start()
 	if hs != nil {
 		hs.Start()
+	}
+	if api != nil {
+		api.Start()
 	}
 	logger.Info("schedulerd running", "version", version, "config", cfg.Path, "node", d.NodeID,
 		"store", storeLogValue(d), "jobs", len(cfg.Jobs))
@@ -212,9 +228,11 @@ func closeServer(stop func(context.Context) error) {
 	_ = stop(ctx)
 }
 
-// reload re-reads the config. A config that does not load is rejected whole
-// and the running one stays; the error says why.
-func reload(ctx context.Context, logger *slog.Logger, path string, running *config.Config, sched *scheduler.Scheduler) error {
+// reload re-reads the config, and with an HTTP API (api not nil) its
+// certificate files. A config or a certificate that does not load is
+// rejected whole and the running one stays; the error says why. The
+// tokens and the certificate are put in use once the jobs are.
+func reload(ctx context.Context, logger *slog.Logger, path string, running *config.Config, sched *scheduler.Scheduler, api *control.APIServer) error {
 	cfg, err := config.Load(path)
 	if err == nil {
 		err = checkJobUsers(cfg)
@@ -223,6 +241,13 @@ func reload(ctx context.Context, logger *slog.Logger, path string, running *conf
 		logger.Error("reload rejected: keeping the running config", "config", path, "error", err)
 		return fmt.Errorf("config: %w", err)
 	}
+	var apiReload *control.APIReload
+	if api != nil {
+		if apiReload, err = api.PrepareReload(apiTokens(cfg.Tokens)); err != nil {
+			logger.Error("reload rejected: keeping the running config", "config", path, "error", err)
+			return err
+		}
+	}
 	if cfg.Daemon != running.Daemon {
 		logger.Warn("reload: [daemon] settings changed; they take effect at the next restart", "config", path)
 	}
@@ -230,8 +255,20 @@ func reload(ctx context.Context, logger *slog.Logger, path string, running *conf
 		logger.Error("reload rejected: keeping the running config", "config", path, "error", err)
 		return err
 	}
-	logger.Info("reload applied", "config", path, "jobs", len(cfg.Jobs))
+	if apiReload != nil {
+		apiReload.Apply()
+	}
+	logger.Info("reload applied", "config", path, "jobs", len(cfg.Jobs), "tokens", len(cfg.Tokens))
 	return nil
+}
+
+// apiTokens are the config's [[token]] tables as the API takes them.
+func apiTokens(ts []config.Token) []control.APIToken {
+	out := make([]control.APIToken, len(ts))
+	for i, t := range ts {
+		out[i] = control.APIToken{Name: t.Name, Role: control.Role(t.Role), SHA256: t.SHA256}
+	}
+	return out
 }
 
 // notify sends the states to systemd in one message (RELOADING=1 must come

@@ -1,0 +1,385 @@
+package control
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Defaults of APIConfig.
+const (
+	// DefaultAPIRate is how many requests a second each token may make,
+	// on average; DefaultAPIBurst how many at once after a pause. A
+	// `runs show` makes three requests and a `trigger --wait` one per
+	// status change; a script that triggers a hundred runs in a row gets
+	// them at once, then twenty a second.
+	DefaultAPIRate  = 20
+	DefaultAPIBurst = 100
+)
+
+// Over a network a client takes longer than on the socket to send its
+// first bytes (a TLS handshake is a round trip or two before them) and its
+// body: when every connection is taken, the API evicts one that has sent
+// nothing for apiSilentAge, or not its whole request in apiSlowAge, to
+// make room.
+const (
+	apiSilentAge = 250 * time.Millisecond
+	apiSlowAge   = 2 * time.Second
+)
+
+// APIConfig configures the HTTP API over TCP (api_listen).
+type APIConfig struct {
+	// Addr is api_listen, host:port.
+	Addr string
+	// TLSCert and TLSKey are the PEM files of the certificate (its chain
+	// after it) and its key; "" for plain HTTP. They are read at Listen
+	// and again by PrepareReload.
+	TLSCert, TLSKey string
+	// Tokens are the bearer tokens the API takes.
+	Tokens []APIToken
+	// Server is the configuration of the routes and their bounds, as the
+	// socket has them: Engine, Store, Logger, MaxConns, MaxLongPolls,
+	// MaxAttemptReplies, the timeouts. Path, Group and DirOwned are not
+	// used.
+	Server ServerConfig
+	// Rate is how many requests a second each token may make on average
+	// (default DefaultAPIRate), Burst how many at once (default
+	// DefaultAPIBurst). Past them a request gets 429 with a Retry-After.
+	Rate  rate.Limit
+	Burst int
+}
+
+// APIServer serves the /v1 routes of the socket on TCP (api_listen), to
+// the holders of bearer tokens, with the bounds of the socket: see the
+// package documentation.
+type APIServer struct {
+	cfg APIConfig
+	srv *Server // the routes, their slots and their health gate
+	log *slog.Logger
+
+	tokens atomic.Pointer[TokenSet]
+	cert   atomic.Pointer[tls.Certificate] // nil without TLS
+
+	limMu    sync.Mutex
+	limiters map[string]*rate.Limiter // by token name
+
+	// refusals bounds the warnings about refused requests: a client that
+	// tries token after token does not flood the log.
+	refusals   *rate.Limiter
+	suppressed atomic.Int64
+
+	handler http.Handler
+	ln      *limitListener
+	count   *countListener // the connections held, for tests
+	http    *http.Server
+}
+
+// ListenAPI binds cfg.Addr for the HTTP API, after reading the
+// certificate when TLS is configured. It warns when the address is not a
+// loopback one and there is no TLS, and when there are no tokens.
+// Requests are not served until Start.
+func ListenAPI(cfg APIConfig) (*APIServer, error) {
+	s, err := newAPIServer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var tlsConfig *tls.Config
+	if s.tls() {
+		cert, err := s.loadCertificate()
+		if err != nil {
+			return nil, fmt.Errorf("api_tls_cert, api_tls_key: %w", err)
+		}
+		s.cert.Store(cert)
+		tlsConfig = &tls.Config{
+			MinVersion: tls.VersionTLS12,
+			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+				return s.cert.Load(), nil
+			},
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("api_listen: %w", err)
+	}
+	s.count = &countListener{Listener: ln}
+	s.ln = newLimitListener(s.count, s.srv.cfg.MaxConns)
+	s.ln.silent, s.ln.slow = apiSilentAge, apiSlowAge
+	// HTTP/1.1 alone: one request at a time on a connection, so that the
+	// bounds on connections bound the requests too.
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	s.http = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: s.srv.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.srv.cfg.ReadTimeout,
+		WriteTimeout:      s.srv.cfg.WriteTimeout,
+		IdleTimeout:       s.srv.cfg.IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ConnContext:       withLimitConn,
+		ConnState:         s.ln.track,
+		TLSConfig:         tlsConfig,
+		Protocols:         &protocols,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	if !s.tls() && !loopback(ln.Addr()) {
+		s.log.Warn("api_listen is not a loopback address and has no TLS: tokens and replies cross the network in clear; "+
+			"set api_tls_cert and api_tls_key, or bind 127.0.0.1 behind a reverse proxy that does TLS",
+			"addr", ln.Addr().String())
+	}
+	n := s.tokens.Load().Len()
+	if n == 0 {
+		s.log.Warn("api_listen is set but the config has no [[token]]: every request but GET /healthz gets 401; "+
+			"make one with `schedulerd token new NAME --role ROLE`", "addr", ln.Addr().String())
+	}
+	s.log.Info("HTTP API listening", "addr", ln.Addr().String(), "tls", s.tls(), "tokens", n,
+		"max_conns", s.srv.cfg.MaxConns, "rate", float64(s.cfg.Rate), "burst", s.cfg.Burst)
+	return s, nil
+}
+
+// newAPIServer builds the server and its handler, without a listener.
+func newAPIServer(cfg APIConfig) (*APIServer, error) {
+	cfg.Rate = cmp.Or(cfg.Rate, DefaultAPIRate)
+	cfg.Burst = cmp.Or(cfg.Burst, DefaultAPIBurst)
+	srv, err := newServer(cfg.Server)
+	if err != nil {
+		return nil, err
+	}
+	set, err := NewTokenSet(cfg.Tokens)
+	if err != nil {
+		return nil, fmt.Errorf("api tokens: %w", err)
+	}
+	s := &APIServer{
+		cfg: cfg, srv: srv, log: srv.cfg.Logger.With("component", "api"),
+		limiters: map[string]*rate.Limiter{},
+		refusals: rate.NewLimiter(1, 10),
+	}
+	s.tokens.Store(set)
+	s.handler = s.routes()
+	return s, nil
+}
+
+func (s *APIServer) tls() bool { return s.cfg.TLSCert != "" }
+
+// Addr is the bound address.
+func (s *APIServer) Addr() net.Addr { return s.ln.Addr() }
+
+// Start serves in a goroutine; an error of Serve is logged.
+func (s *APIServer) Start() {
+	go func() {
+		var err error
+		if s.tls() {
+			err = s.http.ServeTLS(s.ln, "", "")
+		} else {
+			err = s.http.Serve(s.ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("HTTP API stopped", "error", err)
+		}
+	}()
+}
+
+// Close stops accepting connections, makes long polls return, and waits
+// until ctx for the requests being served, then closes the rest.
+func (s *APIServer) Close(ctx context.Context) error {
+	s.srv.closed.Do(func() { close(s.srv.done) })
+	s.ln.shutdown()
+	err := s.http.Shutdown(ctx)
+	if err != nil {
+		err = errors.Join(err, s.http.Close())
+	}
+	_ = s.ln.Close() // when Serve never ran
+	return err
+}
+
+// Authenticate returns the caller that token stands for, or false when it
+// is no token of the API; a missing, malformed and unknown token are one
+// answer. For other handlers of the listener, such as one that takes the
+// token from a login form.
+func (s *APIServer) Authenticate(token string) (Caller, bool) {
+	t, ok := s.tokens.Load().Lookup(token)
+	if !ok {
+		return Caller{}, false
+	}
+	return Caller{Name: t.Name, Role: t.Role, Via: ViaAPI}, true
+}
+
+// Allow takes one request from the budget of the caller's token, or
+// answers 429 rate_limited with a Retry-After and returns false.
+func (s *APIServer) Allow(w http.ResponseWriter, c Caller) bool {
+	s.limMu.Lock()
+	lim := s.limiters[c.Name]
+	if lim == nil {
+		lim = rate.NewLimiter(s.cfg.Rate, s.cfg.Burst)
+		s.limiters[c.Name] = lim
+	}
+	s.limMu.Unlock()
+	now := time.Now()
+	r := lim.ReserveN(now, 1)
+	d := r.DelayFrom(now)
+	if d == 0 {
+		return true
+	}
+	r.CancelAt(now)
+	secs := 1
+	if !r.OK() || d == rate.InfDuration {
+		secs = 60
+	} else if d > time.Second {
+		secs = int(math.Ceil(d.Seconds()))
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	writeError(w, http.StatusTooManyRequests, CodeRateLimited, fmt.Sprintf(
+		"rate limited: the token %q may make %g requests a second on average, %d at once; ask again after Retry-After",
+		c.Name, float64(s.cfg.Rate), s.cfg.Burst))
+	return false
+}
+
+// routes are GET /healthz, open to all, and behind the token check the
+// routes of the socket and GET /metrics. Anything else gets 401 without
+// a token and 404 with one: the paths say nothing to a client without one.
+func (s *APIServer) routes() http.Handler {
+	authed := http.NewServeMux()
+	authed.Handle("/v1/", s.srv.handler)
+	if src, ok := s.srv.cfg.Engine.(MetricsSource); ok {
+		authed.HandleFunc("GET /metrics", requireRole(RoleRead, serveMetrics(src)))
+	}
+	authed.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, clip(r.URL.Path)))
+	})
+	// No ServeMux in front of the token check: it would answer some paths
+	// (an empty one) with a redirect before the check.
+	private := s.authenticate(authed)
+	return s.srv.recoverPanics(rejectDotSegments(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			liveness(w, r)
+			return
+		}
+		private.ServeHTTP(w, r)
+	})))
+}
+
+// unauthorizedMessage is the one reply to a request without a valid token.
+const unauthorizedMessage = "unauthorized: send a token of this API as Authorization: Bearer TOKEN"
+
+// authenticate serves next to requests with a valid bearer token, within
+// the token's rate, with the caller in their context. A missing,
+// malformed and unknown token get the same 401, header for header.
+func (s *APIServer) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		headers := r.Header.Values("Authorization")
+		token, wellFormed := "", false
+		if len(headers) == 1 {
+			token, wellFormed = bearerToken(headers[0])
+		}
+		c, found := s.Authenticate(token)
+		if !wellFormed || !found {
+			s.logRefusal(r, len(headers) > 0)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="schedulerd"`)
+			writeError(w, http.StatusUnauthorized, CodeUnauthorized, unauthorizedMessage)
+			return
+		}
+		if !s.Allow(w, c) {
+			return
+		}
+		if r.Header.Get(AttemptTokenHeader) != "" {
+			writeError(w, http.StatusForbidden, CodePermissionDenied,
+				"permission denied: attempt tokens are taken on the control socket only; send the request without "+AttemptTokenHeader)
+			return
+		}
+		if !readWhole(w, r) {
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), c)))
+	})
+}
+
+// logRefusal warns about a request without a valid token, at most about
+// one a second (and ten at once); the warning counts the ones left out.
+func (s *APIServer) logRefusal(r *http.Request, sentToken bool) {
+	if !s.refusals.Allow() {
+		s.suppressed.Add(1)
+		return
+	}
+	msg := "HTTP API: refused a request without a token"
+	if sentToken {
+		msg = "HTTP API: refused a request whose token is not one of the config's"
+	}
+	s.log.Warn(msg, "remote", r.RemoteAddr, "method", r.Method, "path", clip(r.URL.Path),
+		"refusals_not_logged", s.suppressed.Swap(0))
+}
+
+// loadCertificate reads the certificate and key files.
+func (s *APIServer) loadCertificate() (*tls.Certificate, error) {
+	cert, err := tls.LoadX509KeyPair(s.cfg.TLSCert, s.cfg.TLSKey)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := os.Stat(s.cfg.TLSKey); err == nil && fi.Mode().Perm()&0o004 != 0 {
+		s.log.Warn("api_tls_key is readable by every user: chmod o-r it", "file", s.cfg.TLSKey, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
+	}
+	if leaf := cert.Leaf; leaf != nil {
+		if time.Now().After(leaf.NotAfter) {
+			s.log.Warn("the API's certificate has expired: clients refuse it", "file", s.cfg.TLSCert, "not_after", leaf.NotAfter)
+		} else {
+			s.log.Info("the API's certificate", "file", s.cfg.TLSCert, "subject", leaf.Subject.String(), "not_after", leaf.NotAfter)
+		}
+	}
+	return &cert, nil
+}
+
+// APIReload is what a reload changes in the API, read and checked but not
+// in use yet: the tokens of the new config, and the certificate read
+// again from its files.
+type APIReload struct {
+	s      *APIServer
+	tokens *TokenSet
+	cert   *tls.Certificate // nil without TLS
+}
+
+// PrepareReload checks the tokens of a new config and reads the
+// certificate files again. On an error nothing changes: the running
+// tokens and certificate stay.
+func (s *APIServer) PrepareReload(tokens []APIToken) (*APIReload, error) {
+	set, err := NewTokenSet(tokens)
+	if err != nil {
+		return nil, fmt.Errorf("api tokens: %w", err)
+	}
+	p := &APIReload{s: s, tokens: set}
+	if s.tls() {
+		if p.cert, err = s.loadCertificate(); err != nil {
+			return nil, fmt.Errorf("api_tls_cert, api_tls_key: %w (the running certificate stays)", err)
+		}
+	}
+	return p, nil
+}
+
+// Apply puts the tokens and certificate in use: a token that is no longer
+// in the config is refused from the next request on, and new TLS
+// connections get the new certificate.
+func (p *APIReload) Apply() {
+	s := p.s
+	s.tokens.Store(p.tokens)
+	s.limMu.Lock()
+	for name := range s.limiters {
+		if !p.tokens.has(name) {
+			delete(s.limiters, name)
+		}
+	}
+	s.limMu.Unlock()
+	if p.cert != nil {
+		s.cert.Store(p.cert)
+	}
+	s.log.Info("HTTP API reloaded", "tokens", p.tokens.Len(), "tls", p.cert != nil)
+}
