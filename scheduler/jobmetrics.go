@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/VictoriaMetrics/metrics"
 
@@ -193,8 +194,13 @@ func (m *jobMetrics) retain(keep func(job string) bool) {
 
 // escapeLabel escapes a label value as the text format wants it.
 func escapeLabel(v string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(strings.ToValidUTF8(v, "\uFFFD"))
+	if !strings.ContainsAny(v, "\\\"\n") && utf8.ValidString(v) {
+		return v
+	}
+	return labelEscaper.Replace(strings.ToValidUTF8(v, "\uFFFD"))
 }
+
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 
 // seriesOf returns the series of a declared job, made if need be; nil
 // when the job is not declared (a reload removed it). Scheduler.mu is

@@ -218,3 +218,42 @@ func TestJobResultsFollowTheStore(t *testing.T) {
 	h.resultsUntil("the last failure of other, which the feed missed",
 		scraped(`schedulerd_job_last_failure_timestamp_seconds{job="other"}`, failed))
 }
+
+// TestJobSeriesLabels: job names that the text format must escape (the
+// config allows none, but the engine's library users may name jobs
+// anything) make valid series, which the metrics library accepts.
+func TestJobSeriesLabels(t *testing.T) {
+	m := newJobMetrics()
+	for _, name := range []string{`a"b`, `c\`, "d\ne", "f\xffg", "plain-1.2_x"} {
+		js := m.of(name)
+		js.runEnded(jobs.StatusCompleted)
+		js.duration.Update(1)
+	}
+	var b strings.Builder
+	for f := range nodeFamilies {
+		for _, set := range m.sets[f] {
+			set.WritePrometheus(&b)
+		}
+	}
+	for _, want := range []string{
+		`schedulerd_job_runs_total{job="a\"b",status="completed"} 1`,
+		`schedulerd_job_runs_total{job="c\\",status="completed"} 1`,
+		`schedulerd_job_runs_total{job="d\ne",status="completed"} 1`,
+		"schedulerd_job_runs_total{job=\"f\uFFFDg\",status=\"completed\"} 1",
+		`schedulerd_job_duration_seconds_bucket{job="plain-1.2_x",le="1"} 1`,
+	} {
+		if !strings.Contains(b.String(), want+"\n") {
+			t.Errorf("no line %s in:\n%s", want, b.String())
+		}
+	}
+	m.retain(func(string) bool { return false })
+	b.Reset()
+	for f := range nodeFamilies {
+		for _, set := range m.sets[f] {
+			set.WritePrometheus(&b)
+		}
+	}
+	if b.Len() != 0 || len(m.series) != 0 {
+		t.Fatalf("series left after all were removed:\n%s", b.String())
+	}
+}
