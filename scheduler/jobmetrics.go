@@ -106,9 +106,8 @@ func newJobMetrics() *jobMetrics {
 	return m
 }
 
-// jobSeries are the series of one job. Its histograms exist from the
-// series' start (an attempt of the job started); its counters from their
-// first count.
+// jobSeries are the series of one job, each made at its first count:
+// the histograms when an attempt of the job is claimed (attempted).
 type jobSeries struct {
 	shard             int
 	label             string // job="...", escaped
@@ -119,7 +118,7 @@ type jobSeries struct {
 	durationN, startN string // the histograms' series names
 }
 
-// of returns the series of job, made with its histograms if it has none.
+// of returns the series of job, made (with none yet) if it has none.
 // Scheduler.mu is held, and the job is declared.
 func (m *jobMetrics) of(job string) *jobSeries {
 	if js := m.series[job]; js != nil {
@@ -130,9 +129,18 @@ func (m *jobMetrics) of(job string) *jobSeries {
 	js := &jobSeries{shard: int(h.Sum32() % metricShards), label: `job="` + escapeLabel(job) + `"`, sets: &m.sets}
 	js.durationN = nodeFamilies[familyDuration].name + "{" + js.label + "}"
 	js.startN = nodeFamilies[familyStartLag].name + "{" + js.label + "}"
-	js.duration = m.sets[familyDuration][js.shard].GetOrCreatePrometheusHistogramExt(js.durationN, durationBuckets)
-	js.lag = m.sets[familyStartLag][js.shard].GetOrCreatePrometheusHistogramExt(js.startN, startLagBuckets)
 	m.series[job] = js
+	return js
+}
+
+// attempted makes the histograms of the job's attempts, when an attempt
+// of it is claimed; the attempt observes them without Scheduler.mu.
+// Scheduler.mu is held.
+func (js *jobSeries) attempted() *jobSeries {
+	if js.duration == nil {
+		js.duration = js.sets[familyDuration][js.shard].GetOrCreatePrometheusHistogramExt(js.durationN, durationBuckets)
+		js.lag = js.sets[familyStartLag][js.shard].GetOrCreatePrometheusHistogramExt(js.startN, startLagBuckets)
+	}
 	return js
 }
 
@@ -169,8 +177,10 @@ func (js *jobSeries) ticksSkipped(n int) {
 // remove removes the job's series from the sets.
 func (js *jobSeries) remove() {
 	sets := js.sets
-	sets[familyDuration][js.shard].UnregisterMetric(js.durationN)
-	sets[familyStartLag][js.shard].UnregisterMetric(js.startN)
+	if js.duration != nil {
+		sets[familyDuration][js.shard].UnregisterMetric(js.durationN)
+		sets[familyStartLag][js.shard].UnregisterMetric(js.startN)
+	}
 	for i, c := range js.runs {
 		if c != nil {
 			sets[familyRuns][js.shard].UnregisterMetric(js.runsName(i))

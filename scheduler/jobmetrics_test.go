@@ -225,7 +225,7 @@ func TestJobResultsFollowTheStore(t *testing.T) {
 func TestJobSeriesLabels(t *testing.T) {
 	m := newJobMetrics()
 	for _, name := range []string{`a"b`, `c\`, "d\ne", "f\xffg", "plain-1.2_x"} {
-		js := m.of(name)
+		js := m.of(name).attempted()
 		js.runEnded(jobs.StatusCompleted)
 		js.duration.Update(1)
 	}
@@ -255,5 +255,33 @@ func TestJobSeriesLabels(t *testing.T) {
 	}
 	if b.Len() != 0 || len(m.series) != 0 {
 		t.Fatalf("series left after all were removed:\n%s", b.String())
+	}
+}
+
+// TestJobRunsEndedByCancelAndExpiry: runs this node ends without an
+// attempt count too: one cancelled through it, one expired by its loop.
+func TestJobRunsEndedByCancelAndExpiry(t *testing.T) {
+	h := newHarness(t, func(h *harness) []*jobs.Definition { return []*jobs.Definition{job("later", h.succeed)} })
+	ctx := context.Background()
+	r, err := h.s.Trigger(ctx, "later", TriggerParams{NotBefore: t0.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.s.Cancel(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.s.Trigger(ctx, "later", TriggerParams{NotBefore: t0.Add(time.Hour), NotAfter: t0.Add(2 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	h.advanceTo(t0.Add(3 * time.Hour))
+	if st := statusOf(h.runs("later")); len(st) != 2 || st[0] != jobs.StatusCancelled || st[1] != jobs.StatusCancelled {
+		t.Fatalf("runs of later: %v, want two cancelled", st)
+	}
+	m := jobScrape(t, h.s)
+	if got := m[`schedulerd_job_runs_total{job="later",status="cancelled"}`]; got != 2 {
+		t.Fatalf("cancelled runs of later: %v, want 2 (%v)", got, m)
+	}
+	if _, ok := m[`schedulerd_job_duration_seconds_count{job="later"}`]; ok {
+		t.Fatalf("a job none of whose attempts started has a duration: %v", m)
 	}
 }

@@ -483,13 +483,13 @@ func (s *Scheduler) failAttempts(ctx context.Context, runs []*jobs.Run, res jobs
 		if berr != nil {
 			return ended, berr
 		}
-		runs := make([]*jobs.Run, 0, len(results))
+		failed := make([]*jobs.Run, 0, len(results))
 		for i, rr := range results {
 			r := part[i]
 			switch {
 			case rr.Err == nil:
 				ended++
-				runs = append(runs, rr.Run)
+				failed = append(failed, rr.Run)
 				s.logRun(ctx, rr.Run, r.Status, "")
 			case errors.Is(rr.Err, store.ErrFenced):
 				s.logFenced(ctx, r, ts[i])
@@ -497,7 +497,7 @@ func (s *Scheduler) failAttempts(ctx context.Context, runs []*jobs.Run, res jobs
 				err = fmt.Errorf("run %s: %w", r.ID, rr.Err)
 			}
 		}
-		s.noteRunsEnded(runs...)
+		s.noteRunsEnded(failed...)
 	}
 	return ended, err
 }

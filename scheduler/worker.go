@@ -53,7 +53,7 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 		js *jobSeries
 	)
 	if j := s.declared.job(r.Job); j != nil {
-		d, js = j.def, s.perJob.of(r.Job)
+		d, js = j.def, s.perJob.of(r.Job).attempted()
 	}
 	f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}
 	ctx, cancel := context.WithCancelCause(s.life.runCtx)
