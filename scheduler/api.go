@@ -98,6 +98,7 @@ func (s *Scheduler) Cancel(ctx context.Context, id string) (*jobs.Run, error) {
 		s.log.InfoContext(ctx, "cancel requested for a running attempt", "job", r.Job, "run", r.ID, "attempt", r.Attempt, "node", r.Node)
 	} else {
 		s.logRun(ctx, r, "", "run cancelled")
+		s.noteRunsEnded(r)
 	}
 	s.Wake()
 	return r, nil

@@ -327,6 +327,7 @@ func (s *Scheduler) expire(it *iteration) {
 	for _, r := range expired {
 		s.logRun(it.ctx, r, "", "run expired: not started by not_after")
 	}
+	s.noteRunsEnded(expired...)
 }
 
 // rereadReached reads again the cursors of the ticks fired ahead that the

@@ -143,6 +143,14 @@ type Store interface {
 	RunAttempts(ctx context.Context, id string) ([]*jobs.Attempt, error)
 	// JobsLastRun returns the newest run of each named job that has one.
 	JobsLastRun(ctx context.Context, jobNames []string) (map[string]*jobs.Run, error)
+
+	// JobsResults returns the last success and the last failure of each
+	// named job whose run ever ended completed or dead_letter (see
+	// JobResult).
+	JobsResults(ctx context.Context, jobNames []string) (map[string]JobResult, error)
+	// ResultFeed is the feed that tells this process of the results of
+	// runs that end on any node, once they are committed.
+	ResultFeed() *ResultFeed
 }
 
 // lostPrefix starts the incarnation of a node row marked lost.

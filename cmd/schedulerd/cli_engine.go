@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/schedulerd/schedulerd/control"
@@ -159,6 +160,9 @@ func (e *engine) Metrics() control.Metrics {
 		StaleWrites: m.StaleWrites, StoreStatements: stmts, FireBatch: m.FireBatch,
 	}
 }
+
+// WriteJobMetrics writes the scheduler's per-job metrics.
+func (e *engine) WriteJobMetrics(w io.Writer) { e.sched.WriteJobMetrics(w) }
 
 // Progress is fenced by the run id and attempt the job reports and by this
 // node's incarnation: the job runs on the node whose socket it was given.

@@ -150,11 +150,12 @@ const sqlChangeRun = `WITH r AS (
 	SELECT count(*) FROM r`
 
 // queue queues the statements that write the changes, and asks for a
-// wakeup when a run left running.
+// wakeup when a run left running and for a notification of the results.
 func (ch *changes) queue(c *conn, b *pgx.Batch) {
 	if ch.leaving {
 		c.wake()
 	}
+	ch.queueResults(c, b)
 	if len(ch.runs) == 1 && len(ch.attempts) <= 1 && len(ch.events) <= 1 && len(ch.attempts)+len(ch.events) > 0 {
 		ch.queueOne(b)
 		return

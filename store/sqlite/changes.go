@@ -144,6 +144,9 @@ func (ch *changes) write(ctx context.Context, c conn) error {
 	if updated != len(ch.runs) { // the runs were read in this transaction
 		return fmt.Errorf("update runs: %d of %d rows found", updated, len(ch.runs))
 	}
+	if err := ch.writeResults(ctx, c); err != nil {
+		return err
+	}
 	return chunked(ctx, c, changeSQL.attempts, 15, len(ch.attempts), func(i int) []any {
 		a := ch.attempts[i]
 		r := a.run

@@ -65,7 +65,7 @@ const (
 // preparedQueries are the statements the writer keeps prepared.
 var preparedQueries = []string{
 	sqlGetRun, sqlRunsByID, sqlOccurrenceRun, sqlInsertOccurrence, sqlDedupRun, sqlInsertRun, sqlInsertEvent,
-	sqlRequestCancel, sqlClaimCandidates, sqlClaimRuns, sqlGetCursor,
+	sqlRequestCancel, sqlClaimCandidates, sqlClaimRuns, sqlGetCursor, sqlUpsertResults,
 }
 
 // batchSize bounds the rows one transaction of expiry or pruning handles, so

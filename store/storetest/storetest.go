@@ -77,6 +77,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"StoreClock", testStoreClock},
 		{"BinaryText", testBinaryText},
 		{"Ping", testPing},
+		{"JobResults", testJobResults},
 	}
 	running := make(chan struct{}, parallelCases)
 	for _, tc := range tests {

@@ -174,6 +174,17 @@ CREATE TABLE cursors (
 	updated_at      timestamptz NOT NULL
 );
 
+-- job_results holds, for each job a run of which ever ended completed or
+-- dead_letter, when the newest such run finished: written in the
+-- transaction that ends the run, and kept when RunsPrune deletes the runs.
+-- Each node reads it at start and is told of later changes by the
+-- notifications that those transactions send (store.ResultFeed).
+CREATE TABLE job_results (
+	job             text PRIMARY KEY,
+	last_success_at timestamptz,
+	last_failure_at timestamptz
+);
+
 -- nodes holds the current incarnation of each registered node.
 CREATE TABLE nodes (
 	id           text PRIMARY KEY,

@@ -151,6 +151,17 @@ CREATE TABLE cursors (
 	updated_at      INTEGER NOT NULL
 ) STRICT;
 
+-- job_results holds, for each job a run of which ever ended completed or
+-- dead_letter, when the newest such run finished: written in the
+-- transaction that ends the run, and kept when RunsPrune deletes the runs.
+-- The daemon reads it at start and learns of later changes from its own
+-- commits (store.ResultFeed).
+CREATE TABLE job_results (
+	job             TEXT PRIMARY KEY,
+	last_success_at INTEGER,
+	last_failure_at INTEGER
+) STRICT;
+
 -- nodes holds the current incarnation of each registered node.
 CREATE TABLE nodes (
 	id           TEXT PRIMARY KEY,
