@@ -873,7 +873,9 @@ func cancelRun(ctx context.Context, c *conn, cur *jobs.Run, p store.RunCancelPar
 	switch {
 	case cur.Status == jobs.StatusRunning:
 		return scanRun(c.queryRow(ctx, `UPDATE runs SET cancel_requested = true,
-			cancelled_by = COALESCE(NULLIF($3::text, ''), cancelled_by), updated_at = COALESCE($2::timestamptz, now()) WHERE id = $1 RETURNING `+runColumns, cur.ID, ts(p.Now), actor))
+			cancelled_by = COALESCE(NULLIF($3::text, ''), cancelled_by),
+			updated_at = COALESCE($2::timestamptz, now()) WHERE id = $1 RETURNING `+runColumns,
+			cur.ID, ts(p.Now), actor))
 	case cur.Status.Terminal():
 		return nil, fmt.Errorf("%w: run %s is already %s", jobs.ErrInvalidTransition, cur.ID, cur.Status)
 	}
