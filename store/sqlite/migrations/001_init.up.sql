@@ -45,10 +45,7 @@ CREATE TABLE runs (
 	cancel_requested INTEGER NOT NULL DEFAULT 0,
 	progress         INTEGER NOT NULL DEFAULT 0,
 	progress_message TEXT NOT NULL DEFAULT ''
-, claimed_from TEXT
-, actor        TEXT NOT NULL DEFAULT ''
-, cancelled_by TEXT NOT NULL DEFAULT ''
-) STRICT;
+, claimed_from TEXT, actor TEXT NOT NULL DEFAULT '', cancelled_by TEXT NOT NULL DEFAULT '') STRICT;
 
 -- One non-terminal run per (job, dedup id): concurrent triggers with one id
 -- make one run, and the id is free again once that run is terminal.
