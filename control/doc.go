@@ -99,6 +99,14 @@
 // find who calls in the request's context (CallerFrom): the token's name
 // and role on the API, the peer's user as RoleAdmin on the socket.
 //
+// Who asked for a change is recorded as its actor (Caller.Actor):
+// "api:NAME" for a token, "socket:USER" for a user of the socket
+// ("socket:uid N" for a uid without a name), "" for what the engine does
+// on its own. A Run has actor (who made it: trigger, rerun) and
+// cancelled_by (who asked to cancel it); an Event has actor (the
+// creation's, a cancel's, and the end of an attempt stopped by a cancel
+// request). Pause, resume and reload are logged with the actor.
+//
 // The health listener (health_listen, HealthServer) serves GET /healthz
 // (200 while the process answers), /readyz (the Health of /v1/health, 200
 // or 503, shared and cached the same way) and /metrics, without

@@ -156,7 +156,7 @@ func TestFireAheadWithdrawnByPause(t *testing.T) {
 
 	firedAhead(h, "report", t1)
 	h.clock.Set(t1.Add(-lead / 2))
-	if _, err := h.s.Pause(ctx, "report"); err != nil {
+	if _, err := h.s.Pause(ctx, "report", ""); err != nil {
 		t.Fatal(err)
 	}
 	if runs := h.runs("report"); len(runs) != 0 {
@@ -167,7 +167,7 @@ func TestFireAheadWithdrawnByPause(t *testing.T) {
 	if runs := h.runs("report"); len(runs) != 0 {
 		t.Fatalf("a paused job fired: %v", ticksOf(runs))
 	}
-	if _, err := h.s.Resume(ctx, "report"); err != nil {
+	if _, err := h.s.Resume(ctx, "report", ""); err != nil {
 		t.Fatal(err)
 	}
 

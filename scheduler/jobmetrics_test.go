@@ -267,7 +267,7 @@ func TestJobRunsEndedByCancelAndExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.s.Cancel(ctx, r.ID); err != nil {
+	if _, err := h.s.Cancel(ctx, r.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.s.Trigger(ctx, "later", TriggerParams{NotBefore: t0.Add(time.Hour), NotAfter: t0.Add(2 * time.Hour)}); err != nil {

@@ -738,7 +738,7 @@ func (s *Scheduler) logFenced(ctx context.Context, r *jobs.Run, t jobs.Transitio
 	s.log.WarnContext(ctx, "stale attempt write rejected", "job", r.Job, "run", r.ID, "attempt", r.Attempt, "to", t.To, "reason", t.Reason)
 }
 
-func (s *Scheduler) logRun(ctx context.Context, r *jobs.Run, from jobs.Status, msg string) {
+func (s *Scheduler) logRun(ctx context.Context, r *jobs.Run, from jobs.Status, msg string, extra ...any) {
 	level := slog.LevelInfo
 	if r.Status == jobs.StatusDeadLetter || r.Status == jobs.StatusRetrying {
 		level = slog.LevelWarn
@@ -746,7 +746,7 @@ func (s *Scheduler) logRun(ctx context.Context, r *jobs.Run, from jobs.Status, m
 	if !s.log.Enabled(ctx, level) {
 		return
 	}
-	attrs := []any{"job", r.Job, "run", r.ID, "attempt", r.Attempt, "status", r.Status, "reason", r.Reason}
+	attrs := append([]any{"job", r.Job, "run", r.ID, "attempt", r.Attempt, "status", r.Status, "reason", r.Reason}, extra...)
 	if from != "" {
 		attrs = append(attrs, "from", from)
 	}

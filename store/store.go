@@ -114,7 +114,9 @@ type Store interface {
 	RunsExpire(ctx context.Context, node string, now time.Time) ([]*jobs.Run, error)
 	// RunCancel cancels a pending or retrying run at once; for a running
 	// run it sets CancelRequested, and the owning node stops the attempt.
-	// jobs.ErrInvalidTransition for a finished run.
+	// jobs.ErrInvalidTransition for a finished run. Either way it records
+	// p.Actor as the run's CancelledBy, and a pending or retrying run's
+	// cancel event carries it.
 	RunCancel(ctx context.Context, p RunCancelParams) (*jobs.Run, error)
 	// RunsCancelRequested returns the ids of running runs of this
 	// incarnation that have CancelRequested set.
@@ -137,7 +139,10 @@ type Store interface {
 	RunGet(ctx context.Context, id string) (*jobs.Run, error)
 	// RunsList returns runs, newest first.
 	RunsList(ctx context.Context, f RunFilter) ([]*jobs.Run, error)
-	// RunEvents returns a run's history, oldest first.
+	// RunEvents returns a run's history, oldest first. The creation event
+	// carries the run's Actor, the event of a transition its Actor, and the
+	// end of an attempt that a cancel request stopped (reason cancelled)
+	// the run's CancelledBy.
 	RunEvents(ctx context.Context, id string) ([]*jobs.Event, error)
 	// RunAttempts returns a run's attempts, oldest first, with their output.
 	RunAttempts(ctx context.Context, id string) ([]*jobs.Attempt, error)
@@ -325,14 +330,16 @@ type RunInsertParams struct {
 	RerunOf          string
 	Payload          string
 	Node             string // who made it, for the event
+	Actor            string // who asked for it (jobs.Run.Actor); empty: the engine
 	Now              time.Time
 }
 
 // RunCancelParams asks to cancel run ID, on behalf of Node (for the
-// event), with Reason (empty: cancelled).
+// event) and Actor (jobs.Run.CancelledBy), with Reason (empty: cancelled).
 type RunCancelParams struct {
 	ID     string
 	Node   string
+	Actor  string
 	Reason jobs.Reason
 	Now    time.Time
 }

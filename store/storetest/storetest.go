@@ -65,6 +65,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TransitionsBatchConcurrent", testTransitionsBatchConcurrent},
 		{"ClaimHistory", testClaimHistory},
 		{"Cancel", testCancel},
+		{"Actors", testActors},
 		{"Expire", testExpire},
 		{"Progress", testProgress},
 		{"RunsRunningAndNextDue", testRunsRunningAndNextDue},
