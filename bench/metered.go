@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"slices"
 	"sync/atomic"
-	"time"
 
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -64,9 +63,9 @@ func (m *meteredStore) Wakeups() <-chan struct{} {
 	return nil
 }
 
-func (m *meteredStore) NodeHeartbeat(ctx context.Context, nodeID, incarnation string, now time.Time) error {
+func (m *meteredStore) NodeHeartbeat(ctx context.Context, p store.NodeHeartbeatParams) error {
 	defer m.count(statements(m.Store))
-	return m.Store.NodeHeartbeat(ctx, nodeID, incarnation, now)
+	return m.Store.NodeHeartbeat(ctx, p)
 }
 
 func (m *meteredStore) RunsCancelRequested(ctx context.Context, incarnation string) ([]string, error) {

@@ -28,7 +28,7 @@ func runScale(ctx context.Context, e *env) error {
 		"run made by the store, and is checked by reading seeded runs back through the store (RunGet, "+
 		"RunAttempts, RunEvents). PostgreSQL: ANALYZE after seeding (autovacuum would, later). "+
 		"The two databases (N = %[5]s and N = %[6]s) exist side by side and are measured in turns, so that a drift of the "+
-		"machine's speed during the section falls on both alike. Half of %[1]s due runs are inserted with RunsInsert "+
+		"machine's speed during the section falls on both alike. Half of %[1]s due runs are inserted with RunInsertMany "+
 		"into each. Claim latency: %[2]s calls of RunsClaim with Limit 1 on each database from one goroutine, one "+
 		"database then the other (or as many as fit in twice the cap below), each claimed run completed with "+
 		"RunTransition before the next claim (only RunsClaim is timed). Throughput: a node in this process (concurrency %[3]d) "+
@@ -63,6 +63,9 @@ func runScale(ctx context.Context, e *env) error {
 	}
 	if err := memoryRuns(ctx, e); err != nil {
 		errs = append(errs, fmt.Errorf("memory: %w", err))
+	}
+	if err := scrapeRuns(ctx, e); err != nil {
+		errs = append(errs, fmt.Errorf("scrape: %w", err))
 	}
 	return errors.Join(errs...)
 }

@@ -27,7 +27,7 @@ const secThroughput = "1 throughput"
 func runThroughput(ctx context.Context, e *env) error {
 	rep, o := e.rep, e.opts
 	rep.Section(secThroughput)
-	rep.Note(secThroughput, "Method: %s runs of one job are inserted before the start with `RunsInsert`, in "+
+	rep.Note(secThroughput, "Method: %s runs of one job are inserted before the start with `RunInsertMany`, in "+
 		"transactions of %s; then the nodes start (in this process, each with its own store handle, "+
 		"concurrency %d, the engine's other defaults) and burn the backlog down. Concurrency %d is the number of "+
 		"workers River's benchmark gives its one queue; one "+
@@ -114,7 +114,7 @@ func runThroughput(ctx context.Context, e *env) error {
 // second. PostgreSQL's is a ratio to River's rate (compare.go).
 const sqliteThroughputTarget = 15000
 
-// insertChunk is the number of runs per RunsInsert transaction.
+// insertChunk is the number of runs per RunInsertMany transaction.
 const insertChunk = 5000
 
 // burnSpec describes one burn-down.
@@ -333,7 +333,7 @@ func insertRuns(ctx context.Context, st store.Store, d *jobs.Definition, n int, 
 				Retry: d.Retry, NoRetryExitCodes: d.NoRetryExitCodes, Node: "bench",
 			}
 		}
-		if _, err := st.RunsInsert(ctx, ps); err != nil {
+		if _, err := st.RunInsertMany(ctx, ps); err != nil {
 			return fmt.Errorf("insert runs: %w", err)
 		}
 		done += k

@@ -63,12 +63,13 @@ func (e *fakeEngine) Trigger(ctx context.Context, job string, p control.TriggerP
 	return e.st.RunInsert(ctx, store.RunInsertParams{
 		Job: job, Trigger: jobs.TriggerManual, ScheduledAt: now, NotBefore: p.NotBefore, NotAfter: p.NotAfter,
 		Retry: jobs.RetryPolicy{MaxAttempts: 3}, DedupID: p.DedupID, Payload: p.Payload, Node: "test-node",
+		Actor: callerActor(ctx),
 	})
 }
 
 func (e *fakeEngine) Cancel(ctx context.Context, id string) (*jobs.Run, error) {
 	e.record("cancel %s", id)
-	return e.st.RunCancel(ctx, id, "test-node", jobs.ReasonCancelled, time.Time{})
+	return e.st.RunCancel(ctx, store.RunCancelParams{ID: id, Node: "test-node", Actor: callerActor(ctx), Reason: jobs.ReasonCancelled})
 }
 
 func (e *fakeEngine) Rerun(ctx context.Context, id string) (*jobs.Run, error) {
@@ -78,7 +79,14 @@ func (e *fakeEngine) Rerun(ctx context.Context, id string) (*jobs.Run, error) {
 		return nil, err
 	}
 	return e.st.RunInsert(ctx, store.RunInsertParams{Job: old.Job, Trigger: jobs.TriggerRerun, Retry: jobs.RetryPolicy{MaxAttempts: 3},
-		RerunOf: old.ID, Payload: old.Payload, Node: "test-node"})
+		RerunOf: old.ID, Payload: old.Payload, Node: "test-node", Actor: callerActor(ctx)})
+}
+
+// callerActor is the actor of the request's caller, as the daemon's
+// engine records it.
+func callerActor(ctx context.Context) string {
+	c, _ := control.CallerFrom(ctx)
+	return c.Actor()
 }
 
 func (e *fakeEngine) setPaused(job string, paused bool) error {

@@ -25,7 +25,7 @@ type heldBurst struct {
 	held    chan struct{} // receives when the second fire waits
 	release chan struct{}
 	once    sync.Once
-	wrote   chan struct{} // receives at each RunTransitions
+	wrote   chan struct{} // receives at each RunTransitionMany
 }
 
 func (s *heldBurst) releaseFires() { s.once.Do(func() { close(s.release) }) }
@@ -43,12 +43,12 @@ func (s *heldBurst) note(what string) int {
 	return s.fires
 }
 
-func (s *heldBurst) ScheduleFires(ctx context.Context, ps []store.FireParams) ([]*store.FireResult, error) {
+func (s *heldBurst) ScheduleFireMany(ctx context.Context, ps []store.FireParams) ([]*store.FireResult, error) {
 	if s.note("fire") == 2 {
 		s.held <- struct{}{}
 		<-s.release
 	}
-	return s.Store.ScheduleFires(ctx, ps)
+	return s.Store.ScheduleFireMany(ctx, ps)
 }
 
 func (s *heldBurst) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run, error) {
@@ -56,13 +56,13 @@ func (s *heldBurst) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs
 	return s.Store.RunsClaim(ctx, p)
 }
 
-func (s *heldBurst) RunTransitions(ctx context.Context, ts []jobs.Transition) ([]store.TransitionResult, error) {
+func (s *heldBurst) RunTransitionMany(ctx context.Context, ts []jobs.Transition) ([]store.TransitionResult, error) {
 	s.note("results")
 	select {
 	case s.wrote <- struct{}{}:
 	default:
 	}
-	return s.Store.RunTransitions(ctx, ts)
+	return s.Store.RunTransitionMany(ctx, ts)
 }
 
 func (s *heldBurst) calls() []string {
@@ -222,11 +222,11 @@ type claimHeldStore struct {
 
 func (s *claimHeldStore) ConcurrentWrites() {}
 
-func (s *claimHeldStore) ScheduleFires(ctx context.Context, ps []store.FireParams) ([]*store.FireResult, error) {
+func (s *claimHeldStore) ScheduleFireMany(ctx context.Context, ps []store.FireParams) ([]*store.FireResult, error) {
 	if s.armed.Load() && s.fires.Add(1) == 2 {
 		close(s.secondFire)
 	}
-	return s.Store.ScheduleFires(ctx, ps)
+	return s.Store.ScheduleFireMany(ctx, ps)
 }
 
 func (s *claimHeldStore) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run, error) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
 )
 
 // reportClaimedAhead starts a harness with a job "report" firing every
@@ -92,7 +93,7 @@ func TestClaimAheadRoundInOneClaim(t *testing.T) {
 // before its tick ends cancelled, and its handler never runs.
 func TestClaimAheadCancelledBeforeTick(t *testing.T) {
 	h, run, tick := reportClaimedAhead(t)
-	if _, err := h.s.Cancel(context.Background(), run.ID); err != nil {
+	if _, err := h.s.Cancel(context.Background(), run.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	h.attemptsDone(1)
@@ -168,7 +169,7 @@ func TestClaimedAheadTakenWhileFrozen(t *testing.T) {
 	if _, err := h.st.RunTransition(ctx, lost); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.st.NodeDelete(ctx, "node-a", r.Incarnation); err != nil {
+	if err := h.st.NodeDelete(ctx, store.NodeDeleteParams{ID: "node-a", Incarnation: r.Incarnation}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -137,7 +137,8 @@ func (s *Scheduler) provenAlive(ctx context.Context) bool {
 func (s *Scheduler) heartbeat(ctx context.Context, now time.Time) error {
 	hctx, cancel := context.WithTimeout(ctx, max(s.cfg.HeartbeatInterval, time.Second))
 	defer cancel()
-	if err := s.st.NodeHeartbeat(hctx, s.cfg.NodeID, s.Incarnation(), s.storeNow(now)); err != nil {
+	hb := store.NodeHeartbeatParams{ID: s.cfg.NodeID, Incarnation: s.Incarnation(), Now: s.storeNow(now)}
+	if err := s.st.NodeHeartbeat(hctx, hb); err != nil {
 		return err
 	}
 	s.lease.lastHeartbeat.Store(now.UnixNano())
@@ -241,7 +242,8 @@ func (s *Scheduler) recoverDead(ctx context.Context, now time.Time) {
 		// way) is recovered as it is.
 		lost := n.Incarnation
 		if _, marked := store.LostFrom(n.Incarnation); !marked {
-			if lost, err = s.st.NodeMarkLost(ctx, n.ID, n.Incarnation, n.HeartbeatAt); err != nil {
+			mark := store.NodeMarkLostParams{ID: n.ID, Incarnation: n.Incarnation, HeartbeatAt: n.HeartbeatAt}
+			if lost, err = s.st.NodeMarkLost(ctx, mark); err != nil {
 				if !errors.Is(err, store.ErrFenced) && !errors.Is(err, store.ErrNotFound) {
 					return
 				}
@@ -273,7 +275,7 @@ func (s *Scheduler) recoverDead(ctx context.Context, now time.Time) {
 				"recovered_runs", recovered, "error", err)
 			continue
 		}
-		if err := s.st.NodeDelete(ctx, n.ID, lost); err == nil || recovered > 0 {
+		if err := s.st.NodeDelete(ctx, store.NodeDeleteParams{ID: n.ID, Incarnation: lost}); err == nil || recovered > 0 {
 			s.log.WarnContext(ctx, "recovered the runs of a silent node", "lost_node", n.ID, "lost_incarnation", n.Incarnation,
 				"silent_for", age.Round(time.Second).String(), "recovered_runs", recovered)
 		}

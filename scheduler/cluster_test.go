@@ -23,11 +23,11 @@ type outage struct {
 
 var errUnreachable = errors.New("store unreachable (injected outage)")
 
-func (o *outage) NodeHeartbeat(ctx context.Context, id, inc string, now time.Time) error {
+func (o *outage) NodeHeartbeat(ctx context.Context, p store.NodeHeartbeatParams) error {
 	if o.down.Load() {
 		return errUnreachable
 	}
-	return o.Store.NodeHeartbeat(ctx, id, inc, now)
+	return o.Store.NodeHeartbeat(ctx, p)
 }
 
 func (o *outage) NodeRegister(ctx context.Context, p store.NodeRegisterParams) (*store.Node, error) {
@@ -143,7 +143,7 @@ func TestSilentNodeWakingDuringRecoveryKeepsItsRuns(t *testing.T) {
 	}
 	woke := t0.Add(150 * time.Second)
 	wake := func() {
-		if err := h.st.NodeHeartbeat(context.Background(), "node-b", "b-1", woke); err != nil {
+		if err := h.st.NodeHeartbeat(context.Background(), store.NodeHeartbeatParams{ID: "node-b", Incarnation: "b-1", Now: woke}); err != nil {
 			t.Error(err)
 		}
 	}
@@ -159,7 +159,7 @@ func TestSilentNodeWakingDuringRecoveryKeepsItsRuns(t *testing.T) {
 	if err != nil || len(nodes) != 2 || nodes[1].ID != "node-b" || nodes[1].Incarnation != "b-1" {
 		t.Fatalf("nodes: %+v %v; want node-b still b-1", nodes, err)
 	}
-	if err := h.st.NodeHeartbeat(context.Background(), "node-b", "b-1", woke.Add(time.Second)); err != nil {
+	if err := h.st.NodeHeartbeat(context.Background(), store.NodeHeartbeatParams{ID: "node-b", Incarnation: "b-1", Now: woke.Add(time.Second)}); err != nil {
 		t.Fatalf("node-b's next heartbeat: %v", err)
 	}
 }
@@ -258,7 +258,7 @@ func TestRejoinOverLostMark(t *testing.T) {
 	if err != nil || len(nodes) != 1 {
 		t.Fatalf("nodes: %v %v", nodes, err)
 	}
-	if _, err := h.st.NodeMarkLost(ctx, "node-a", old, nodes[0].HeartbeatAt); err != nil {
+	if _, err := h.st.NodeMarkLost(ctx, store.NodeMarkLostParams{ID: "node-a", Incarnation: old, HeartbeatAt: nodes[0].HeartbeatAt}); err != nil {
 		t.Fatal(err)
 	}
 	h.heartbeatAt(t0.Add(30 * time.Second))
@@ -291,7 +291,7 @@ func TestSilentForLessThanThresholdNotRecovered(t *testing.T) {
 	for i := 1; i <= 6; i++ {
 		at := t0.Add(time.Duration(i) * 30 * time.Second)
 		if i == 3 { // node-b heartbeats at 1m30s: never silent for 2m until 3m30s
-			if err := h.st.NodeHeartbeat(context.Background(), "node-b", "b-1", at); err != nil {
+			if err := h.st.NodeHeartbeat(context.Background(), store.NodeHeartbeatParams{ID: "node-b", Incarnation: "b-1", Now: at}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -452,14 +452,14 @@ func (c *transitionCalls) RunTransition(ctx context.Context, t jobs.Transition) 
 	return c.Store.RunTransition(ctx, t)
 }
 
-func (c *transitionCalls) RunTransitions(ctx context.Context, ts []jobs.Transition) ([]store.TransitionResult, error) {
+func (c *transitionCalls) RunTransitionMany(ctx context.Context, ts []jobs.Transition) ([]store.TransitionResult, error) {
 	if c.failNext.Swap(false) {
 		return nil, errUnreachable
 	}
 	c.mu.Lock()
 	c.batches = append(c.batches, len(ts))
 	c.mu.Unlock()
-	return c.Store.RunTransitions(ctx, ts)
+	return c.Store.RunTransitionMany(ctx, ts)
 }
 
 // calls returns the transitions written one by one and the batch sizes.

@@ -20,6 +20,8 @@ type jobSet struct {
 	cron   []*jobState
 	// limits is each job's concurrency limit, as claims take it.
 	limits map[string]int
+	// names is the job names, sorted: what RunsNextDue reads fastest.
+	names []string
 }
 
 // newJobSet validates defs and returns their set.
@@ -44,7 +46,11 @@ func newJobSet(defs []*jobs.Definition) (jobSet, error) {
 	}
 	byName := slices.Clone(all)
 	slices.SortFunc(byName, func(a, b *jobState) int { return strings.Compare(a.def.Name, b.def.Name) })
-	return jobSet{all: all, byName: byName, cron: slices.Clip(cron), limits: limits}, nil
+	names := make([]string, len(byName))
+	for i, j := range byName {
+		names[i] = j.def.Name
+	}
+	return jobSet{all: all, byName: byName, cron: slices.Clip(cron), limits: limits, names: names}, nil
 }
 
 // job returns the state of a declared job; nil if none.

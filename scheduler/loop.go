@@ -327,6 +327,7 @@ func (s *Scheduler) expire(it *iteration) {
 	for _, r := range expired {
 		s.logRun(it.ctx, r, "", "run expired: not started by not_after")
 	}
+	s.noteRunsEnded(expired...)
 }
 
 // rereadReached reads again the cursors of the ticks fired ahead that the
@@ -374,9 +375,9 @@ func (s *Scheduler) nextWake(it *iteration, askNext bool) time.Time {
 	s.mu.Unlock()
 	if askNext {
 		s.mu.Lock()
-		limits := s.declared.limits // replaced, never changed, by setJobs
+		names := s.declared.names // replaced, never changed, by setJobs
 		s.mu.Unlock()
-		nextRun, err := s.st.RunsNextDue(it.ctx, limits)
+		nextRun, err := s.st.RunsNextDue(it.ctx, names)
 		if err != nil {
 			s.loopError(it, "next due run", err)
 		} else if nextRun.After(it.now) && nextRun.Before(next) {

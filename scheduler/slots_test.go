@@ -11,7 +11,7 @@ import (
 	"github.com/schedulerd/schedulerd/store"
 )
 
-// heldWrites is a store whose RunTransitions (the completer's batched
+// heldWrites is a store whose RunTransitionMany (the completer's batched
 // writes of results) wait while held: a store slow to write results.
 type heldWrites struct {
 	store.Store
@@ -20,12 +20,12 @@ type heldWrites struct {
 	release chan struct{}
 }
 
-func (s *heldWrites) RunTransitions(ctx context.Context, ts []jobs.Transition) ([]store.TransitionResult, error) {
+func (s *heldWrites) RunTransitionMany(ctx context.Context, ts []jobs.Transition) ([]store.TransitionResult, error) {
 	if s.held.Load() {
 		s.entered <- len(ts)
 		<-s.release
 	}
-	return s.Store.RunTransitions(ctx, ts)
+	return s.Store.RunTransitionMany(ctx, ts)
 }
 
 // TestEndedAttemptFreesItsSlotBeforeItsResultIsWritten: with concurrency 1,
@@ -122,7 +122,7 @@ func TestEndedAttemptFreesItsSlotBeforeItsResultIsWritten(t *testing.T) {
 }
 
 // sideBySideWrites is a store that writes transactions side by side
-// (store.ConcurrentWriter) and holds its first RunTransitions until a
+// (store.ConcurrentWriter) and holds its first RunTransitionMany until a
 // second one has begun, or 10 s: overlapped says which came first.
 type sideBySideWrites struct {
 	store.Store
@@ -133,7 +133,7 @@ type sideBySideWrites struct {
 
 func (*sideBySideWrites) ConcurrentWrites() {}
 
-func (s *sideBySideWrites) RunTransitions(ctx context.Context, ts []jobs.Transition) ([]store.TransitionResult, error) {
+func (s *sideBySideWrites) RunTransitionMany(ctx context.Context, ts []jobs.Transition) ([]store.TransitionResult, error) {
 	switch s.calls.Add(1) {
 	case 1:
 		select {
@@ -145,7 +145,7 @@ func (s *sideBySideWrites) RunTransitions(ctx context.Context, ts []jobs.Transit
 	case 2:
 		close(s.second)
 	}
-	return s.Store.RunTransitions(ctx, ts)
+	return s.Store.RunTransitionMany(ctx, ts)
 }
 
 // TestTwoCompletersSideBySide: on a store that writes side by side, with
@@ -167,7 +167,7 @@ func TestTwoCompletersSideBySide(t *testing.T) {
 		ps[i] = store.RunInsertParams{Job: "work", Trigger: jobs.TriggerManual, Retry: jobs.RetryPolicy{MaxAttempts: 1},
 			Now: h.clock.Now()}
 	}
-	if _, err := h.st.RunsInsert(ctx, ps); err != nil {
+	if _, err := h.st.RunInsertMany(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
 	h.loop()

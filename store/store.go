@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,25 +38,27 @@ type Store interface {
 	// NodeRegister records a new incarnation of a node by compare-and-set:
 	// it writes only when the stored row's incarnation is p.Replace (no row
 	// at all when Replace is empty) and then returns the row it replaced.
-	// Otherwise it writes nothing and returns the stored row with an error
-	// wrapping ErrLocked, so the caller can judge whether that incarnation
-	// is alive before it asks again with Replace set to it.
+	// Otherwise it writes nothing and returns the stored row with a
+	// *NodeHeldError (ErrLocked), so the caller can judge whether that
+	// incarnation is alive before it asks again with Replace set to it.
 	NodeRegister(ctx context.Context, p NodeRegisterParams) (prev *Node, err error)
-	// NodeDelete removes a node's row if it still belongs to incarnation
-	// (ErrFenced otherwise, ErrNotFound when there is none).
-	NodeDelete(ctx context.Context, nodeID, incarnation string) error
+	// NodeDelete removes a node's row if it still belongs to
+	// p.Incarnation (a *NodeFencedError otherwise, ErrNotFound when there
+	// is none).
+	NodeDelete(ctx context.Context, p NodeDeleteParams) error
 	// NodeMarkLost marks a silent node lost before its runs are recovered,
 	// by compare-and-set on its incarnation and on the heartbeat it was
 	// judged silent by: the row's incarnation becomes
-	// LostIncarnation(incarnation), which it returns, so the node's later
+	// LostIncarnation(p.Incarnation), which it returns, so the node's later
 	// heartbeats are refused (ErrFenced) and a node that wakes up cannot
-	// start what is being taken from it. ErrFenced when the node heartbeated
-	// since or the row belongs to another incarnation; ErrNotFound when the
-	// row is gone.
-	NodeMarkLost(ctx context.Context, nodeID, incarnation string, heartbeatAt time.Time) (string, error)
-	// NodeHeartbeat refreshes the node's heartbeat; ErrFenced when the row
-	// now belongs to another incarnation, ErrNotFound when it was pruned.
-	NodeHeartbeat(ctx context.Context, nodeID, incarnation string, now time.Time) error
+	// start what is being taken from it. A *NodeFencedError when the node
+	// heartbeated since or the row belongs to another incarnation;
+	// ErrNotFound when the row is gone.
+	NodeMarkLost(ctx context.Context, p NodeMarkLostParams) (string, error)
+	// NodeHeartbeat refreshes the node's heartbeat; a *NodeFencedError when
+	// the row now belongs to another incarnation, ErrNotFound when it was
+	// pruned.
+	NodeHeartbeat(ctx context.Context, p NodeHeartbeatParams) error
 	// NodesList returns every registered node; Node.Jobs is read only
 	// withJobs (a node may declare 100,000 jobs, and the check for
 	// silent nodes, every heartbeat, does not need them).
@@ -66,11 +69,11 @@ type Store interface {
 	// ScheduleFire advances a job's cursor by compare-and-set and makes the
 	// runs of the ticks it covers, in one transaction. See FireParams.
 	ScheduleFire(ctx context.Context, p FireParams) (*FireResult, error)
-	// ScheduleFires applies many FireParams (of different jobs) in one
+	// ScheduleFireMany applies many FireParams (of different jobs) in one
 	// transaction, each exactly as ScheduleFire would: results in order.
 	// An error fails the whole batch; a lost compare-and-set is not an
 	// error (Advanced false).
-	ScheduleFires(ctx context.Context, ps []FireParams) ([]*FireResult, error)
+	ScheduleFireMany(ctx context.Context, ps []FireParams) ([]*FireResult, error)
 	// SchedulePause pauses or resumes a job's schedule. Resuming moves the
 	// cursor to now: ticks that fell while paused are not caught up.
 	// Pausing withdraws the runs fired ahead of their tick, as
@@ -89,9 +92,9 @@ type Store interface {
 	// RunInsert makes a run (one-off, manual or rerun). ErrDuplicate when
 	// its occurrence exists or a non-terminal run of the job has its dedup id.
 	RunInsert(ctx context.Context, p RunInsertParams) (*jobs.Run, error)
-	// RunsInsert makes many runs in one transaction, all or none (a bulk
+	// RunInsertMany makes many runs in one transaction, all or none (a bulk
 	// enqueue). ErrDuplicate, and nothing made, when any of them would be.
-	RunsInsert(ctx context.Context, ps []RunInsertParams) ([]*jobs.Run, error)
+	RunInsertMany(ctx context.Context, ps []RunInsertParams) ([]*jobs.Run, error)
 	// RunsClaim atomically starts up to Limit due runs of the declared jobs,
 	// respecting each job's cluster-wide concurrency limit: the attempt
 	// number grows by one and the attempt is owned by Node/Incarnation.
@@ -101,18 +104,20 @@ type Store interface {
 	// run, ends the attempt when it leaves running, and records the event.
 	// A run that is running can only be changed with a fence.
 	RunTransition(ctx context.Context, t jobs.Transition) (*jobs.Run, error)
-	// RunTransitions applies many transitions in one transaction, each
+	// RunTransitionMany applies many transitions in one transaction, each
 	// exactly as RunTransition would, in order: a fenced or invalid one
 	// gets its error in its result and writes nothing, and the others go
 	// on. The returned error is for the batch as a whole (nothing written).
-	RunTransitions(ctx context.Context, ts []jobs.Transition) ([]TransitionResult, error)
+	RunTransitionMany(ctx context.Context, ts []jobs.Transition) ([]TransitionResult, error)
 	// RunsExpire cancels (reason expired) every pending or retrying run whose
 	// not_after has passed, and returns them.
 	RunsExpire(ctx context.Context, node string, now time.Time) ([]*jobs.Run, error)
 	// RunCancel cancels a pending or retrying run at once; for a running
 	// run it sets CancelRequested, and the owning node stops the attempt.
-	// jobs.ErrInvalidTransition for a finished run.
-	RunCancel(ctx context.Context, id, node string, reason jobs.Reason, now time.Time) (*jobs.Run, error)
+	// jobs.ErrInvalidTransition for a finished run. Either way it records
+	// p.Actor as the run's CancelledBy, and a pending or retrying run's
+	// cancel event carries it.
+	RunCancel(ctx context.Context, p RunCancelParams) (*jobs.Run, error)
 	// RunsCancelRequested returns the ids of running runs of this
 	// incarnation that have CancelRequested set.
 	RunsCancelRequested(ctx context.Context, incarnation string) ([]string, error)
@@ -122,11 +127,10 @@ type Store interface {
 	// (any incarnation).
 	RunsRunning(ctx context.Context, node string) ([]*jobs.Run, error)
 	// RunsNextDue returns the earliest not_before of the pending and
-	// retrying runs of the jobs named by the keys of jobs (the map a
-	// claim takes, ClaimParams.Jobs; the values are not used: the loop
-	// asks this often and passes the map it has, not a list made anew);
-	// zero when there is none.
-	RunsNextDue(ctx context.Context, jobs map[string]int) (time.Time, error)
+	// retrying runs of the named jobs; zero when there is none. The loop
+	// asks this often: jobNames may come in any order, and sorted costs
+	// least (see NameIndex).
+	RunsNextDue(ctx context.Context, jobNames []string) (time.Time, error)
 	// RunsPrune deletes finished runs (with their events and attempts) that
 	// finished before the given time, and returns how many.
 	RunsPrune(ctx context.Context, before time.Time) (int, error)
@@ -135,7 +139,10 @@ type Store interface {
 	RunGet(ctx context.Context, id string) (*jobs.Run, error)
 	// RunsList returns runs, newest first.
 	RunsList(ctx context.Context, f RunFilter) ([]*jobs.Run, error)
-	// RunEvents returns a run's history, oldest first.
+	// RunEvents returns a run's history, oldest first. The creation event
+	// carries the run's Actor, the event of a transition its Actor, and the
+	// end of an attempt that a cancel request stopped (reason cancelled)
+	// the run's CancelledBy.
 	RunEvents(ctx context.Context, id string) ([]*jobs.Event, error)
 	// RunAttempts returns a run's attempts, oldest first, with their output.
 	RunAttempts(ctx context.Context, id string) ([]*jobs.Attempt, error)
@@ -147,6 +154,14 @@ type Store interface {
 	// in indexes that hold them alone, so the count costs what they
 	// number, not what the history does.
 	RunsCount(ctx context.Context) (map[jobs.Status]int64, error)
+
+	// JobsResults returns the last success and the last failure of each
+	// named job whose run ever ended completed or dead_letter (see
+	// JobResult).
+	JobsResults(ctx context.Context, jobNames []string) (map[string]JobResult, error)
+	// ResultFeed is the feed that tells this process of the results of
+	// runs that end on any node, once they are committed.
+	ResultFeed() *ResultFeed
 }
 
 // lostPrefix starts the incarnation of a node row marked lost.
@@ -160,28 +175,46 @@ func LostIncarnation(inc string) string { return lostPrefix + inc }
 // inc is such a mark.
 func LostFrom(inc string) (string, bool) { return strings.CutPrefix(inc, lostPrefix) }
 
-// NodeMismatch is the ErrFenced of a write of node nodeID's row that holds
-// only while the row is incarnation's and, when heartbeatAt is set, has
-// that heartbeat (NodeMarkLost), given the row found: other is its
-// incarnation and hb its heartbeat.
-func NodeMismatch(nodeID, incarnation string, heartbeatAt time.Time, other string, hb time.Time) error {
-	if other != incarnation || heartbeatAt.IsZero() {
-		return fmt.Errorf("%w: node %s belongs to incarnation %s, not %s", ErrFenced, nodeID, other, incarnation)
-	}
-	return fmt.Errorf("%w: node %s heartbeated at %s, after %s", ErrFenced, nodeID,
-		hb.UTC().Format(time.RFC3339Nano), heartbeatAt.UTC().Format(time.RFC3339Nano))
+// NodeHeldError is NodeRegister's refusal: node ID's row is not the
+// incarnation the registration was to replace. Held is the row found, nil
+// when there is none. It wraps ErrLocked.
+type NodeHeldError struct {
+	ID   string
+	Held *Node
 }
 
-// NodeHeld is NodeRegister's ErrLocked when node id's row, held (nil: none),
-// is not the incarnation the registration was to replace.
-func NodeHeld(id string, held *Node) error {
+func (e *NodeHeldError) Error() string {
 	var inc, host string
 	pid := 0
-	if held != nil {
-		inc, host, pid = held.Incarnation, held.Host, held.PID
+	if e.Held != nil {
+		inc, host, pid = e.Held.Incarnation, e.Held.Host, e.Held.PID
 	}
-	return fmt.Errorf("%w: node id %s is held by incarnation %q (host %s, pid %d)", ErrLocked, id, inc, host, pid)
+	return fmt.Sprintf("%v: node id %s is held by incarnation %q (host %s, pid %d)", ErrLocked, e.ID, inc, host, pid)
 }
+
+func (e *NodeHeldError) Unwrap() error { return ErrLocked }
+
+// NodeFencedError is the refusal of a write of node ID's row that holds
+// only while the row belongs to Incarnation and, when HeartbeatAt is set
+// (NodeMarkLost), still has that heartbeat. Found and FoundHeartbeatAt are
+// the row's. It wraps ErrFenced.
+type NodeFencedError struct {
+	ID               string
+	Incarnation      string
+	HeartbeatAt      time.Time
+	Found            string
+	FoundHeartbeatAt time.Time
+}
+
+func (e *NodeFencedError) Error() string {
+	if e.Found != e.Incarnation || e.HeartbeatAt.IsZero() {
+		return fmt.Sprintf("%v: node %s belongs to incarnation %s, not %s", ErrFenced, e.ID, e.Found, e.Incarnation)
+	}
+	return fmt.Sprintf("%v: node %s heartbeated at %s, after %s", ErrFenced, e.ID,
+		e.FoundHeartbeatAt.UTC().Format(time.RFC3339Nano), e.HeartbeatAt.UTC().Format(time.RFC3339Nano))
+}
+
+func (e *NodeFencedError) Unwrap() error { return ErrFenced }
 
 // Node is a registered daemon process.
 type Node struct {
@@ -209,6 +242,28 @@ type NodeRegisterParams struct {
 	// over; empty to register only when the node id has no row.
 	Replace string
 	Now     time.Time
+}
+
+// NodeDeleteParams names the node row to delete and the incarnation it
+// must still belong to.
+type NodeDeleteParams struct {
+	ID          string
+	Incarnation string
+}
+
+// NodeMarkLostParams names a silent node: its row, the incarnation and the
+// heartbeat it was judged silent by.
+type NodeMarkLostParams struct {
+	ID          string
+	Incarnation string
+	HeartbeatAt time.Time
+}
+
+// NodeHeartbeatParams is a heartbeat of a node's incarnation.
+type NodeHeartbeatParams struct {
+	ID          string
+	Incarnation string
+	Now         time.Time
 }
 
 // Cursor is the durable schedule state of a cron job.
@@ -281,7 +336,18 @@ type RunInsertParams struct {
 	RerunOf          string
 	Payload          string
 	Node             string // who made it, for the event
+	Actor            string // who asked for it (jobs.Run.Actor); empty: the engine
 	Now              time.Time
+}
+
+// RunCancelParams asks to cancel run ID, on behalf of Node (for the
+// event) and Actor (jobs.Run.CancelledBy), with Reason (empty: cancelled).
+type RunCancelParams struct {
+	ID     string
+	Node   string
+	Actor  string
+	Reason jobs.Reason
+	Now    time.Time
 }
 
 // ClaimParams asks for due runs.
@@ -350,6 +416,34 @@ type Notifier interface {
 // concurrency limit) only this far, so a backlog it cannot take never
 // makes it slow, and reading each job's own runs is left for that case.
 func DueScan(limit int) int { return 4*limit + 64 }
+
+// NameIndex tells whether a job is one of a list of names, for
+// RunsNextDue, which asks it of each of the first waiting runs: by binary
+// search, so that a list of 100,000 names costs a few comparisons a job
+// when it is sorted, as the engine passes it. A search that hits is right
+// in any order; the first that misses sorts a copy of a list that is not
+// sorted, and searches again.
+type NameIndex struct {
+	names  []string
+	sorted bool
+}
+
+// NewNameIndex returns an index of names; it keeps names, and does not
+// change it.
+func NewNameIndex(names []string) *NameIndex { return &NameIndex{names: names} }
+
+// Has reports whether job is one of the names.
+func (x *NameIndex) Has(job string) bool {
+	if _, ok := slices.BinarySearch(x.names, job); ok || x.sorted {
+		return ok
+	}
+	if !slices.IsSorted(x.names) {
+		x.names = slices.Sorted(slices.Values(x.names))
+	}
+	x.sorted = true
+	_, ok := slices.BinarySearch(x.names, job)
+	return ok
+}
 
 // NewRunCounts returns the counts of RunsCount before any run is counted:
 // zero for each status but completed.

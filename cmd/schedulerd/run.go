@@ -130,12 +130,18 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		reloadMu sync.Mutex
 		api      *control.APIServer // set before anything can reload
 	)
-	reloadConfig := func(ctx context.Context) error {
+	// actor is who asked through the control API (control.Caller.Actor);
+	// empty for SIGHUP.
+	reloadConfig := func(ctx context.Context, actor string) error {
 		reloadMu.Lock()
 		defer reloadMu.Unlock()
 		notify(daemon.SdNotifyReloading, "MONOTONIC_USEC="+strconv.FormatInt(monotonicUsec(), 10))
 		leanGC()
-		err := reload(ctx, logger, *cfgPath, cfg, sched, api)
+		log := logger
+		if actor != "" {
+			log = logger.With("actor", actor)
+		}
+		err := reload(ctx, log, *cfgPath, cfg, sched, api)
 		settleMemory()
 		notify(daemon.SdNotifyReady, fmt.Sprintf("STATUS=running %d jobs", len(sched.Jobs())))
 		return err
@@ -197,7 +203,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	for {
 		select {
 		case <-hup:
-			_ = reloadConfig(ctx)
+			_ = reloadConfig(ctx, "")
 		case <-ctx.Done():
 			notify(daemon.SdNotifyStopping, "STATUS=stopping: waiting for running attempts")
 			logger.Info("stopping", "running", sched.Running(), "shutdown_grace", d.ShutdownGrace)

@@ -74,7 +74,7 @@ func TestScanKeepsEveryValue(t *testing.T) {
 		}
 		ps[i] = p
 	}
-	made, err := s.RunsInsert(ctx, ps)
+	made, err := s.RunInsertMany(ctx, ps)
 	if err != nil {
 		t.Fatal(err)
 	}

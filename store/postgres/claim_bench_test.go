@@ -12,7 +12,7 @@ import (
 )
 
 // BenchmarkClaimComplete: claim 1,000 runs of one job, then complete them
-// in one RunTransitions, per iteration; runs/s is the engine's bound.
+// in one RunTransitionMany, per iteration; runs/s is the engine's bound.
 func BenchmarkClaimComplete(b *testing.B) {
 	s, err := Open(b.Context(), Options{DSN: srv.NewDatabase(b)})
 	if err != nil {

@@ -50,10 +50,10 @@ func (s *Store) NodeRegister(ctx context.Context, p store.NodeRegisterParams) (*
 			if prev, err = read(``); err != nil {
 				return err
 			}
-			return store.NodeHeld(p.ID, prev)
+			return &store.NodeHeldError{ID: p.ID, Held: prev}
 		}
 		if prev == nil || prev.Incarnation != p.Replace {
-			return store.NodeHeld(p.ID, prev)
+			return &store.NodeHeldError{ID: p.ID, Held: prev}
 		}
 		_, err = c.exec(ctx, `UPDATE nodes SET incarnation = $2, host = $3, pid = $4, version = $5,
 				started_at = COALESCE($6::timestamptz, now()), heartbeat_at = COALESCE($6::timestamptz, now()), jobs = $7
@@ -70,17 +70,17 @@ func (s *Store) NodeRegister(ctx context.Context, p store.NodeRegisterParams) (*
 	return prev, nil
 }
 
-// NodeDelete removes a node's row if it still belongs to incarnation.
-func (s *Store) NodeDelete(ctx context.Context, nodeID, incarnation string) error {
+// NodeDelete removes a node's row if it still belongs to p.Incarnation.
+func (s *Store) NodeDelete(ctx context.Context, p store.NodeDeleteParams) error {
 	c := s.read()
-	tag, err := c.exec(ctx, `DELETE FROM nodes WHERE id = $1 AND incarnation = $2`, nodeID, incarnation)
+	tag, err := c.exec(ctx, `DELETE FROM nodes WHERE id = $1 AND incarnation = $2`, p.ID, p.Incarnation)
 	if err != nil {
-		return fail("delete node "+nodeID, err)
+		return fail("delete node "+p.ID, err)
 	}
 	if tag.RowsAffected() == 1 {
 		return nil
 	}
-	return nodeMismatch(ctx, c, "delete node", nodeID, incarnation, time.Time{})
+	return nodeMismatch(ctx, c, "delete node", p.ID, p.Incarnation, time.Time{})
 }
 
 // nodeMismatch explains why a write fenced by (nodeID, incarnation), and
@@ -96,37 +96,38 @@ func nodeMismatch(ctx context.Context, c *conn, op, nodeID, incarnation string, 
 	if err != nil {
 		return fail(op, err)
 	}
-	return fmt.Errorf("%s: %w", op, store.NodeMismatch(nodeID, incarnation, heartbeatAt, other, hb))
+	return fmt.Errorf("%s: %w", op, &store.NodeFencedError{ID: nodeID, Incarnation: incarnation, HeartbeatAt: heartbeatAt,
+		Found: other, FoundHeartbeatAt: hb})
 }
 
 // NodeMarkLost marks a silent node lost; see store.Store.
-func (s *Store) NodeMarkLost(ctx context.Context, nodeID, incarnation string, heartbeatAt time.Time) (string, error) {
-	lost := store.LostIncarnation(incarnation)
+func (s *Store) NodeMarkLost(ctx context.Context, p store.NodeMarkLostParams) (string, error) {
+	lost := store.LostIncarnation(p.Incarnation)
 	c := s.read()
 	tag, err := c.exec(ctx, `UPDATE nodes SET incarnation = $3 WHERE id = $1 AND incarnation = $2 AND heartbeat_at = $4`,
-		nodeID, incarnation, lost, heartbeatAt)
+		p.ID, p.Incarnation, lost, p.HeartbeatAt)
 	if err != nil {
-		return "", fail("mark node lost "+nodeID, err)
+		return "", fail("mark node lost "+p.ID, err)
 	}
 	if tag.RowsAffected() == 1 {
 		return lost, nil
 	}
-	return "", nodeMismatch(ctx, c, "mark node lost", nodeID, incarnation, heartbeatAt)
+	return "", nodeMismatch(ctx, c, "mark node lost", p.ID, p.Incarnation, p.HeartbeatAt)
 }
 
 // NodeHeartbeat refreshes the heartbeat of the node's incarnation. It runs
 // on the heartbeat pool, never waiting behind the main pool's claims.
-func (s *Store) NodeHeartbeat(ctx context.Context, nodeID, incarnation string, now time.Time) error {
+func (s *Store) NodeHeartbeat(ctx context.Context, p store.NodeHeartbeatParams) error {
 	c := &conn{q: s.heartbeat, n: &s.statements}
 	tag, err := c.exec(ctx, `UPDATE nodes SET heartbeat_at = COALESCE($3::timestamptz, now())
-		WHERE id = $1 AND incarnation = $2`, nodeID, incarnation, ts(now))
+		WHERE id = $1 AND incarnation = $2`, p.ID, p.Incarnation, ts(p.Now))
 	if err != nil {
-		return fail("node heartbeat "+nodeID, err)
+		return fail("node heartbeat "+p.ID, err)
 	}
 	if tag.RowsAffected() == 1 {
 		return nil
 	}
-	return nodeMismatch(ctx, c, "node heartbeat", nodeID, incarnation, time.Time{})
+	return nodeMismatch(ctx, c, "node heartbeat", p.ID, p.Incarnation, time.Time{})
 }
 
 // NodesList returns every registered node, by id, with its Age by the

@@ -261,7 +261,8 @@ func TestWakeups(t *testing.T) {
 }
 
 // TestReconnect: after the server restarts, and after an outage, the same
-// Store works again without being reopened, and so do its wakeups.
+// Store works again without being reopened, and so do its wakeups; its
+// result feed reports that it may have missed results.
 func TestReconnect(t *testing.T) {
 	a, dsn := openTest(t)
 	b := openDSN(t, dsn, Options{})
@@ -270,7 +271,7 @@ func TestReconnect(t *testing.T) {
 	if _, err := a.RunInsert(ctx, manual("before")); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.NodeHeartbeat(ctx, "none", "none", time.Time{}); !errors.Is(err, store.ErrNotFound) {
+	if err := a.NodeHeartbeat(ctx, store.NodeHeartbeatParams{ID: "none", Incarnation: "none"}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("heartbeat of an unknown node: %v", err)
 	}
 	if err := srv.Restart(); err != nil {
@@ -282,7 +283,7 @@ func TestReconnect(t *testing.T) {
 		for {
 			_, err := a.RunInsert(ctx, manual(what))
 			if err == nil {
-				err = a.NodeHeartbeat(ctx, "none", "none", time.Time{})
+				err = a.NodeHeartbeat(ctx, store.NodeHeartbeatParams{ID: "none", Incarnation: "none"})
 				if errors.Is(err, store.ErrNotFound) {
 					return
 				}
@@ -297,6 +298,10 @@ func TestReconnect(t *testing.T) {
 	// The listener is back: it says so with a wakeup, then relays others.
 	if !waitWakeup(b, 10*time.Second) {
 		t.Fatal("no wakeup after the listener reconnected")
+	}
+	// Results committed while it was away are read again.
+	if _, missed := b.ResultFeed().Take(); !missed {
+		t.Fatal("the result feed did not report missed results after the listener reconnected")
 	}
 	drain(b)
 	if _, err := a.RunInsert(ctx, manual("wake")); err != nil {
@@ -533,7 +538,7 @@ func TestHeartbeatReserved(t *testing.T) {
 	}
 	hb, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := s.NodeHeartbeat(hb, "n1", "i1", time.Time{}); err != nil {
+	if err := s.NodeHeartbeat(hb, store.NodeHeartbeatParams{ID: "n1", Incarnation: "i1"}); err != nil {
 		t.Fatalf("heartbeat with the main pool exhausted: %v", err)
 	}
 }
@@ -602,9 +607,9 @@ func TestWriteRetries(t *testing.T) {
 	}
 }
 
-// BenchmarkRunTransitionsBatch: claim and complete 1,000 runs per
+// BenchmarkRunTransitionMany: claim and complete 1,000 runs per
 // iteration, the completions one by one or in one batch.
-func BenchmarkRunTransitionsBatch(b *testing.B) {
+func BenchmarkRunTransitionMany(b *testing.B) {
 	for _, batch := range []bool{false, true} {
 		name := "single"
 		if batch {
@@ -621,9 +626,9 @@ func BenchmarkRunTransitionsBatch(b *testing.B) {
 	}
 }
 
-// BenchmarkScheduleFiresBatch: one tick of 10,000 cron jobs per iteration,
+// BenchmarkScheduleFireMany: one tick of 10,000 cron jobs per iteration,
 // fired one by one or in batches of 500.
-func BenchmarkScheduleFiresBatch(b *testing.B) {
+func BenchmarkScheduleFireMany(b *testing.B) {
 	for _, batch := range []int{0, 500} {
 		name := "single"
 		if batch > 0 {
@@ -738,7 +743,7 @@ func TestEndsAtOnce(t *testing.T) {
 	for i := range ps {
 		ps[i] = manual("ends")
 	}
-	if _, err := s.RunsInsert(ctx, ps); err != nil {
+	if _, err := s.RunInsertMany(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
 	claimed, err := s.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "i", Jobs: map[string]int{"ends": 0}, Limit: 5,
@@ -756,7 +761,7 @@ func TestEndsAtOnce(t *testing.T) {
 	for _, r := range claimed[:3] {
 		ts = append(ts, jobs.Complete(fence(r), "n", jobs.Result{ExitCode: new(int)}, end))
 	}
-	results, err := s.RunTransitions(ctx, ts)
+	results, err := s.RunTransitionMany(ctx, ts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -785,7 +790,7 @@ func TestEndsAtOnce(t *testing.T) {
 	stale := fence(claimed[3])
 	stale.Attempt++
 	before = s.Statements()
-	results, err = s.RunTransitions(ctx, []jobs.Transition{
+	results, err = s.RunTransitionMany(ctx, []jobs.Transition{
 		jobs.Complete(stale, "n", jobs.Result{}, end),
 		jobs.Complete(fence(claimed[4]), "n", jobs.Result{}, end),
 	})

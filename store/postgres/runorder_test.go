@@ -54,7 +54,7 @@ func TestRunOrderFollowsRuns(t *testing.T) {
 		p.Now = t0.Add(time.Duration(i) * time.Second)
 		ps = append(ps, p)
 	}
-	if _, err := s.RunsInsert(ctx, ps); err != nil {
+	if _, err := s.RunInsertMany(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
 	check("a batch", 51)
@@ -81,7 +81,7 @@ func TestRunOrderFollowsRuns(t *testing.T) {
 		ts = append(ts, jobs.Transition{RunID: r.ID, To: jobs.StatusCompleted, Reason: jobs.ReasonSucceeded, Node: "n",
 			Fence: &jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}})
 	}
-	if _, err := s.RunTransitions(ctx, ts); err != nil {
+	if _, err := s.RunTransitionMany(ctx, ts); err != nil {
 		t.Fatal(err)
 	}
 	check("finished", 72)

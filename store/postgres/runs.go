@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,9 +66,9 @@ func (s *Store) RunInsert(ctx context.Context, p store.RunInsertParams) (*jobs.R
 	return run, err
 }
 
-// RunsInsert makes many runs in one transaction, all or none: a statement
+// RunInsertMany makes many runs in one transaction, all or none: a statement
 // per insertBatch runs (sqlInsertRuns), all sent in one round trip.
-func (s *Store) RunsInsert(ctx context.Context, ps []store.RunInsertParams) ([]*jobs.Run, error) {
+func (s *Store) RunInsertMany(ctx context.Context, ps []store.RunInsertParams) ([]*jobs.Run, error) {
 	rs := make([]newRun, len(ps))
 	for i, p := range ps {
 		r, err := newRunOf(p, p.Now)
@@ -128,17 +129,18 @@ func insertRun(ctx context.Context, c *conn, p store.RunInsertParams, now time.T
 	}
 	run, err = scanRun(c.queryRow(ctx, `WITH `+occurrence+`r AS (
 			INSERT INTO runs (id, job, status, attempt, max_attempts, trigger_kind, scheduled_at, not_before,
-				not_after, created_at, updated_at, dedup_id, rerun_of, payload, retry)
+				not_after, created_at, updated_at, dedup_id, rerun_of, payload, retry, actor)
 			SELECT $1::text, $2::text, 'pending', 0, $7::int4, $6::text, `+scheduledAt+`, COALESCE($5::timestamptz, `+scheduledAt+`),
-				$8::timestamptz, `+at+`, `+at+`, $9::text, $10::text, $11::bytea, $12::jsonb`+from+`
+				$8::timestamptz, `+at+`, `+at+`, $9::text, $10::text, $11::bytea, $12::jsonb, $14::text`+from+`
 			RETURNING `+runColumns+`
 		), e AS (
-			INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason)
-			SELECT id, created_at, $13::text, 0, NULL, 'pending', 'created' FROM r
+			INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, actor)
+			SELECT id, created_at, $13::text, 0, NULL, 'pending', 'created', actor FROM r
 		)
 		SELECT * FROM r`,
 		r.id, p.Job, ts(now), ts(p.ScheduledAt), ts(p.NotBefore), string(p.Trigger), max(p.Retry.MaxAttempts, 1),
-		ts(p.NotAfter), nullString(p.DedupID), nullString(p.RerunOf), bytesOf(p.Payload), r.retry, p.Node))
+		ts(p.NotAfter), nullString(p.DedupID), nullString(p.RerunOf), bytesOf(p.Payload), r.retry, p.Node,
+		cleanText(p.Actor)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, true, nil
 	}
@@ -192,23 +194,24 @@ func newRunOf(p store.RunInsertParams, now time.Time) (newRun, error) {
 const sqlInsertRuns = `WITH n AS (
 		SELECT n.*, COALESCE(n.now, now()) AS at, COALESCE(n.scheduled_at, n.now, now()) AS tick
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::timestamptz[],
-			$7::timestamptz[], $8::int4[], $9::text[], $10::text[], $11::bytea[], $12::text[], $13::text[])
+			$7::timestamptz[], $8::int4[], $9::text[], $10::text[], $11::bytea[], $12::text[], $13::text[],
+			$14::text[])
 			WITH ORDINALITY AS n(id, job, trigger_kind, now, scheduled_at, not_before, not_after, max_attempts,
-				dedup_id, rerun_of, payload, retry, node, ord)
+				dedup_id, rerun_of, payload, retry, node, actor, ord)
 	), o AS (
 		INSERT INTO occurrences (job, scheduled_at, run_id, kind)
 		SELECT job, tick, id, trigger_kind FROM n WHERE trigger_kind IN ('schedule', 'once') ORDER BY ord
 		ON CONFLICT (job, scheduled_at) DO NOTHING RETURNING run_id
 	), r AS (
 		INSERT INTO runs (id, job, status, attempt, max_attempts, trigger_kind, scheduled_at, not_before,
-			not_after, created_at, updated_at, dedup_id, rerun_of, payload, retry)
+			not_after, created_at, updated_at, dedup_id, rerun_of, payload, retry, actor)
 		SELECT id, job, 'pending', 0, max_attempts, trigger_kind, tick, COALESCE(not_before, tick),
-			not_after, at, at, NULLIF(dedup_id, ''), NULLIF(rerun_of, ''), payload, retry::jsonb
+			not_after, at, at, NULLIF(dedup_id, ''), NULLIF(rerun_of, ''), payload, retry::jsonb, actor
 		FROM n WHERE trigger_kind NOT IN ('schedule', 'once') OR id IN (SELECT run_id FROM o) ORDER BY ord
 		RETURNING ` + runColumns + `
 	), e AS (
-		INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason)
-		SELECT r.id, r.created_at, n.node, 0, NULL, 'pending', 'created' FROM r JOIN n ON n.id = r.id ORDER BY n.ord
+		INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, actor)
+		SELECT r.id, r.created_at, n.node, 0, NULL, 'pending', 'created', r.actor FROM r JOIN n ON n.id = r.id ORDER BY n.ord
 	)
 	SELECT * FROM r`
 
@@ -221,7 +224,7 @@ func queueInsertRuns(c *conn, b *pgx.Batch, rs []newRun, made []*jobs.Run) {
 	n := len(rs)
 	var (
 		ids, jobNames, triggers, dedupIDs = make(textArray, n), make(textArray, n), make(textArray, n), make(textArray, n)
-		rerunOfs, retries, nodes          = make(textArray, n), make(textArray, n), make(textArray, n)
+		rerunOfs, retries, nodes, actors  = make(textArray, n), make(textArray, n), make(textArray, n), make(textArray, n)
 		nows, scheduled                   = make(tsArray, n), make(tsArray, n)
 		notBefore, notAfter               = make(tsArray, n), make(tsArray, n)
 		maxAttempts                       = make(int4Array, n)
@@ -237,9 +240,10 @@ func queueInsertRuns(c *conn, b *pgx.Batch, rs []newRun, made []*jobs.Run) {
 		maxAttempts[i] = int4Of(max(p.Retry.MaxAttempts, 1))
 		dedupIDs[i], rerunOfs[i] = text(p.DedupID), text(p.RerunOf)
 		payloads[i], retries[i], nodes[i] = bytea(p.Payload), text(r.retry), text(p.Node)
+		actors[i] = text(cleanText(p.Actor))
 	}
 	b.Queue(sqlInsertRuns, ids, jobNames, triggers, nows, scheduled, notBefore, notAfter, maxAttempts,
-		dedupIDs, rerunOfs, payloads, retries, nodes).Query(func(rows pgx.Rows) error {
+		dedupIDs, rerunOfs, payloads, retries, nodes, actors).Query(func(rows pgx.Rows) error {
 		sc := newRunScanner()
 		for rows.Next() {
 			run, err := sc.scan(rows)
@@ -276,9 +280,9 @@ func (s *Store) RunTransition(ctx context.Context, t jobs.Transition) (*jobs.Run
 	return res[0].Run, res[0].Err
 }
 
-// RunTransitions applies many transitions in one transaction, in order;
+// RunTransitionMany applies many transitions in one transaction, in order;
 // see store.Store.
-func (s *Store) RunTransitions(ctx context.Context, ts []jobs.Transition) ([]store.TransitionResult, error) {
+func (s *Store) RunTransitionMany(ctx context.Context, ts []jobs.Transition) ([]store.TransitionResult, error) {
 	return s.runTransitions(ctx, "run transitions", ts)
 }
 
@@ -847,33 +851,48 @@ func collectStrings(rows pgx.Rows, err error) ([]string, error) {
 
 // RunCancel cancels a waiting run, or asks the owner of a running one to
 // stop it; see store.Store.
-func (s *Store) RunCancel(ctx context.Context, id, node string, reason jobs.Reason, now time.Time) (*jobs.Run, error) {
-	if reason == "" {
-		reason = jobs.ReasonCancelled
-	}
+func (s *Store) RunCancel(ctx context.Context, p store.RunCancelParams) (*jobs.Run, error) {
+	reason := cmp.Or(p.Reason, jobs.ReasonCancelled)
 	var run *jobs.Run
 	err := s.write(ctx, "cancel run", func(c *conn) error {
-		cur, err := getRun(ctx, c, id, true)
+		cur, err := getRun(ctx, c, p.ID, true)
 		if err != nil {
 			return err
 		}
-		run, err = cancelRun(ctx, c, cur, node, reason, now)
+		run, err = cancelRun(ctx, c, cur, p, reason)
 		return err
 	})
 	return run, err
 }
 
 // cancelRun cancels cur when it waits, or sets CancelRequested when it
-// runs; the caller holds cur's row lock.
-func cancelRun(ctx context.Context, c *conn, cur *jobs.Run, node string, reason jobs.Reason, now time.Time) (*jobs.Run, error) {
+// runs, and records p.Actor, when set, as the run's CancelledBy; the
+// caller holds cur's row lock.
+func cancelRun(ctx context.Context, c *conn, cur *jobs.Run, p store.RunCancelParams, reason jobs.Reason) (*jobs.Run, error) {
+	actor := cleanText(p.Actor)
 	switch {
 	case cur.Status == jobs.StatusRunning:
-		return scanRun(c.queryRow(ctx, `UPDATE runs SET cancel_requested = true, updated_at = COALESCE($2::timestamptz, now())
-			WHERE id = $1 RETURNING `+runColumns, cur.ID, ts(now)))
+		return scanRun(c.queryRow(ctx, `UPDATE runs SET cancel_requested = true,
+			cancelled_by = COALESCE(NULLIF($3::text, ''), cancelled_by),
+			updated_at = COALESCE($2::timestamptz, now()) WHERE id = $1 RETURNING `+runColumns,
+			cur.ID, ts(p.Now), actor))
 	case cur.Status.Terminal():
 		return nil, fmt.Errorf("%w: run %s is already %s", jobs.ErrInvalidTransition, cur.ID, cur.Status)
 	}
-	return transition(ctx, c, jobs.Cancel(cur.ID, node, reason, now))
+	t := jobs.Cancel(cur.ID, p.Node, reason, p.Now)
+	if actor == "" {
+		return transition(ctx, c, t)
+	}
+	if _, err := c.exec(ctx, `UPDATE runs SET cancelled_by = $2 WHERE id = $1`, cur.ID, actor); err != nil {
+		return nil, err
+	}
+	t.Actor = actor
+	run, err := transition(ctx, c, t)
+	if err != nil {
+		return nil, err
+	}
+	run.CancelledBy = actor
+	return run, nil
 }
 
 // RunsCancelRequested returns the running runs of incarnation that a user
@@ -928,9 +947,9 @@ const sqlFirstWaiting = `SELECT job, not_before FROM runs WHERE ` + sqlWaitingOf
 	ORDER BY not_before, created_at, id LIMIT $1`
 
 // RunsNextDue returns the earliest not_before of the waiting runs of the
-// jobs named by the keys of declared; zero when there is none.
-func (s *Store) RunsNextDue(ctx context.Context, declared map[string]int) (time.Time, error) {
-	if len(declared) == 0 {
+// named jobs; zero when there is none.
+func (s *Store) RunsNextDue(ctx context.Context, jobNames []string) (time.Time, error) {
+	if len(jobNames) == 0 {
 		return time.Time{}, nil
 	}
 	// The scheduling loop asks this every iteration. The first waiting runs
@@ -943,6 +962,7 @@ func (s *Store) RunsNextDue(ctx context.Context, declared map[string]int) (time.
 	if err != nil {
 		return time.Time{}, fail("next due run", err)
 	}
+	named := store.NewNameIndex(jobNames)
 	read := 0
 	var first time.Time
 	for rows.Next() {
@@ -953,7 +973,7 @@ func (s *Store) RunsNextDue(ctx context.Context, declared map[string]int) (time.
 			rows.Close()
 			return time.Time{}, fail("next due run", err)
 		}
-		if _, ok := declared[job]; ok {
+		if named.Has(job) {
 			first = notBefore.UTC()
 			break
 		}
@@ -968,7 +988,7 @@ func (s *Store) RunsNextDue(ctx context.Context, declared map[string]int) (time.
 	var next *time.Time
 	err = s.read().queryRow(ctx, `SELECT min(x.not_before) FROM unnest($1::text[]) AS j(job)
 		CROSS JOIN LATERAL (SELECT not_before FROM runs WHERE runs.job = j.job AND status IN `+sqlWaiting+`
-			ORDER BY not_before LIMIT 1) x`, slices.Collect(maps.Keys(declared))).Scan(&next)
+			ORDER BY not_before LIMIT 1) x`, jobNames).Scan(&next)
 	if err != nil {
 		return time.Time{}, fail("next due run", err)
 	}
@@ -1095,11 +1115,12 @@ const (
 			SELECT attempt AS n, 2 AS k, id AS seq, ` + eventColumns + ` FROM events WHERE run_id = $1
 			UNION ALL
 			SELECT number, v.* FROM attempts CROSS JOIN LATERAL (VALUES
-				(0, 0::bigint, run_id, started_at, node, number, claimed_from, 'running', 'claimed', ''),
-				(1, 0, run_id, finished_at, end_node, number, 'running', status, reason, error)) v
+				(0, 0::bigint, run_id, started_at, node, number, claimed_from, 'running', 'claimed', '', ''),
+				(1, 0, run_id, finished_at, end_node, number, 'running', status, reason, error,
+					CASE WHEN reason = 'cancelled' THEN (SELECT cancelled_by FROM runs WHERE id = $1) ELSE '' END)) v
 			WHERE run_id = $1
 			UNION ALL
-			SELECT attempt, 0, 0, id, started_at, node, attempt, claimed_from, 'running', 'claimed', '' FROM runs
+			SELECT attempt, 0, 0, id, started_at, node, attempt, claimed_from, 'running', 'claimed', '', '' FROM runs
 			WHERE id = $1 AND status = 'running') e
 		ORDER BY n, k, seq`
 	sqlRunAttempts = `SELECT ` + attemptColumns + ` FROM (

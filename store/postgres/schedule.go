@@ -59,9 +59,9 @@ func (s *Store) ScheduleFire(ctx context.Context, p store.FireParams) (*store.Fi
 	return res[0], nil
 }
 
-// ScheduleFires applies many fires in one transaction, each as
+// ScheduleFireMany applies many fires in one transaction, each as
 // ScheduleFire would, in order; see store.Store.
-func (s *Store) ScheduleFires(ctx context.Context, ps []store.FireParams) ([]*store.FireResult, error) {
+func (s *Store) ScheduleFireMany(ctx context.Context, ps []store.FireParams) ([]*store.FireResult, error) {
 	return s.scheduleFires(ctx, "fire schedules", ps)
 }
 

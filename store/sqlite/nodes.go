@@ -42,7 +42,7 @@ func (s *Store) NodeRegister(ctx context.Context, p store.NodeRegisterParams) (*
 				stored = prev.Incarnation
 			}
 			if stored != p.Replace {
-				return store.NodeHeld(p.ID, prev)
+				return &store.NodeHeldError{ID: p.ID, Held: prev}
 			}
 		}
 		_, err = c.exec(ctx, `INSERT INTO nodes (id, incarnation, host, pid, version, started_at, heartbeat_at, jobs_json)
@@ -62,21 +62,21 @@ func (s *Store) NodeRegister(ctx context.Context, p store.NodeRegisterParams) (*
 	return prev, nil
 }
 
-// NodeDelete removes a node's row if it still belongs to incarnation.
-func (s *Store) NodeDelete(ctx context.Context, nodeID, incarnation string) error {
-	return s.write(ctx, "delete node "+nodeID, func(c conn) error {
-		return fencedNodeWrite(ctx, c, nodeID, incarnation, time.Time{},
-			`DELETE FROM nodes WHERE id = ? AND incarnation = ?`, nodeID, incarnation)
+// NodeDelete removes a node's row if it still belongs to p.Incarnation.
+func (s *Store) NodeDelete(ctx context.Context, p store.NodeDeleteParams) error {
+	return s.write(ctx, "delete node "+p.ID, func(c conn) error {
+		return fencedNodeWrite(ctx, c, p.ID, p.Incarnation, time.Time{},
+			`DELETE FROM nodes WHERE id = ? AND incarnation = ?`, p.ID, p.Incarnation)
 	})
 }
 
 // NodeMarkLost marks a silent node lost; see store.Store.
-func (s *Store) NodeMarkLost(ctx context.Context, nodeID, incarnation string, heartbeatAt time.Time) (string, error) {
-	lost := store.LostIncarnation(incarnation)
-	err := s.write(ctx, "mark node lost "+nodeID, func(c conn) error {
-		return fencedNodeWrite(ctx, c, nodeID, incarnation, heartbeatAt,
+func (s *Store) NodeMarkLost(ctx context.Context, p store.NodeMarkLostParams) (string, error) {
+	lost := store.LostIncarnation(p.Incarnation)
+	err := s.write(ctx, "mark node lost "+p.ID, func(c conn) error {
+		return fencedNodeWrite(ctx, c, p.ID, p.Incarnation, p.HeartbeatAt,
 			`UPDATE nodes SET incarnation = ? WHERE id = ? AND incarnation = ? AND heartbeat_at = ?`,
-			lost, nodeID, incarnation, heartbeatAt.UnixMicro())
+			lost, p.ID, p.Incarnation, p.HeartbeatAt.UnixMicro())
 	})
 	if err != nil {
 		return "", err
@@ -85,11 +85,11 @@ func (s *Store) NodeMarkLost(ctx context.Context, nodeID, incarnation string, he
 }
 
 // NodeHeartbeat refreshes the heartbeat of the node's incarnation.
-func (s *Store) NodeHeartbeat(ctx context.Context, nodeID, incarnation string, at time.Time) error {
-	at = now(at)
-	return s.write(ctx, "node heartbeat "+nodeID, func(c conn) error {
-		return fencedNodeWrite(ctx, c, nodeID, incarnation, time.Time{},
-			`UPDATE nodes SET heartbeat_at = ? WHERE id = ? AND incarnation = ?`, at.UnixMicro(), nodeID, incarnation)
+func (s *Store) NodeHeartbeat(ctx context.Context, p store.NodeHeartbeatParams) error {
+	at := now(p.Now)
+	return s.write(ctx, "node heartbeat "+p.ID, func(c conn) error {
+		return fencedNodeWrite(ctx, c, p.ID, p.Incarnation, time.Time{},
+			`UPDATE nodes SET heartbeat_at = ? WHERE id = ? AND incarnation = ?`, at.UnixMicro(), p.ID, p.Incarnation)
 	})
 }
 
@@ -115,7 +115,8 @@ func fencedNodeWrite(ctx context.Context, c conn, nodeID, incarnation string, he
 	if err != nil {
 		return err
 	}
-	return store.NodeMismatch(nodeID, incarnation, heartbeatAt, other, time.UnixMicro(hb))
+	return &store.NodeFencedError{ID: nodeID, Incarnation: incarnation, HeartbeatAt: heartbeatAt,
+		Found: other, FoundHeartbeatAt: time.UnixMicro(hb)}
 }
 
 // NodesList returns every registered node, by id.

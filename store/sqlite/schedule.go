@@ -59,9 +59,9 @@ func (s *Store) ScheduleFire(ctx context.Context, p store.FireParams) (*store.Fi
 	return results[0], nil
 }
 
-// ScheduleFires applies many fires in one transaction, each as
+// ScheduleFireMany applies many fires in one transaction, each as
 // ScheduleFire would, in order; see store.Store.
-func (s *Store) ScheduleFires(ctx context.Context, ps []store.FireParams) ([]*store.FireResult, error) {
+func (s *Store) ScheduleFireMany(ctx context.Context, ps []store.FireParams) ([]*store.FireResult, error) {
 	return s.scheduleFires(ctx, "fire schedules", ps)
 }
 
@@ -78,18 +78,22 @@ func (s *Store) scheduleFires(ctx context.Context, op string, ps []store.FirePar
 		}
 	}
 	err := s.write(ctx, op, func(c conn) error {
-		// A job fired twice sees its first fire: the second starts a new
-		// round of fireAll.
-		for start := 0; start < len(ps); {
-			end, seen := start, map[string]bool{}
-			for end < len(ps) && !seen[ps[end].Job] {
-				seen[ps[end].Job] = true
-				end++
+		items := make([]*fireItem, len(ps))
+		for i, p := range ps {
+			items[i] = &fireItem{p: p, runs: runs[i], res: &store.FireResult{}}
+			results[i] = items[i].res
+		}
+		// A job fired twice sees its first fire: the second starts a new round.
+		for len(items) > 0 {
+			n, seen := 0, map[string]bool{}
+			for n < len(items) && !seen[items[n].p.Job] {
+				seen[items[n].p.Job] = true
+				n++
 			}
-			if err := fireAll(ctx, c, ps[start:end], runs[start:end], results[start:end]); err != nil {
+			if err := fireRound(ctx, c, items[:n]); err != nil {
 				return err
 			}
-			start = end
+			items = items[n:]
 		}
 		return nil
 	})
@@ -99,88 +103,63 @@ func (s *Store) scheduleFires(ctx context.Context, op string, ps []store.FirePar
 	return results, nil
 }
 
-// fireAll is the one code path of fires, inside a write transaction, for
-// fires of distinct jobs: the compare-and-set of each cursor, the
-// occurrences, the overlap policy, the runs and the new cursors. The
-// cursors, the taken occurrences and the active runs are read once for all
-// of them, and the runs, their occurrences and events, and the cursors are
-// written in chunks of rows.
-func fireAll(ctx context.Context, c conn, ps []store.FireParams, runs [][]store.RunInsertParams, results []*store.FireResult) error {
-	names := make([]string, len(ps))
-	for i, p := range ps {
-		names[i] = p.Job
-	}
-	cursors := map[string]*store.Cursor{}
-	rows, err := c.query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE job IN (SELECT value FROM json_each(?))`,
-		jsonStrings(names))
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		cur, err := scanCursor(rows)
-		if err != nil {
-			rows.Close()
-			return err
-		}
-		cursors[cur.Job] = cur
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
+// fireItem is one fire of a batch, with what its round found and decided.
+type fireItem struct {
+	p    store.FireParams
+	runs []store.RunInsertParams
+	res  *store.FireResult
 
-	// The occurrences of the ticks that have a run already.
-	type occurrence struct {
-		job string
-		at  int64
-	}
-	var ticks []occurrence
-	for i := range ps {
-		for _, r := range runs[i] {
-			if hasOccurrence(r.Trigger) {
-				ticks = append(ticks, occurrence{r.Job, r.ScheduledAt.UnixMicro()})
-			}
-		}
-	}
-	taken := map[occurrence]bool{}
-	err = chunkedQuery(ctx, c, sqlTakenOccurrences, 2, len(ticks), func(i int) []any {
-		return []any{ticks[i].job, ticks[i].at}
-	}, func(row scanner) error {
-		var k occurrence
-		if err := row.Scan(&k.job, &k.at); err != nil {
-			return err
-		}
-		taken[k] = true
-		return nil
-	})
+	won         bool                    // the compare-and-set succeeded, and the fire is not deferred
+	fresh       []store.RunInsertParams // the runs to make
+	lastSkipped time.Time
+}
+
+// occurrence is the key of a tick's run.
+type occurrence struct {
+	job string
+	at  int64 // unix microseconds
+}
+
+// fireRound is the one code path of fires, inside a write transaction, for
+// fires of distinct jobs, each as if alone. What it reads, it reads once
+// for all of them, and what it writes it writes in chunks of rows:
+//
+//  1. The compare-and-set: the cursors of the round's jobs and the
+//     occurrences of their ticks that have a run are read (readCursors);
+//     a fire wins when the cursor is the one it expects (none, when it
+//     expects none) and is not paused, and the ticks of a winner whose
+//     occurrence is free are fresh, the others duplicates.
+//  2. For the winners whose overlap policy looks at active runs, those
+//     runs (activeRuns); a fire ahead of time that meets one is deferred,
+//     and the others apply their policy (applyOverlap).
+//  3. The new runs of the winners (makeRuns), then the writes
+//     (writeFires): the runs with their occurrences and events, and the
+//     cursors.
+func fireRound(ctx context.Context, c conn, items []*fireItem) error {
+	found, err := readCursors(ctx, c, items)
 	if err != nil {
 		return err
 	}
 
-	// The compare-and-set of each cursor, and the fresh ticks of the winners.
-	type item struct {
-		i           int
-		fresh       []store.RunInsertParams
-		lastSkipped time.Time
-	}
-	var won []*item
 	var overlapJobs []string
-	for i, p := range ps {
-		cur := cursors[p.Job]
-		results[i] = &store.FireResult{Cursor: cur}
+	for _, it := range items {
+		p, res := it.p, it.res
+		cur := found.cursors[p.Job]
+		res.Cursor = cur
 		switch {
 		case cur == nil && !p.Expect.IsZero(),
 			cur != nil && (p.Expect.IsZero() || cur.Last.UnixMicro() != p.Expect.UnixMicro()),
 			cur != nil && cur.Paused:
 			continue
 		}
-		it := &item{i: i, lastSkipped: p.LastSkipped}
+		it.won = true
+		it.lastSkipped = p.LastSkipped
 		seen := map[int64]bool{}
-		for _, r := range runs[i] {
+		for _, r := range it.runs {
 			if hasOccurrence(r.Trigger) {
 				key := r.ScheduledAt.UnixMicro()
-				if taken[occurrence{r.Job, key}] || seen[key] {
-					results[i].Duplicates++
+				if found.taken[occurrence{r.Job, key}] || seen[key] {
+					res.Duplicates++
 					continue
 				}
 				seen[key] = true
@@ -190,103 +169,204 @@ func fireAll(ctx context.Context, c conn, ps []store.FireParams, runs [][]store.
 		if len(it.fresh) > 0 && (p.Overlap == jobs.OverlapSkip || p.Overlap == jobs.OverlapReplace) {
 			overlapJobs = append(overlapJobs, p.Job)
 		}
-		won = append(won, it)
 	}
 
-	// The overlap policies, on the active runs of their jobs.
-	active := map[string][]*jobs.Run{}
-	if len(overlapJobs) > 0 {
-		all, err := scanRuns(c.query(ctx, `SELECT `+runColumns+` FROM runs INDEXED BY runs_job_active
-			WHERE job IN (SELECT value FROM json_each(?)) AND status IN `+sqlActive, jsonStrings(overlapJobs)))
-		if err != nil {
-			return err
-		}
-		for _, r := range all {
-			active[r.Job] = append(active[r.Job], r)
-		}
+	active, err := activeRuns(ctx, c, overlapJobs)
+	if err != nil {
+		return err
 	}
-	var (
-		made   []*jobs.Run
-		retry  []string
-		nodeOf []string
-	)
-	kept := won[:0]
-	for _, it := range won {
-		p, res := ps[it.i], results[it.i]
-		at := now(p.Now)
-		if store.Deferred(p, it.fresh, len(active[p.Job]), at) {
-			res.Deferred = true
+	var made madeRuns
+	for _, it := range items {
+		if !it.won {
 			continue
 		}
-		kept = append(kept, it)
-		if runs := active[p.Job]; len(runs) > 0 && len(it.fresh) > 0 {
-			switch p.Overlap {
-			case jobs.OverlapSkip:
-				it.lastSkipped = store.SkipOverlap(res, it.fresh, it.lastSkipped)
-				it.fresh = nil
-			case jobs.OverlapReplace:
-				store.SortByCreation(runs)
-				for _, r := range runs {
-					replaced, err := cancelRun(ctx, c, r, p.Node, jobs.ReasonReplaced, at)
-					if err != nil {
-						return fmt.Errorf("job %s: %w", p.Job, err)
-					}
-					res.Replaced = append(res.Replaced, replaced)
-				}
+		at := now(it.p.Now)
+		if store.Deferred(it.p, it.fresh, len(active[it.p.Job]), at) {
+			it.won, it.res.Deferred = false, true
+			continue
+		}
+		if err := applyOverlap(ctx, c, it, active[it.p.Job], at); err != nil {
+			return err
+		}
+		if err := makeRuns(ctx, c, it, at, &made); err != nil {
+			return err
+		}
+	}
+	return writeFires(ctx, c, items, found.cursors, &made)
+}
+
+// cursorsFound is what the compare-and-set of a round reads: the cursors
+// of its jobs, and the occurrences of its ticks that have a run.
+type cursorsFound struct {
+	cursors map[string]*store.Cursor
+	taken   map[occurrence]bool
+}
+
+// readCursors reads the cursors of the round's jobs and the occurrences
+// of their ticks that have a run.
+func readCursors(ctx context.Context, c conn, items []*fireItem) (*cursorsFound, error) {
+	found := &cursorsFound{cursors: map[string]*store.Cursor{}, taken: map[occurrence]bool{}}
+	names := make([]string, len(items))
+	for i, it := range items {
+		names[i] = it.p.Job
+	}
+	rows, err := c.query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE job IN (SELECT value FROM json_each(?))`,
+		jsonStrings(names))
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		cur, err := scanCursor(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		found.cursors[cur.Job] = cur
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+
+	var ticks []occurrence
+	for _, it := range items {
+		for _, r := range it.runs {
+			if hasOccurrence(r.Trigger) {
+				ticks = append(ticks, occurrence{r.Job, r.ScheduledAt.UnixMicro()})
 			}
 		}
-		for _, r := range it.fresh {
-			run, rt, err := newRun(r, at)
+	}
+	err = chunkedQuery(ctx, c, sqlTakenOccurrences, 2, len(ticks), func(i int) []any {
+		return []any{ticks[i].job, ticks[i].at}
+	}, func(row scanner) error {
+		var k occurrence
+		if err := row.Scan(&k.job, &k.at); err != nil {
+			return err
+		}
+		found.taken[k] = true
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return found, nil
+}
+
+// activeRuns reads the active runs of jobNames, by job.
+func activeRuns(ctx context.Context, c conn, jobNames []string) (map[string][]*jobs.Run, error) {
+	active := map[string][]*jobs.Run{}
+	if len(jobNames) == 0 {
+		return active, nil
+	}
+	all, err := scanRuns(c.query(ctx, `SELECT `+runColumns+` FROM runs INDEXED BY runs_job_active
+		WHERE job IN (SELECT value FROM json_each(?)) AND status IN `+sqlActive, jsonStrings(jobNames)))
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range all {
+		active[r.Job] = append(active[r.Job], r)
+	}
+	return active, nil
+}
+
+// applyOverlap applies the overlap policy of a winning fire whose job has
+// the active runs act: skip makes nothing and counts the fresh ticks as
+// skipped; replace cancels the waiting runs (reason replaced) and asks the
+// owners of running ones to stop them.
+func applyOverlap(ctx context.Context, c conn, it *fireItem, act []*jobs.Run, at time.Time) error {
+	if len(act) == 0 || len(it.fresh) == 0 {
+		return nil
+	}
+	p, res := it.p, it.res
+	switch p.Overlap {
+	case jobs.OverlapSkip:
+		it.lastSkipped = store.SkipOverlap(res, it.fresh, it.lastSkipped)
+		it.fresh = nil
+	case jobs.OverlapReplace:
+		store.SortByCreation(act)
+		for _, r := range act {
+			replaced, err := cancelRun(ctx, c, r, store.RunCancelParams{Node: p.Node}, jobs.ReasonReplaced, at)
 			if err != nil {
 				return fmt.Errorf("job %s: %w", p.Job, err)
 			}
-			if run.DedupID != "" { // not from a schedule; checked one by one
-				if err := writeRun(ctx, c, run, rt, r.Node); err != nil {
-					return fmt.Errorf("job %s: %w", p.Job, err)
-				}
-			} else {
-				made, retry, nodeOf = append(made, run), append(retry, rt), append(nodeOf, r.Node)
-			}
-			res.Created = append(res.Created, run)
+			res.Replaced = append(res.Replaced, replaced)
 		}
 	}
+	return nil
+}
 
-	won = kept
+// madeRuns are the new runs of a round that writeFires writes together,
+// each with its stored retry policy and the node that made it (for its
+// event).
+type madeRuns struct {
+	runs   []*jobs.Run
+	retry  []string
+	nodeOf []string
+}
 
-	// The writes: occurrences, runs, events, cursors.
+// makeRuns makes the fresh runs of a winning fire at at. A run with a
+// dedup id (not from a schedule) is written at once, one by one, as
+// RunInsert writes it; the others go to made.
+func makeRuns(ctx context.Context, c conn, it *fireItem, at time.Time, made *madeRuns) error {
+	for _, r := range it.fresh {
+		run, rt, err := newRun(r, at)
+		if err != nil {
+			return fmt.Errorf("job %s: %w", it.p.Job, err)
+		}
+		if run.DedupID != "" {
+			if err := writeRun(ctx, c, run, rt, r.Node); err != nil {
+				return fmt.Errorf("job %s: %w", it.p.Job, err)
+			}
+		} else {
+			made.runs, made.retry, made.nodeOf = append(made.runs, run), append(made.retry, rt), append(made.nodeOf, r.Node)
+		}
+		it.res.Created = append(it.res.Created, run)
+	}
+	return nil
+}
+
+// writeFires writes the runs in made with their occurrences and events,
+// and the cursors of the winning fires, given the cursors the round found;
+// then it completes their results.
+func writeFires(ctx context.Context, c conn, items []*fireItem, found map[string]*store.Cursor, made *madeRuns) error {
 	var occ []*jobs.Run
-	for _, r := range made {
+	for _, r := range made.runs {
 		if hasOccurrence(r.Trigger) {
 			occ = append(occ, r)
 		}
 	}
-	err = chunked(ctx, c, sqlInsertOccurrences, 4, len(occ), func(i int) []any {
+	err := chunked(ctx, c, sqlInsertOccurrences, 4, len(occ), func(i int) []any {
 		r := occ[i]
 		return []any{r.Job, r.ScheduledAt.UnixMicro(), r.ID, string(r.Trigger)}
 	}, nil)
 	if err != nil {
 		return err
 	}
-	err = chunked(ctx, c, sqlInsertRuns, 13, len(made), func(i int) []any {
-		r := made[i]
+	err = chunked(ctx, c, sqlInsertRuns, 13, len(made.runs), func(i int) []any {
+		r := made.runs[i]
 		return []any{r.ID, r.Job, r.MaxAttempts, string(r.Trigger), r.ScheduledAt.UnixMicro(), r.NotBefore.UnixMicro(),
 			dbTime(r.NotAfter), r.CreatedAt.UnixMicro(), r.CreatedAt.UnixMicro(), nullString(r.DedupID),
-			nullString(r.RerunOf), r.Payload, retry[i]}
+			nullString(r.RerunOf), r.Payload, made.retry[i]}
 	}, nil)
 	if err != nil {
 		return err
 	}
-	err = chunked(ctx, c, changeSQL.events, 8, len(made), func(i int) []any {
-		r := made[i]
-		return []any{r.ID, r.CreatedAt.UnixMicro(), nodeOf[i], 0, nil, string(jobs.StatusPending), string(jobs.ReasonCreated), ""}
+	err = chunked(ctx, c, changeSQL.events, 9, len(made.runs), func(i int) []any {
+		r := made.runs[i]
+		return []any{r.ID, r.CreatedAt.UnixMicro(), made.nodeOf[i], 0, nil, string(jobs.StatusPending), string(jobs.ReasonCreated), "", ""}
 	}, nil)
 	if err != nil {
 		return err
 	}
-	for _, it := range won {
-		p, res := ps[it.i], results[it.i]
+
+	var won []*fireItem
+	for _, it := range items {
+		if !it.won {
+			continue
+		}
+		p, res := it.p, it.res
 		skipped := int64(p.Skipped + res.SkippedOverlap)
-		if cur := cursors[p.Job]; cur != nil {
+		if cur := found[p.Job]; cur != nil {
 			skipped += cur.Skipped
 			if cur.LastSkippedAt.After(it.lastSkipped) {
 				it.lastSkipped = cur.LastSkippedAt
@@ -295,14 +375,15 @@ func fireAll(ctx context.Context, c conn, ps []store.FireParams, runs [][]store.
 		at := now(p.Now)
 		res.Cursor = &store.Cursor{Job: p.Job, Last: micro(p.Cursor), Skipped: skipped, LastSkippedAt: micro(it.lastSkipped), UpdatedAt: at}
 		res.Advanced = true
+		won = append(won, it)
 	}
 	return chunked(ctx, c, sqlAdvanceCursors, 5, len(won), func(i int) []any {
-		cur := results[won[i].i].Cursor
+		cur := won[i].res.Cursor
 		return []any{cur.Job, cur.Last.UnixMicro(), cur.Skipped, dbTime(cur.LastSkippedAt), cur.UpdatedAt.UnixMicro()}
 	}, nil)
 }
 
-// The chunked statements of fireAll.
+// The chunked statements of fireRound.
 var (
 	sqlTakenOccurrences = chunkStatements(2, func(values string) string {
 		return `SELECT o.job, o.scheduled_at FROM (VALUES ` + values + `) AS v

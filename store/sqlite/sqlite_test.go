@@ -242,9 +242,9 @@ func TestInterpretError(t *testing.T) {
 	}
 }
 
-// BenchmarkRunTransitionsBatch: claim and complete 1,000 runs per
+// BenchmarkRunTransitionMany: claim and complete 1,000 runs per
 // iteration, the completions one by one or in one batch.
-func BenchmarkRunTransitionsBatch(b *testing.B) {
+func BenchmarkRunTransitionMany(b *testing.B) {
 	for _, batch := range []bool{false, true} {
 		name := "single"
 		if batch {
@@ -261,12 +261,12 @@ func BenchmarkRunTransitionsBatch(b *testing.B) {
 	}
 }
 
-// BenchmarkScheduleFiresBatch: one tick of 10,000 cron jobs per iteration,
+// BenchmarkScheduleFireMany: one tick of 10,000 cron jobs per iteration,
 // fired one by one or in batches of 16 (what one transaction costs beyond
 // its ticks shows against 84), 84 (the half of a second of the spread lag
 // benchmark that the engine fires first), 167 (the whole second) or 500
 // (the engine's largest batch).
-func BenchmarkScheduleFiresBatch(b *testing.B) {
+func BenchmarkScheduleFireMany(b *testing.B) {
 	for _, batch := range []int{0, 16, 84, 167, 500} {
 		name := "single"
 		if batch > 0 {
@@ -328,7 +328,7 @@ func insertPayloadRuns(t *testing.T, s *Store, batches int) {
 			ps[i] = store.RunInsertParams{Job: "j", Trigger: jobs.TriggerManual, Payload: strings.Repeat("x", 1000),
 				Retry: jobs.RetryPolicy{MaxAttempts: 1}}
 		}
-		if _, err := s.RunsInsert(t.Context(), ps); err != nil {
+		if _, err := s.RunInsertMany(t.Context(), ps); err != nil {
 			t.Fatal(err)
 		}
 	}

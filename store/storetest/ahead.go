@@ -105,7 +105,7 @@ func testFireAheadDeferred(t *testing.T, s store.Store) {
 	}
 
 	// In a batch, the deferred fire leaves the others alone.
-	results, err := s.ScheduleFires(t.Context(), []store.FireParams{
+	results, err := s.ScheduleFireMany(t.Context(), []store.FireParams{
 		{Job: "ahead-skip", Expect: t2, Cursor: t3, Runs: []store.RunInsertParams{aheadTick("ahead-skip", t3)},
 			Overlap: jobs.OverlapSkip, Node: nodeA, Now: t3.Add(-lead)},
 		{Job: "ahead-allow", Expect: t2, Cursor: t3, Runs: []store.RunInsertParams{aheadTick("ahead-allow", t3)},

@@ -155,15 +155,15 @@ func testTransitionsBatch(t *testing.T, s store.Store) {
 	}
 
 	// An empty batch does nothing; a zero time is the store's clock.
-	if res, err := s.RunTransitions(ctx, nil); err != nil || len(res) != 0 {
-		t.Fatalf("RunTransitions(nil) = %v, %v", res, err)
+	if res, err := s.RunTransitionMany(ctx, nil); err != nil || len(res) != 0 {
+		t.Fatalf("RunTransitionMany(nil) = %v, %v", res, err)
 	}
 	mustInsert(t, s, manual("clock", t0))
 	run := claimOne(t, s, "clock", incA, t0)
 	before := time.Now()
-	res, err := s.RunTransitions(ctx, []jobs.Transition{jobs.Complete(fenceOf(run), nodeB, jobs.Result{ExitCode: ptr(0)}, time.Time{})})
+	res, err := s.RunTransitionMany(ctx, []jobs.Transition{jobs.Complete(fenceOf(run), nodeB, jobs.Result{ExitCode: ptr(0)}, time.Time{})})
 	if err != nil || res[0].Err != nil {
-		t.Fatalf("RunTransitions at the store's clock: %v, %+v", err, res)
+		t.Fatalf("RunTransitionMany at the store's clock: %v, %+v", err, res)
 	}
 	if got := res[0].Run.FinishedAt; got.Before(before.Add(-10*time.Second)) || got.After(time.Now().Add(10*time.Second)) {
 		t.Fatalf("finished at %s, want about %s", got, before)
@@ -260,8 +260,8 @@ func testTransitionsBatchMany(t *testing.T, s store.Store) {
 	for i := range ps {
 		ps[i] = manual("bulk", t0.Add(time.Duration(i)*time.Millisecond))
 	}
-	if _, err := s.RunsInsert(ctx, ps); err != nil {
-		t.Fatalf("RunsInsert: %v", err)
+	if _, err := s.RunInsertMany(ctx, ps); err != nil {
+		t.Fatalf("RunInsertMany: %v", err)
 	}
 	claimed := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: map[string]int{"bulk": 0}, Limit: n, Now: t0.Add(time.Minute)})
 	if len(claimed) != n {
@@ -271,9 +271,9 @@ func testTransitionsBatchMany(t *testing.T, s store.Store) {
 	for i, r := range claimed {
 		ts[i] = jobs.Complete(fenceOf(r), nodeB, jobs.Result{ExitCode: ptr(0)}, t0.Add(2*time.Minute))
 	}
-	results, err := s.RunTransitions(ctx, ts)
+	results, err := s.RunTransitionMany(ctx, ts)
 	if err != nil {
-		t.Fatalf("RunTransitions: %v", err)
+		t.Fatalf("RunTransitionMany: %v", err)
 	}
 	for i, r := range results {
 		if r.Err != nil || r.Run == nil || r.Run.ID != claimed[i].ID {
@@ -308,8 +308,8 @@ func testTransitionsBatchConcurrent(t *testing.T, s store.Store) {
 	for i := range ps {
 		ps[i] = manual("race", t0.Add(time.Duration(i)*time.Millisecond))
 	}
-	if _, err := s.RunsInsert(ctx, ps); err != nil {
-		t.Fatalf("RunsInsert: %v", err)
+	if _, err := s.RunInsertMany(ctx, ps); err != nil {
+		t.Fatalf("RunInsertMany: %v", err)
 	}
 	claimed := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: map[string]int{"race": 0}, Limit: n, Now: t0.Add(time.Minute)})
 	if len(claimed) != n {
@@ -334,9 +334,9 @@ func testTransitionsBatchConcurrent(t *testing.T, s store.Store) {
 						ts[i] = jobs.FailAttempt(r, fenceOf(r), nodeA, jobs.Result{}, jobs.ReasonNodeLost, at, nil)
 					}
 				}
-				results, err := s.RunTransitions(ctx, ts)
+				results, err := s.RunTransitionMany(ctx, ts)
 				if err != nil {
-					t.Errorf("worker %d: RunTransitions: %v", w, err)
+					t.Errorf("worker %d: RunTransitionMany: %v", w, err)
 					return
 				}
 				mu.Lock()
@@ -453,9 +453,9 @@ func testFiresBatch(t *testing.T, s store.Store) {
 	for i, p := range singles {
 		want[i] = mustFire(t, s, p)
 	}
-	got, err := s.ScheduleFires(ctx, batch)
+	got, err := s.ScheduleFireMany(ctx, batch)
 	if err != nil {
-		t.Fatalf("ScheduleFires: %v", err)
+		t.Fatalf("ScheduleFireMany: %v", err)
 	}
 	if len(got) != n {
 		t.Fatalf("%d results for %d fires", len(got), n)
@@ -526,8 +526,8 @@ func testFiresBatch(t *testing.T, s store.Store) {
 			}
 		}
 	}
-	if res, err := s.ScheduleFires(ctx, nil); err != nil || len(res) != 0 {
-		t.Fatalf("ScheduleFires(nil) = %v, %v", res, err)
+	if res, err := s.ScheduleFireMany(ctx, nil); err != nil || len(res) != 0 {
+		t.Fatalf("ScheduleFireMany(nil) = %v, %v", res, err)
 	}
 }
 
@@ -544,7 +544,7 @@ func testFiresBatchCAS(t *testing.T, s store.Store) {
 		return store.FireParams{Job: job, Expect: expect, Cursor: at, Runs: []store.RunInsertParams{tick(job, at)},
 			Overlap: jobs.OverlapAllow, Node: nodeA, Now: at}
 	}
-	res, err := s.ScheduleFires(ctx, []store.FireParams{
+	res, err := s.ScheduleFireMany(ctx, []store.FireParams{
 		fire("x", t0, t1),
 		fire("y", t0.Add(-time.Minute), t1), // stale
 		fire("z", t0, t1),
@@ -553,7 +553,7 @@ func testFiresBatchCAS(t *testing.T, s store.Store) {
 		fire("x", t0, t2),   // stale: the first item moved it
 	})
 	if err != nil {
-		t.Fatalf("ScheduleFires: %v", err)
+		t.Fatalf("ScheduleFireMany: %v", err)
 	}
 	for i, want := range []bool{true, false, true, true, true, false} {
 		if res[i].Advanced != want || (len(res[i].Created) == 1) != want {
@@ -582,8 +582,8 @@ func testFiresBatchCAS(t *testing.T, s store.Store) {
 		{fire("z", t1, t2), bad},
 		{fire("z", t1, t2), {Job: "y", Expect: t0}}, // no new cursor
 	} {
-		if _, err := s.ScheduleFires(ctx, ps); err == nil {
-			t.Fatalf("ScheduleFires with a bad item: no error")
+		if _, err := s.ScheduleFireMany(ctx, ps); err == nil {
+			t.Fatalf("ScheduleFireMany with a bad item: no error")
 		}
 		cursors, err := s.ScheduleCursors(ctx, []string{"y", "z"})
 		if err != nil {
@@ -622,9 +622,9 @@ func testFiresBatchConcurrent(t *testing.T, s store.Store) {
 					Overlap: jobs.OverlapAllow, Node: fmt.Sprintf("node-%d", w), Now: at}
 			}
 			wg.Go(func() {
-				res, err := s.ScheduleFires(ctx, ps)
+				res, err := s.ScheduleFireMany(ctx, ps)
 				if err != nil {
-					t.Errorf("round %d, worker %d: ScheduleFires: %v", round, w, err)
+					t.Errorf("round %d, worker %d: ScheduleFireMany: %v", round, w, err)
 					return
 				}
 				mu.Lock()
@@ -662,7 +662,7 @@ func testFiresBatchConcurrent(t *testing.T, s store.Store) {
 }
 
 // oneByOneAndBatch applies singleTs one by one with RunTransition and
-// batchTs (the same transitions on twin runs) in one RunTransitions, and
+// batchTs (the same transitions on twin runs) in one RunTransitionMany, and
 // checks that item i of both gives wantErrs[i], a refused item no run,
 // and an applied one the same run both ways; also, when given, calls
 // applied with each run the batch applied, before that comparison. It
@@ -675,9 +675,9 @@ func oneByOneAndBatch(t *testing.T, s store.Store, singleTs, batchTs []jobs.Tran
 	for i, tr := range singleTs {
 		singles[i].Run, singles[i].Err = s.RunTransition(ctx, tr)
 	}
-	results, err := s.RunTransitions(ctx, batchTs)
+	results, err := s.RunTransitionMany(ctx, batchTs)
 	if err != nil {
-		t.Fatalf("RunTransitions: %v", err)
+		t.Fatalf("RunTransitionMany: %v", err)
 	}
 	if len(results) != len(batchTs) {
 		t.Fatalf("%d results for %d transitions", len(results), len(batchTs))

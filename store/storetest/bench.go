@@ -13,7 +13,7 @@ import (
 // BenchClaimComplete measures the path of runs that a node claims and
 // completes at once (no-op handlers): each iteration makes n runs (not
 // timed), claims them in one RunsClaim and completes them, in one
-// RunTransitions when batch is set and one RunTransition each otherwise.
+// RunTransitionMany when batch is set and one RunTransition each otherwise.
 // It reports runs/s (claim and completion) and completions/s (the
 // completion alone).
 func BenchClaimComplete(b *testing.B, s store.Store, n int, batch bool) {
@@ -28,8 +28,8 @@ func BenchClaimComplete(b *testing.B, s store.Store, n int, batch bool) {
 		for i := range ps {
 			ps[i] = store.RunInsertParams{Job: "bench", Trigger: jobs.TriggerManual, Retry: retry3, Node: nodeA, Now: at}
 		}
-		if _, err := s.RunsInsert(ctx, ps); err != nil {
-			b.Fatalf("RunsInsert: %v", err)
+		if _, err := s.RunInsertMany(ctx, ps); err != nil {
+			b.Fatalf("RunInsertMany: %v", err)
 		}
 		b.StartTimer()
 
@@ -43,13 +43,13 @@ func BenchClaimComplete(b *testing.B, s store.Store, n int, batch bool) {
 			ts[i] = jobs.Complete(fenceOf(r), nodeA, jobs.Result{}, at)
 		}
 		if batch {
-			results, err := s.RunTransitions(ctx, ts)
+			results, err := s.RunTransitionMany(ctx, ts)
 			if err != nil {
-				b.Fatalf("RunTransitions: %v", err)
+				b.Fatalf("RunTransitionMany: %v", err)
 			}
 			for _, r := range results {
 				if r.Err != nil {
-					b.Fatalf("RunTransitions: %v", r.Err)
+					b.Fatalf("RunTransitionMany: %v", r.Err)
 				}
 			}
 		} else {
@@ -70,7 +70,7 @@ func BenchClaimComplete(b *testing.B, s store.Store, n int, batch bool) {
 
 // BenchFires measures the ticks of many cron jobs due at the same second:
 // each iteration fires one tick of each of n jobs (one run each, cursors
-// made in the first iteration and advanced after), in ScheduleFires calls
+// made in the first iteration and advanced after), in ScheduleFireMany calls
 // of batch fires, or one ScheduleFire each when batch is 0. It reports
 // fires/s and the time to fire all n jobs.
 func BenchFires(b *testing.B, s store.Store, n, batch int) {
@@ -96,13 +96,13 @@ func BenchFires(b *testing.B, s store.Store, n, batch int) {
 			}
 		} else {
 			for chunk := range slices.Chunk(ps, batch) {
-				results, err := s.ScheduleFires(ctx, chunk)
+				results, err := s.ScheduleFireMany(ctx, chunk)
 				if err != nil {
-					b.Fatalf("ScheduleFires: %v", err)
+					b.Fatalf("ScheduleFireMany: %v", err)
 				}
 				for _, res := range results {
 					if !res.Advanced || len(res.Created) != 1 {
-						b.Fatalf("ScheduleFires: %+v", res)
+						b.Fatalf("ScheduleFireMany: %+v", res)
 					}
 				}
 			}

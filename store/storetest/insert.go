@@ -118,7 +118,7 @@ func testInsertDedup(t *testing.T, s store.Store) {
 	wantErr(t, err, store.ErrDuplicate)
 
 	// Cancelled: the id is free.
-	if _, err := s.RunCancel(ctx, first.ID, nodeA, jobs.ReasonCancelled, t0.Add(5*time.Second)); err != nil {
+	if _, err := s.RunCancel(ctx, userCancel(first.ID, nodeA, t0.Add(5*time.Second))); err != nil {
 		t.Fatal(err)
 	}
 	second := mustInsert(t, s, withID("reindex", t0.Add(6*time.Second)))
@@ -178,9 +178,9 @@ func testInsertMany(t *testing.T, s store.Store) {
 	for i := 0; i < 50; i++ {
 		ps = append(ps, manual("bulk", t0.Add(time.Duration(i)*time.Second)))
 	}
-	runs, err := s.RunsInsert(ctx, ps)
+	runs, err := s.RunInsertMany(ctx, ps)
 	if err != nil || len(runs) != 50 {
-		t.Fatalf("RunsInsert = %d runs, %v", len(runs), err)
+		t.Fatalf("RunInsertMany = %d runs, %v", len(runs), err)
 	}
 	for i, r := range runs {
 		if r.Job != "bulk" || r.Status != jobs.StatusPending || !r.ScheduledAt.Equal(t0.Add(time.Duration(i)*time.Second)) {
@@ -191,7 +191,7 @@ func testInsertMany(t *testing.T, s store.Store) {
 	at := t0.Add(time.Hour)
 	once := store.RunInsertParams{Job: "bulk", Trigger: jobs.TriggerOnce, ScheduledAt: at, NotBefore: at, Retry: retry3, Now: t0}
 	mustInsert(t, s, once)
-	_, err = s.RunsInsert(ctx, []store.RunInsertParams{manual("bulk", t0), once, manual("bulk", t0)})
+	_, err = s.RunInsertMany(ctx, []store.RunInsertParams{manual("bulk", t0), once, manual("bulk", t0)})
 	wantErr(t, err, store.ErrDuplicate)
 	all, err := s.RunsList(ctx, store.RunFilter{Job: "bulk", Limit: 1000})
 	if err != nil || len(all) != 51 {

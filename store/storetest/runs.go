@@ -15,7 +15,7 @@ import (
 func testCancel(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	pending := mustInsert(t, s, manual("a", t0))
-	got, err := s.RunCancel(ctx, pending.ID, nodeA, jobs.ReasonCancelled, t0.Add(time.Second))
+	got, err := s.RunCancel(ctx, userCancel(pending.ID, nodeA, t0.Add(time.Second)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func testCancel(t *testing.T, s store.Store) {
 	// Running: the owner is asked to stop; the run stays running.
 	mustInsert(t, s, manual("b", t0))
 	running := claimOne(t, s, "b", incA, t0)
-	got, err = s.RunCancel(ctx, running.ID, nodeA, jobs.ReasonCancelled, t0.Add(time.Second))
+	got, err = s.RunCancel(ctx, userCancel(running.ID, nodeA, t0.Add(time.Second)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func testCancel(t *testing.T, s store.Store) {
 		}
 	}
 	// Asking twice is harmless.
-	if _, err := s.RunCancel(ctx, running.ID, nodeA, jobs.ReasonCancelled, t0.Add(2*time.Second)); err != nil {
+	if _, err := s.RunCancel(ctx, userCancel(running.ID, nodeA, t0.Add(2*time.Second))); err != nil {
 		t.Fatal(err)
 	}
 	stopped := mustTransition(t, s, jobs.Finish(running, fenceOf(running), nodeB,
@@ -59,16 +59,16 @@ func testCancel(t *testing.T, s store.Store) {
 	// Retrying: cancelled at once.
 	mustInsert(t, s, manual("c", t0))
 	retrying := fail(t, s, claimOne(t, s, "c", incA, t0), t0.Add(time.Second))
-	got, err = s.RunCancel(ctx, retrying.ID, nodeA, jobs.ReasonCancelled, t0.Add(2*time.Second))
+	got, err = s.RunCancel(ctx, userCancel(retrying.ID, nodeA, t0.Add(2*time.Second)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantStatus(t, got, jobs.StatusCancelled, jobs.ReasonCancelled)
 
 	// Finished and unknown runs.
-	_, err = s.RunCancel(ctx, pending.ID, nodeA, jobs.ReasonCancelled, t0.Add(time.Minute))
+	_, err = s.RunCancel(ctx, userCancel(pending.ID, nodeA, t0.Add(time.Minute)))
 	wantErr(t, err, jobs.ErrInvalidTransition)
-	_, err = s.RunCancel(ctx, "no-such-run", nodeA, jobs.ReasonCancelled, t0)
+	_, err = s.RunCancel(ctx, userCancel("no-such-run", nodeA, t0))
 	wantErr(t, err, store.ErrNotFound)
 }
 
@@ -153,7 +153,7 @@ func testProgress(t *testing.T, s store.Store) {
 // testRunsRunningAndNextDue: a node's running runs, and the next due time.
 func testRunsRunningAndNextDue(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	next, err := s.RunsNextDue(ctx, map[string]int{"a": 0, "b": 0})
+	next, err := s.RunsNextDue(ctx, []string{"a", "b"})
 	if err != nil || !next.IsZero() {
 		t.Fatalf("RunsNextDue of an empty store = %s, %v", next, err)
 	}
@@ -185,16 +185,27 @@ func testRunsRunningAndNextDue(t *testing.T, s store.Store) {
 	}
 
 	// Running runs and other jobs do not count; the pending "b" run does.
-	next, err = s.RunsNextDue(ctx, map[string]int{"a": 0, "b": 0})
+	next, err = s.RunsNextDue(ctx, []string{"a", "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantTime(t, "next due", next, t0.Add(time.Hour))
-	next, err = s.RunsNextDue(ctx, map[string]int{"b": 0, "c": 0})
+	next, err = s.RunsNextDue(ctx, []string{"b", "c"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantTime(t, "next due with c", next, t0.Add(-time.Hour))
+	// The names may come in any order.
+	next, err = s.RunsNextDue(ctx, []string{"b", "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTime(t, "next due of b and a", next, t0.Add(time.Hour))
+	next, err = s.RunsNextDue(ctx, []string{"zz", "c", "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTime(t, "next due of zz, c and b", next, t0.Add(-time.Hour))
 }
 
 func sortedIDs(runs []*jobs.Run) []string {
@@ -220,7 +231,7 @@ func testPrune(t *testing.T, s store.Store) {
 	complete(t, s, old, t0.Add(time.Minute))
 	// An old cancelled run and an old dead one.
 	cancelled := mustInsert(t, s, manual("manual", t0))
-	if _, err := s.RunCancel(ctx, cancelled.ID, nodeA, jobs.ReasonCancelled, t0.Add(time.Minute)); err != nil {
+	if _, err := s.RunCancel(ctx, userCancel(cancelled.ID, nodeA, t0.Add(time.Minute))); err != nil {
 		t.Fatal(err)
 	}
 	p := manual("once-only", t0)
@@ -361,7 +372,7 @@ func testNodes(t *testing.T, s store.Store) {
 	if err != nil || prev != nil {
 		t.Fatalf("first NodeRegister = %+v, %v; want nil", prev, err)
 	}
-	if err := s.NodeHeartbeat(ctx, "web-1", incA, t0.Add(30*time.Second)); err != nil {
+	if err := s.NodeHeartbeat(ctx, store.NodeHeartbeatParams{ID: "web-1", Incarnation: incA, Now: t0.Add(30 * time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	nodes, err := s.NodesList(ctx, true)
@@ -390,10 +401,13 @@ func testNodes(t *testing.T, s store.Store) {
 	if held == nil || held.Incarnation != incA || held.Host != "web-1.example" || held.Age != 30*time.Second {
 		t.Fatalf("held node: %+v", held)
 	}
+	wantHeld(t, err, "web-1", incA)
 	_, err = s.NodeRegister(ctx, store.NodeRegisterParams{ID: "web-1", Incarnation: incB, Replace: "some-other", Now: t0.Add(time.Minute)})
 	wantErr(t, err, store.ErrLocked)
+	wantHeld(t, err, "web-1", incA)
 	_, err = s.NodeRegister(ctx, store.NodeRegisterParams{ID: "web-7", Incarnation: incB, Replace: incA, Now: t0.Add(time.Minute)})
 	wantErr(t, err, store.ErrLocked)
+	wantHeld(t, err, "web-7", "")
 
 	// A new incarnation that names the stored one takes the row over and
 	// reports the one it replaced.
@@ -405,12 +419,13 @@ func testNodes(t *testing.T, s store.Store) {
 	if prev == nil || prev.Incarnation != incA || prev.PID != 4242 || prev.Age != 90*time.Second || !prev.HeartbeatAt.Equal(t0.Add(30*time.Second)) {
 		t.Fatalf("replaced node: %+v", prev)
 	}
-	err = s.NodeHeartbeat(ctx, "web-1", incA, t0.Add(3*time.Minute))
+	err = s.NodeHeartbeat(ctx, store.NodeHeartbeatParams{ID: "web-1", Incarnation: incA, Now: t0.Add(3 * time.Minute)})
 	wantErr(t, err, store.ErrFenced)
-	if err := s.NodeHeartbeat(ctx, "web-1", incB, t0.Add(3*time.Minute)); err != nil {
+	wantNodeFenced(t, err, store.NodeFencedError{ID: "web-1", Incarnation: incA, Found: incB, FoundHeartbeatAt: t0.Add(2 * time.Minute)})
+	if err := s.NodeHeartbeat(ctx, store.NodeHeartbeatParams{ID: "web-1", Incarnation: incB, Now: t0.Add(3 * time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	err = s.NodeHeartbeat(ctx, "web-9", incA, t0)
+	err = s.NodeHeartbeat(ctx, store.NodeHeartbeatParams{ID: "web-9", Incarnation: incA, Now: t0})
 	wantErr(t, err, store.ErrNotFound)
 
 	if _, err := s.NodeRegister(ctx, store.NodeRegisterParams{ID: "web-2", Incarnation: incA, Now: t0}); err != nil {
@@ -429,9 +444,9 @@ func testNodes(t *testing.T, s store.Store) {
 	}
 
 	// Delete is fenced by the incarnation.
-	wantErr(t, s.NodeDelete(ctx, "web-1", incA), store.ErrFenced)
-	wantErr(t, s.NodeDelete(ctx, "web-9", incA), store.ErrNotFound)
-	if err := s.NodeDelete(ctx, "web-1", incB); err != nil {
+	wantErr(t, s.NodeDelete(ctx, store.NodeDeleteParams{ID: "web-1", Incarnation: incA}), store.ErrFenced)
+	wantErr(t, s.NodeDelete(ctx, store.NodeDeleteParams{ID: "web-9", Incarnation: incA}), store.ErrNotFound)
+	if err := s.NodeDelete(ctx, store.NodeDeleteParams{ID: "web-1", Incarnation: incB}); err != nil {
 		t.Fatal(err)
 	}
 	nodes, err = s.NodesList(ctx, true)
@@ -443,27 +458,30 @@ func testNodes(t *testing.T, s store.Store) {
 	// and on the heartbeat it was judged by; its heartbeats are refused
 	// from then on, and the row is deleted by its lost incarnation.
 	hb := nodes[0].HeartbeatAt
-	_, err = s.NodeMarkLost(ctx, "web-2", incA, hb.Add(-time.Second))
+	_, err = s.NodeMarkLost(ctx, store.NodeMarkLostParams{ID: "web-2", Incarnation: incA, HeartbeatAt: hb.Add(-time.Second)})
 	wantErr(t, err, store.ErrFenced) // it heartbeated after it was judged
-	_, err = s.NodeMarkLost(ctx, "web-2", incB, hb)
+	wantNodeFenced(t, err, store.NodeFencedError{ID: "web-2", Incarnation: incA, HeartbeatAt: hb.Add(-time.Second),
+		Found: incA, FoundHeartbeatAt: hb})
+	_, err = s.NodeMarkLost(ctx, store.NodeMarkLostParams{ID: "web-2", Incarnation: incB, HeartbeatAt: hb})
 	wantErr(t, err, store.ErrFenced)
-	_, err = s.NodeMarkLost(ctx, "web-9", incA, hb)
+	wantNodeFenced(t, err, store.NodeFencedError{ID: "web-2", Incarnation: incB, HeartbeatAt: hb, Found: incA, FoundHeartbeatAt: hb})
+	_, err = s.NodeMarkLost(ctx, store.NodeMarkLostParams{ID: "web-9", Incarnation: incA, HeartbeatAt: hb})
 	wantErr(t, err, store.ErrNotFound)
-	lost, err := s.NodeMarkLost(ctx, "web-2", incA, hb)
+	lost, err := s.NodeMarkLost(ctx, store.NodeMarkLostParams{ID: "web-2", Incarnation: incA, HeartbeatAt: hb})
 	if err != nil || lost != store.LostIncarnation(incA) {
 		t.Fatalf("NodeMarkLost = %q, %v; want %q", lost, err, store.LostIncarnation(incA))
 	}
 	if from, ok := store.LostFrom(lost); !ok || from != incA {
 		t.Fatalf("LostFrom(%q) = %q, %v", lost, from, ok)
 	}
-	wantErr(t, s.NodeHeartbeat(ctx, "web-2", incA, t0.Add(time.Hour)), store.ErrFenced)
-	_, err = s.NodeMarkLost(ctx, "web-2", incA, hb)
+	wantErr(t, s.NodeHeartbeat(ctx, store.NodeHeartbeatParams{ID: "web-2", Incarnation: incA, Now: t0.Add(time.Hour)}), store.ErrFenced)
+	_, err = s.NodeMarkLost(ctx, store.NodeMarkLostParams{ID: "web-2", Incarnation: incA, HeartbeatAt: hb})
 	wantErr(t, err, store.ErrFenced)
 	nodes, err = s.NodesList(ctx, false)
 	if err != nil || len(nodes) != 1 || nodes[0].Incarnation != lost || !nodes[0].HeartbeatAt.Equal(hb) {
 		t.Fatalf("NodesList after the mark = %v, %v; want web-2 %s, heartbeat %s", nodes, err, lost, hb)
 	}
-	if err := s.NodeDelete(ctx, "web-2", lost); err != nil {
+	if err := s.NodeDelete(ctx, store.NodeDeleteParams{ID: "web-2", Incarnation: lost}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -486,7 +504,7 @@ func testManyJobNames(t *testing.T, s store.Store) {
 	if err != nil || len(cs) != 1 || cs["job-00007"] == nil {
 		t.Fatalf("ScheduleCursors with %d names = %d cursors, %v", len(names), len(cs), err)
 	}
-	next, err := s.RunsNextDue(ctx, limits)
+	next, err := s.RunsNextDue(ctx, names)
 	if err != nil || !next.Equal(t0) {
 		t.Fatalf("RunsNextDue with %d names = %s, %v", len(names), next, err)
 	}
@@ -514,7 +532,7 @@ func testPruneInPages(t *testing.T, s store.Store) {
 		// inside a second's runs too.
 		ps[i] = manual("bulk", t0.Add(time.Duration(i/10)*time.Second))
 	}
-	if _, err := s.RunsInsert(ctx, ps); err != nil {
+	if _, err := s.RunInsertMany(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
 	limits := map[string]int{"bulk": 0}
@@ -560,6 +578,37 @@ func testPruneInPages(t *testing.T, s store.Store) {
 	}
 }
 
+// wantHeld checks that err is NodeRegister's refusal of node id, whose row
+// belongs to incarnation held ("": there is no row).
+func wantHeld(t *testing.T, err error, id, held string) {
+	t.Helper()
+	var e *store.NodeHeldError
+	if !errors.As(err, &e) {
+		t.Fatalf("got error %v, want a *store.NodeHeldError", err)
+	}
+	got := ""
+	if e.Held != nil {
+		got = e.Held.Incarnation
+	}
+	if e.ID != id || got != held {
+		t.Fatalf("NodeHeldError of node %s held by %q, want node %s held by %q", e.ID, got, id, held)
+	}
+}
+
+// wantNodeFenced checks that err is the refusal of a node write, with the
+// write's row and what it found in it.
+func wantNodeFenced(t *testing.T, err error, want store.NodeFencedError) {
+	t.Helper()
+	var e *store.NodeFencedError
+	if !errors.As(err, &e) {
+		t.Fatalf("got error %v, want a *store.NodeFencedError", err)
+	}
+	if e.ID != want.ID || e.Incarnation != want.Incarnation || !e.HeartbeatAt.Equal(want.HeartbeatAt) ||
+		e.Found != want.Found || !e.FoundHeartbeatAt.Equal(want.FoundHeartbeatAt) {
+		t.Fatalf("NodeFencedError %+v, want %+v", *e, want)
+	}
+}
+
 // testRunsCount: RunsCount counts the runs of each status but completed,
 // across jobs and nodes, with a zero for a status no run has.
 func testRunsCount(t *testing.T, s store.Store) {
@@ -593,7 +642,7 @@ func testRunsCount(t *testing.T, s store.Store) {
 		t.Fatalf("the run of c is %s, want dead_letter", r.Status)
 	}
 	cancelled := mustInsert(t, s, manual("c", t0.Add(time.Hour)))
-	if _, err := s.RunCancel(ctx, cancelled.ID, nodeA, jobs.ReasonCancelled, t0); err != nil {
+	if _, err := s.RunCancel(ctx, userCancel(cancelled.ID, nodeA, t0)); err != nil {
 		t.Fatal(err)
 	}
 	mustInsert(t, s, manual("d", t0.Add(time.Hour)))

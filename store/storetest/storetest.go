@@ -11,8 +11,9 @@ import (
 )
 
 // Run runs the conformance suite against stores made by open; each call of
-// open returns a fresh, empty, migrated store. Run closes each store when its
-// subtest ends.
+// open returns a fresh, empty, migrated store of its own (a database of its
+// own), so the cases share nothing and run in parallel: open is called from
+// several subtests at once. Run closes each store when its subtest ends.
 func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	tests := []struct {
 		name string
@@ -64,6 +65,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TransitionsBatchConcurrent", testTransitionsBatchConcurrent},
 		{"ClaimHistory", testClaimHistory},
 		{"Cancel", testCancel},
+		{"Actors", testActors},
 		{"Expire", testExpire},
 		{"Progress", testProgress},
 		{"RunsRunningAndNextDue", testRunsRunningAndNextDue},
@@ -77,9 +79,14 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"StoreClock", testStoreClock},
 		{"BinaryText", testBinaryText},
 		{"Ping", testPing},
+		{"JobResults", testJobResults},
 	}
+	running := make(chan struct{}, parallelCases)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			running <- struct{}{}
+			t.Cleanup(func() { <-running }) // after the store's own cleanups
 			s := open(t)
 			t.Cleanup(func() {
 				if err := s.Close(); err != nil {
@@ -90,6 +97,12 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		})
 	}
 }
+
+// parallelCases bounds the cases that run at once, below go test's
+// -parallel (GOMAXPROCS by default, so 2 on a 2-core machine) on a larger
+// machine: each case holds a database, and on PostgreSQL a store of up to
+// a dozen connections to a test server that takes 200.
+const parallelCases = 4
 
 // t0 is the pinned time most tests start at.
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -119,18 +132,23 @@ func tick(job string, at time.Time) store.RunInsertParams {
 }
 
 // InsertBacklog makes a manual run of each of jobNames, in that order and
-// in one RunsInsert: the i-th made and due at at plus i milliseconds.
+// in one RunInsertMany: the i-th made and due at at plus i milliseconds.
 func InsertBacklog(t *testing.T, s store.Store, at time.Time, jobNames ...string) []*jobs.Run {
 	t.Helper()
 	ps := make([]store.RunInsertParams, len(jobNames))
 	for i, job := range jobNames {
 		ps[i] = manual(job, at.Add(time.Duration(i)*time.Millisecond))
 	}
-	runs, err := s.RunsInsert(t.Context(), ps)
+	runs, err := s.RunInsertMany(t.Context(), ps)
 	if err != nil {
-		t.Fatalf("RunsInsert of %d runs: %v", len(ps), err)
+		t.Fatalf("RunInsertMany of %d runs: %v", len(ps), err)
 	}
 	return runs
+}
+
+// userCancel describes a cancel of run id that a user asked node for at at.
+func userCancel(id, node string, at time.Time) store.RunCancelParams {
+	return store.RunCancelParams{ID: id, Node: node, Reason: jobs.ReasonCancelled, Now: at}
 }
 
 func mustInsert(t *testing.T, s store.Store, p store.RunInsertParams) *jobs.Run {

@@ -62,7 +62,7 @@ func wantEvents(t *testing.T, got []*jobs.Event, want []jobs.Event) {
 	for i, w := range want {
 		g := *got[i]
 		if g.RunID != w.RunID || !g.Time.Equal(w.Time) || g.Node != w.Node || g.Attempt != w.Attempt ||
-			g.From != w.From || g.To != w.To || g.Reason != w.Reason || g.Message != w.Message {
+			g.From != w.From || g.To != w.To || g.Reason != w.Reason || g.Message != w.Message || g.Actor != w.Actor {
 			t.Fatalf("event %d:\n got %+v\nwant %+v", i, g, w)
 		}
 	}
@@ -171,7 +171,7 @@ func testTransitionRetryAndDeadLetter(t *testing.T, s store.Store) {
 	if retrying.ExitCode == nil || *retrying.ExitCode != 1 || retrying.Error != "exit status 1" || !retrying.FinishedAt.IsZero() {
 		t.Fatalf("retrying run: %+v", retrying)
 	}
-	next, err := s.RunsNextDue(ctx, map[string]int{"flaky": 0})
+	next, err := s.RunsNextDue(ctx, []string{"flaky"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +273,7 @@ func testTransitionRace(t *testing.T, s store.Store) {
 		}
 		// Leave nothing waiting for the next round.
 		if got.Status == jobs.StatusRetrying {
-			if _, err := s.RunCancel(t.Context(), got.ID, nodeA, jobs.ReasonCancelled, at.Add(2*time.Second)); err != nil {
+			if _, err := s.RunCancel(t.Context(), userCancel(got.ID, nodeA, at.Add(2*time.Second))); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -312,7 +312,7 @@ func testClaimHistory(t *testing.T, s store.Store) {
 
 	// A cancel request changes the running run, not its history.
 	a := claimed["a"]
-	if _, err := s.RunCancel(ctx, a.ID, nodeA, jobs.ReasonCancelled, t0.Add(2*time.Second)); err != nil {
+	if _, err := s.RunCancel(ctx, userCancel(a.ID, nodeA, t0.Add(2*time.Second))); err != nil {
 		t.Fatal(err)
 	}
 	wantRunning(a, jobs.StatusPending, []jobs.Event{createdEvent(a)})
@@ -356,7 +356,7 @@ func testClaimHistory(t *testing.T, s store.Store) {
 	if r := mustTransition(t, s, jobs.FailAttempt(d, fenceOf(d), nodeA, res, jobs.ReasonNodeLost, lostAt, nil)); r.Status != jobs.StatusRetrying {
 		t.Fatalf("recovered run is %s, want retrying", r.Status)
 	}
-	if _, err := s.RunCancel(ctx, d.ID, nodeB, jobs.ReasonCancelled, cancelAt); err != nil {
+	if _, err := s.RunCancel(ctx, userCancel(d.ID, nodeB, cancelAt)); err != nil {
 		t.Fatal(err)
 	}
 	wantEvents(t, mustEvents(t, s, d.ID), []jobs.Event{createdEvent(d), claimedEvent(d, jobs.StatusPending),
@@ -379,9 +379,9 @@ func completeAll(t *testing.T, s store.Store, runs []*jobs.Run, end time.Time) [
 	for i, r := range runs {
 		ts[i] = jobs.Complete(fenceOf(r), nodeB, jobs.Result{ExitCode: ptr(0), Output: r.Job, OutputBytes: int64(len(r.Job))}, end)
 	}
-	res, err := s.RunTransitions(t.Context(), ts)
+	res, err := s.RunTransitionMany(t.Context(), ts)
 	if err != nil {
-		t.Fatalf("RunTransitions: %v", err)
+		t.Fatalf("RunTransitionMany: %v", err)
 	}
 	for i, r := range res {
 		if r.Err != nil {
