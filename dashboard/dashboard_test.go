@@ -468,8 +468,12 @@ func TestActions(t *testing.T) {
 	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/ui/runs/"+id {
 		t.Errorf("cancel: %d %v", r.status, r.header)
 	}
-	if run, _ := td.st.RunGet(t.Context(), id); run.Status != jobs.StatusCancelled {
-		t.Errorf("the run after its cancel: %s", run.Status)
+	if run, _ := td.st.RunGet(t.Context(), id); run.Status != jobs.StatusCancelled || run.Actor != "api:ci" || run.CancelledBy != "api:ci" {
+		t.Errorf("the run after its cancel: %s, made by %q, cancelled by %q", run.Status, run.Actor, run.CancelledBy)
+	}
+	if r := td.do(t, req{method: "GET", path: "/ui/runs/" + id, cookie: cookie}); !strings.Contains(r.body, `<dd id="made-by">api:ci</dd>`) ||
+		!strings.Contains(r.body, `<dd id="cancelled-by">api:ci</dd>`) || !strings.Contains(r.body, `<td data-label="By">api:ci</td>`) {
+		t.Errorf("the run's page does not show who made and cancelled it:\n%s", r.body)
 	}
 	if r := post("/ui/runs/"+id+"/cancel", url.Values{}); r.status != http.StatusConflict {
 		t.Errorf("the cancel of a cancelled run: %d %s", r.status, r.body)

@@ -313,8 +313,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	b.submit("cancel the slow run", chromedp.Click(chromedp.CSS("#cancel")))
 	b.waitFor("the slow run cancelled", `document.querySelector('#run-status').textContent.includes('cancelled')`, 60*time.Second)
 	b.waitFor("the cancel button gone", `document.querySelector('#cancel') === null`, 10*time.Second)
-	if st := jsonOne(t, e.ok("runs", "show", slowRun, "--json"))["status"]; st != "cancelled" {
-		t.Errorf("the slow run is %v after its cancel", st)
+	if run := jsonOne(t, e.ok("runs", "show", slowRun, "--json")); run["status"] != "cancelled" || run["actor"] != "api:ci" || run["cancelled_by"] != "api:ci" {
+		t.Errorf("the slow run after its cancel from the dashboard: %v", run)
+	}
+	if by := b.text("#cancelled-by"); by != "api:ci" {
+		t.Errorf("the slow run's page says it was cancelled by %q", by)
 	}
 
 	// Pause and resume the cron job from its page.
