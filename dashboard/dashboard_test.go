@@ -31,7 +31,7 @@ func TestPagesRender(t *testing.T) {
 	}{
 		{"/ui/", []string{"backup", "adhoc", "0 3 * * *", "Europe/Berlin", "2030-01-01 04:00:00 CET", "✓ completed", "test-node", "host-1", "v1.2.3"}},
 		{"/ui/?q=ack", []string{"backup", "Jobs <small>1 named like"}},
-		{"/ui/jobs/backup", []string{"backup", "Next ticks", "Tue 2030-01-01 03:00:00 CET", "starts 1m 30s later (jitter)", "Trigger now", "Pause the schedule", done.ID}},
+		{"/ui/jobs/backup", []string{"backup", "Next ticks", "Tue 2030-01-01 03:00:00 CET", "2030-01-01 02:00:00 UTC · starts 1m 30s later (jitter)", "Trigger now", "Pause the schedule", done.ID}},
 		{"/ui/jobs/adhoc", []string{"adhoc", "on trigger only", "No runs yet."}},
 		{"/ui/runs", []string{done.ID, "backup"}},
 		{"/ui/runs?status=completed&job=backup", []string{done.ID}},

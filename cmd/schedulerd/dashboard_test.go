@@ -325,6 +325,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if n := b.count(".ticks li"); n != 5 {
 		t.Errorf("the cron job's page shows %d next ticks, want 5:\n%s", n, b.text("main"))
 	}
+	b.shoot("job-cron")
 	b.submit("pause tick", chromedp.Click(chromedp.CSS("#pause")))
 	if b.count("#resume") != 1 || !strings.Contains(b.text("#job-state"), "paused") {
 		t.Errorf("after the pause, the job's page says %q", b.text("main"))
