@@ -64,6 +64,9 @@ func runScale(ctx context.Context, e *env) error {
 	if err := memoryRuns(ctx, e); err != nil {
 		errs = append(errs, fmt.Errorf("memory: %w", err))
 	}
+	if err := scrapeRuns(ctx, e); err != nil {
+		errs = append(errs, fmt.Errorf("scrape: %w", err))
+	}
 	return errors.Join(errs...)
 }
 

@@ -226,6 +226,10 @@ type Run struct {
 	Progress        int          `json:"progress"`
 	ProgressMessage string       `json:"progress_message"`
 	CancelRequested bool         `json:"cancel_requested"`
+	// Actor is who made the run (Caller.Actor), "" for the engine;
+	// CancelledBy who asked to cancel it, "" when no one did.
+	Actor       string `json:"actor"`
+	CancelledBy string `json:"cancelled_by"`
 }
 
 // NewRun converts a run of the store.
@@ -236,7 +240,7 @@ func NewRun(r *jobs.Run) Run {
 		CreatedAt: utc(r.CreatedAt), StartedAt: utc(r.StartedAt), FinishedAt: utc(r.FinishedAt),
 		Node: r.Node, ExitCode: r.ExitCode, Error: r.Error, Reason: r.Reason, DedupID: r.DedupID,
 		RerunOf: r.RerunOf, Payload: r.Payload, Progress: r.Progress, ProgressMessage: r.ProgressMessage,
-		CancelRequested: r.CancelRequested,
+		CancelRequested: r.CancelRequested, Actor: r.Actor, CancelledBy: r.CancelledBy,
 	}
 }
 
@@ -273,10 +277,13 @@ type Event struct {
 	To      jobs.Status `json:"to"`
 	Reason  jobs.Reason `json:"reason"`
 	Message string      `json:"message"`
+	// Actor is who asked for the change (Caller.Actor), "" for the engine.
+	Actor string `json:"actor"`
 }
 
 func newEvent(e *jobs.Event) Event {
-	return Event{Time: utc(e.Time), Node: e.Node, Attempt: e.Attempt, From: e.From, To: e.To, Reason: e.Reason, Message: e.Message}
+	return Event{Time: utc(e.Time), Node: e.Node, Attempt: e.Attempt, From: e.From, To: e.To, Reason: e.Reason,
+		Message: e.Message, Actor: e.Actor}
 }
 
 // JobInfo is what `schedulerd jobs` shows about a declared job.
@@ -333,7 +340,9 @@ type Node struct {
 	Jobs  []string `json:"jobs"`
 }
 
-func newNode(n *store.Node, inactive time.Duration) Node {
+// NewNode converts a node of the store; it is inactive when its heartbeat
+// is older than inactive.
+func NewNode(n *store.Node, inactive time.Duration) Node {
 	state := "active"
 	if n.Age > inactive {
 		state = "inactive"

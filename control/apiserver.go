@@ -1,9 +1,11 @@
 package control
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,9 +85,11 @@ type APIServer struct {
 	suppressed atomic.Int64
 
 	handler http.Handler
-	ln      *limitListener
-	count   *countListener // the connections held, for tests
-	http    *http.Server
+	// ui serves UIPath when set (MountUI).
+	ui    atomic.Pointer[http.Handler]
+	ln    *limitListener
+	count *countListener // the connections held, for tests
+	http  *http.Server
 }
 
 // ListenAPI binds cfg.Addr for the HTTP API, after reading the
@@ -246,9 +251,59 @@ func (s *APIServer) Allow(w http.ResponseWriter, c Caller) bool {
 	return false
 }
 
-// routes are GET /healthz, open to all, and behind the token check the
-// routes of the socket and GET /metrics. Anything else gets 401 without
-// a token and 404 with one: the paths say nothing to a client without one.
+// UIPath is where MountUI serves its handler: /ui/ and the paths under it,
+// and /ui.
+const UIPath = "/ui/"
+
+// MountUI serves h at UIPath, outside the bearer check: h authenticates
+// its requests itself (Authenticate), takes them from the caller's rate
+// (Allow) and acts through the routes of the API (Act). Its requests have
+// the API's bounds: connections, timeouts, and a body of at most
+// MaxBodyBytes, read before h is called. Without it, UIPath is a path
+// like any other: 401 without a token. Call it before Start.
+func (s *APIServer) MountUI(h http.Handler) { s.ui.Store(&h) }
+
+// Act serves one request of the /v1 routes as caller c and returns the
+// reply's status and body, for a handler of UIPath that has authenticated
+// c: the route's role check applies to c as to a request with c's token.
+// path is a URL path with its segments escaped (url.PathEscape) and may
+// carry a query; body is the JSON body, nil for none. The request is
+// taken from no rate: the handler took its own from c's (Allow).
+func (s *APIServer) Act(ctx context.Context, c Caller, method, path string, body []byte) (int, []byte) {
+	r, err := http.NewRequestWithContext(WithCaller(ctx, c), method, path, bytes.NewReader(body))
+	if err != nil || !strings.HasPrefix(path, "/v1/") {
+		b, _ := json.Marshal(errorBody{Error: fmt.Sprintf("no such endpoint: %s %s", method, clip(path)), Code: CodeNotFound})
+		return http.StatusNotFound, b
+	}
+	rec := &replyRecorder{header: http.Header{}}
+	s.srv.handler.ServeHTTP(rec, r)
+	return cmp.Or(rec.status, http.StatusOK), rec.body.Bytes()
+}
+
+// replyRecorder keeps the reply of a request that Act serves.
+type replyRecorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (rr *replyRecorder) Header() http.Header { return rr.header }
+
+func (rr *replyRecorder) WriteHeader(status int) {
+	if rr.status == 0 {
+		rr.status = status
+	}
+}
+
+func (rr *replyRecorder) Write(b []byte) (int, error) {
+	rr.WriteHeader(http.StatusOK)
+	return rr.body.Write(b)
+}
+
+// routes are GET /healthz, open to all, the handler of MountUI, and
+// behind the token check the routes of the socket and GET /metrics.
+// Anything else gets 401 without a token and 404 with one: the paths say
+// nothing to a client without one.
 func (s *APIServer) routes() http.Handler {
 	authed := http.NewServeMux()
 	authed.Handle("/v1/", s.srv.handler)
@@ -264,6 +319,12 @@ func (s *APIServer) routes() http.Handler {
 	return s.srv.recoverPanics(rejectDotSegments(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 			liveness(w, r)
+			return
+		}
+		if ui := s.ui.Load(); ui != nil && (r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, UIPath)) {
+			if readWhole(w, r) {
+				(*ui).ServeHTTP(w, r)
+			}
 			return
 		}
 		private.ServeHTTP(w, r)

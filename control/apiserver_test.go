@@ -731,3 +731,69 @@ func TestRoles(t *testing.T) {
 		t.Error("ParseRole took root")
 	}
 }
+
+// TestAPIMountUI: without MountUI, /ui/ is a path like any other (401
+// without a token); with it, /ui and the paths under /ui/ reach the
+// mounted handler without a token, their body read whole and bounded
+// (413 past MaxBodyBytes, before the handler), while the other paths
+// keep the token check. Act serves the /v1 routes as a caller, with
+// their role check: a read caller's trigger gets 403 and reaches nothing,
+// an operate caller's makes a run; a path outside /v1 gets 404.
+func TestAPIMountUI(t *testing.T) {
+	ta := startAPI(t, nil)
+	if r := ta.do(t, "GET", "/ui/", ""); r.status != http.StatusUnauthorized {
+		t.Errorf("GET /ui/ before MountUI: %d %s", r.status, r.body)
+	}
+	var seen []string
+	ta.MountUI(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if _, hasCaller := CallerFrom(r.Context()); hasCaller || err != nil {
+			t.Errorf("%s %s: caller %v, body error %v", r.Method, r.URL.Path, hasCaller, err)
+		}
+		seen = append(seen, r.Method+" "+r.URL.Path+" "+string(b))
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	for _, rq := range []struct{ method, path, body string }{
+		{"GET", "/ui/", ""}, {"GET", "/ui", ""}, {"POST", "/ui/login", "token=x"}, {"GET", "/ui/jobs/backup", ""},
+	} {
+		if r := ta.do(t, rq.method, rq.path, rq.body); r.status != http.StatusTeapot {
+			t.Errorf("%s %s after MountUI: %d %s", rq.method, rq.path, r.status, r.body)
+		}
+	}
+	want := []string{"GET /ui/ ", "GET /ui ", "POST /ui/login token=x", "GET /ui/jobs/backup "}
+	if !slices.Equal(seen, want) {
+		t.Errorf("the mounted handler saw %q, want %q", seen, want)
+	}
+	big := "token=" + strings.Repeat("x", MaxBodyBytes)
+	if r := ta.do(t, "POST", "/ui/login", big); r.status != http.StatusRequestEntityTooLarge || len(seen) != len(want) {
+		t.Errorf("a body of %d bytes to /ui/login: %d %s", len(big), r.status, r.body)
+	}
+	for _, p := range []string{"/uix", "/v1/jobs", "/ui/../v1/jobs"} {
+		if r := ta.do(t, "GET", p, ""); r.status != http.StatusUnauthorized && r.status != http.StatusBadRequest {
+			t.Errorf("GET %s without a token after MountUI: %d %s", p, r.status, r.body)
+		}
+	}
+
+	reader := Caller{Name: "grafana", Role: RoleRead, Via: ViaAPI}
+	operator := Caller{Name: "ci", Role: RoleOperate, Via: ViaAPI}
+	status, body := ta.Act(t.Context(), reader, "POST", "/v1/jobs/backup/trigger", []byte(`{"payload": "p"}`))
+	if status != http.StatusForbidden || !strings.Contains(string(body), "needs a token with the role operate") {
+		t.Errorf("Act: a read caller's trigger: %d %s", status, body)
+	}
+	if calls := ta.eng.Calls(); len(calls) > 0 {
+		t.Errorf("a refused Act reached the engine: %v", calls)
+	}
+	status, body = ta.Act(t.Context(), operator, "POST", "/v1/jobs/backup/trigger", []byte(`{"payload": "p"}`))
+	var run Run
+	if err := json.Unmarshal(body, &run); status != http.StatusCreated || err != nil || run.Job != "backup" || run.Payload != "p" {
+		t.Errorf("Act: an operate caller's trigger: %d %s", status, body)
+	}
+	if status, body := ta.Act(t.Context(), reader, "GET", "/v1/runs/"+run.ID, nil); status != http.StatusOK || !strings.Contains(string(body), run.ID) {
+		t.Errorf("Act: a read caller's GET of the run: %d %s", status, body)
+	}
+	for _, p := range []string{"/metrics", "/ui/", "http://elsewhere/v1/jobs"} {
+		if status, body := ta.Act(t.Context(), operator, "GET", p, nil); status != http.StatusNotFound {
+			t.Errorf("Act: GET %s: %d %s", p, status, body)
+		}
+	}
+}

@@ -68,6 +68,16 @@ const (
 	ViaSocket = "socket"
 )
 
+// Actor is how runs and events record the caller: "api:NAME" for a token,
+// "socket:NAME" for a user of the socket ("socket:uid N" when the uid has
+// no name); "" for no caller.
+func (c Caller) Actor() string {
+	if c.Name == "" {
+		return ""
+	}
+	return c.Via + ":" + c.Name
+}
+
 type callerKey struct{}
 
 // WithCaller returns ctx carrying c.

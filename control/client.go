@@ -211,7 +211,7 @@ func (c *Client) WaitRun(ctx context.Context, id string, seen jobs.Status, wait 
 	}
 	var out Run
 	req := request{method: http.MethodGet, path: "/v1/runs/" + url.PathEscape(id), query: v, out: &out}
-	err := c.retryBusy(ctx, wait, func() error { return c.send(ctx, req, wait+c.timeout()) })
+	err := c.retryBusy(ctx, wait, http.MethodGet, func() error { return c.send(ctx, req, wait+c.timeout()) })
 	switch {
 	case errors.Is(err, ErrBusy):
 		return c.Run(ctx, id)
@@ -328,7 +328,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	if timeout <= 0 {
 		timeout = c.timeout()
 	}
-	return c.retryBusy(ctx, timeout, func() error {
+	return c.retryBusy(ctx, timeout, method, func() error {
 		return c.send(ctx, request{method: method, path: path, query: q, body: body, out: out}, timeout)
 	})
 }
@@ -336,7 +336,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 // doStream is do for a reply of any size: decode reads it as it comes,
 // instead of the reply being read whole (and bounded) first.
 func (c *Client) doStream(ctx context.Context, path string, decode func(io.Reader) error) error {
-	return c.retryBusy(ctx, c.timeout(), func() error {
+	return c.retryBusy(ctx, c.timeout(), http.MethodGet, func() error {
 		return c.send(ctx, request{method: http.MethodGet, path: path, stream: decode}, c.timeout())
 	})
 }
@@ -356,15 +356,33 @@ type request struct {
 // attempts replies as it does at once) or rate limited (429: the API
 // token made too many requests), until budget has passed. A request
 // refused so did nothing.
-func (c *Client) retryBusy(ctx context.Context, budget time.Duration, send func() error) error {
+//
+// A GET is also sent again, after a short pause, when its connection was
+// closed before any reply: the daemon closes a connection that has sent
+// nothing for a moment when every slot is taken (a flood of silent
+// clients), and on a busy machine a client can be that slow to write. A
+// GET changes nothing, so sending it twice is safe; any other method is
+// not sent again, since the client cannot tell that the daemon did not
+// act on it.
+func (c *Client) retryBusy(ctx context.Context, budget time.Duration, method string, send func() error) error {
 	start := time.Now()
+	pause := 10 * time.Millisecond
 	for {
 		err := send()
 		var ae *APIError
-		if !errors.As(err, &ae) || (ae.Code != CodeBusy && ae.Code != CodeRateLimited) || time.Since(start)+ae.RetryAfter > budget {
+		var wait time.Duration
+		switch {
+		case errors.As(err, &ae) && (ae.Code == CodeBusy || ae.Code == CodeRateLimited):
+			wait = ae.RetryAfter
+		case method == http.MethodGet && errors.As(err, new(*noReplyError)):
+			wait, pause = pause, min(2*pause, 500*time.Millisecond)
+		default:
 			return err
 		}
-		t := time.NewTimer(ae.RetryAfter)
+		if time.Since(start)+wait > budget {
+			return err
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -408,6 +426,9 @@ func (c *Client) send(ctx context.Context, r request, timeout time.Duration) err
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		if closedBeforeReply(err) && ctx.Err() == nil {
+			return &noReplyError{c.connError(err)}
+		}
 		return c.connError(err)
 	}
 	defer resp.Body.Close()
@@ -435,6 +456,23 @@ func (c *Client) send(ctx context.Context, r request, timeout time.Duration) err
 		return fmt.Errorf("decode the reply of %s: %w", c.path, err)
 	}
 	return nil
+}
+
+// noReplyError is a request whose connection the daemon closed before it
+// sent any reply.
+type noReplyError struct{ err error }
+
+func (e *noReplyError) Error() string { return e.err.Error() }
+func (e *noReplyError) Unwrap() error { return e.err }
+
+// closedBeforeReply reports whether err, of sending a request, says that
+// the daemon closed the connection before it sent any reply. net/http
+// reports a connection closed before the request was written with an
+// error of its own that it does not export: it is known by its text.
+func closedBeforeReply(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		strings.Contains(err.Error(), "http: server closed idle connection")
 }
 
 // readReply reads a reply whole, at most maxReplyBytes of it.

@@ -102,6 +102,22 @@
 // find who calls in the request's context (CallerFrom): the token's name
 // and role on the API, the peer's user as RoleAdmin on the socket.
 //
+// Who asked for a change is recorded as its actor (Caller.Actor):
+// "api:NAME" for a token, "socket:USER" for a user of the socket
+// ("socket:uid N" for a uid without a name), "" for what the engine does
+// on its own. A Run has actor (who made it: trigger, rerun) and
+// cancelled_by (who asked to cancel it); an Event has actor (the
+// creation's, a cancel's, and the end of an attempt stopped by a cancel
+// request). Pause, resume and reload are logged with the actor.
+//
+// The API serves a handler of its own at /ui/ (MountUI: the web
+// dashboard, which takes its token from a login form and a cookie)
+// outside the bearer check, with the bounds of the other requests. That
+// handler authenticates its callers with the API's tokens
+// (Authenticate), spends their rate (Allow), and changes things only
+// through the /v1 routes and their role checks (Act), with the token
+// as the actor.
+//
 // The health listener (health_listen, HealthServer) serves GET /healthz
 // (200 while the process answers), /readyz (the Health of /v1/health, 200
 // or 503, shared and cached the same way) and /metrics, without

@@ -75,12 +75,20 @@ func (e *fakeEngine) Trigger(ctx context.Context, job string, p TriggerParams) (
 	return e.st.RunInsert(ctx, store.RunInsertParams{
 		Job: job, Trigger: jobs.TriggerManual, ScheduledAt: now, NotBefore: p.NotBefore, NotAfter: p.NotAfter,
 		Retry: jobs.RetryPolicy{MaxAttempts: 3}, DedupID: p.DedupID, Payload: p.Payload, Node: "test-node",
+		Actor: callerActor(ctx),
 	})
+}
+
+// callerActor is the actor of the request of ctx, as the daemon's engine
+// passes it to the store.
+func callerActor(ctx context.Context) string {
+	c, _ := CallerFrom(ctx)
+	return c.Actor()
 }
 
 func (e *fakeEngine) Cancel(ctx context.Context, id string) (*jobs.Run, error) {
 	e.record("cancel %s", id)
-	return e.st.RunCancel(ctx, store.RunCancelParams{ID: id, Node: "test-node", Reason: jobs.ReasonCancelled})
+	return e.st.RunCancel(ctx, store.RunCancelParams{ID: id, Node: "test-node", Actor: callerActor(ctx), Reason: jobs.ReasonCancelled})
 }
 
 func (e *fakeEngine) Rerun(ctx context.Context, id string) (*jobs.Run, error) {
@@ -91,6 +99,7 @@ func (e *fakeEngine) Rerun(ctx context.Context, id string) (*jobs.Run, error) {
 	}
 	return e.st.RunInsert(ctx, store.RunInsertParams{
 		Job: old.Job, Trigger: jobs.TriggerRerun, Retry: jobs.RetryPolicy{MaxAttempts: 3}, RerunOf: old.ID, Node: "test-node",
+		Actor: callerActor(ctx),
 	})
 }
 

@@ -30,6 +30,9 @@ type Metrics struct {
 // from memory: a scrape costs the store nothing.
 type MetricsSource interface {
 	Metrics() Metrics
+	// WriteJobMetrics writes the per-job metric families, in the
+	// Prometheus text format, after the node's.
+	WriteJobMetrics(w io.Writer)
 }
 
 // metricsContentType is the Prometheus text exposition format.
@@ -40,6 +43,7 @@ func serveMetrics(src MetricsSource) http.HandlerFunc {
 		w.Header().Set("Content-Type", metricsContentType)
 		w.WriteHeader(http.StatusOK)
 		writeMetrics(w, src.Metrics())
+		src.WriteJobMetrics(w)
 	}
 }
 

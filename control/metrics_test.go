@@ -17,9 +17,13 @@ type metricsEngine struct {
 
 func (e *metricsEngine) Metrics() Metrics { return e.m }
 
+func (e *metricsEngine) WriteJobMetrics(w io.Writer) {
+	io.WriteString(w, "# HELP schedulerd_job_x_total x.\n# TYPE schedulerd_job_x_total counter\nschedulerd_job_x_total{job=\"a\"} 7\n")
+}
+
 // TestMetricsEndpoint: /metrics is the engine's figures in the Prometheus
-// text format, label values escaped; an engine without figures has no
-// /metrics.
+// text format, label values escaped, then its per-job families; an engine
+// without figures has no /metrics.
 func TestMetricsEndpoint(t *testing.T) {
 	eng := &metricsEngine{fakeEngine: &fakeEngine{st: openStore(t)}, m: Metrics{
 		Node: `web"1`, Incarnation: "inc\n2", Version: `v\1`, Jobs: 3, Concurrency: 8, Running: 2, Fenced: true,
@@ -54,6 +58,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		"schedulerd_stale_writes_rejected_total 1\n",
 		"schedulerd_store_statements_total 1234\n",
 		"# TYPE schedulerd_fire_batch_seconds gauge\nschedulerd_fire_batch_seconds 0.037500\n",
+		"# TYPE schedulerd_job_x_total counter\nschedulerd_job_x_total{job=\"a\"} 7\n",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, text)

@@ -704,7 +704,7 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]Node, 0, len(ns))
 	for _, n := range ns {
-		out = append(out, newNode(n, s.cfg.InactiveThreshold))
+		out = append(out, NewNode(n, s.cfg.InactiveThreshold))
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Nodes []Node `json:"nodes"`

@@ -440,26 +440,36 @@ func (l *limitListener) markRead(c *limitConn) {
 }
 
 // evictSilent closes the oldest connection that is idle, new and silent for
-// l.silent, or still sending a request after l.slow.
+// l.silent, or still sending a request after l.slow. An idle or new
+// connection with bytes waiting to be read is not silent: its client has
+// sent a request that the server has not read yet, which on a busy machine
+// can take longer than l.silent; closing it would fail a client that did
+// nothing wrong.
 func (l *limitListener) evictSilent() {
 	now := time.Now()
-	var victim *limitConn
-	var since time.Time
+	type candidate struct {
+		c       *limitConn
+		since   time.Time
+		waiting bool // idle or new: not silent if it has sent bytes
+	}
+	var cands []candidate
 	l.mu.Lock()
 	for c, t := range l.conns {
-		evictable := t.state == http.StateIdle ||
-			(t.state == http.StateNew && now.Sub(t.since) >= l.silent) ||
-			(t.state == http.StateActive && !t.read && now.Sub(t.since) >= l.slow)
-		if !evictable {
-			continue
-		}
-		if victim == nil || t.since.Before(since) {
-			victim, since = c, t.since
+		switch {
+		case t.state == http.StateIdle || (t.state == http.StateNew && now.Sub(t.since) >= l.silent):
+			cands = append(cands, candidate{c, t.since, true})
+		case t.state == http.StateActive && !t.read && now.Sub(t.since) >= l.slow:
+			cands = append(cands, candidate{c, t.since, false})
 		}
 	}
 	l.mu.Unlock()
-	if victim != nil {
-		victim.Close()
+	slices.SortFunc(cands, func(a, b candidate) int { return a.since.Compare(b.since) })
+	for _, k := range cands {
+		if k.waiting && k.c.pending() {
+			continue
+		}
+		k.c.Close()
+		return
 	}
 }
 
@@ -488,6 +498,24 @@ type limitConn struct {
 	net.Conn
 	l    *limitListener
 	once sync.Once
+}
+
+// pending reports whether bytes the client sent wait to be read (FIONREAD).
+// A connection whose descriptor cannot be asked counts as having none.
+func (c *limitConn) pending() bool {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	n := 0
+	if err := rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) }); err != nil {
+		return false
+	}
+	return n > 0
 }
 
 func (c *limitConn) Close() error {

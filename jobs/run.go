@@ -37,6 +37,12 @@ type Run struct {
 	// attempt's end writes the attempt's row, which also stands for the
 	// claim's event. Empty otherwise.
 	ClaimedFrom Status
+	// Actor is who made the run through the control API (see Event.Actor);
+	// empty for a run the engine made (a tick, a one-off time).
+	Actor string
+	// CancelledBy is the actor who asked to cancel the run, kept even when
+	// a running attempt finished before it could be stopped.
+	CancelledBy string
 }
 
 // Active reports whether the run is not finished.
@@ -52,6 +58,10 @@ type Event struct {
 	To      Status
 	Reason  Reason
 	Message string
+	// Actor is who asked for the change through the control API, as
+	// "VIA:NAME": "api:TOKEN" or "socket:USER" ("socket:uid N" for a user
+	// without a name). Empty for a change the engine made on its own.
+	Actor string
 }
 
 // Attempt is one execution of a run on a node.

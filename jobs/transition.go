@@ -23,6 +23,7 @@ type Transition struct {
 	ExitCode  *int
 	NotBefore time.Time // for StatusRetrying: earliest start of the next attempt
 	Node      string    // who made the change, for the event
+	Actor     string    // who asked for it through the control API (Event.Actor)
 	Time      time.Time // when; zero means the store's clock
 	// Attempt output, stored with the attempt when the transition ends one.
 	Output      string

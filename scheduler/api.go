@@ -16,6 +16,10 @@ type TriggerParams struct {
 	Payload   string
 	NotBefore time.Time // zero: now
 	NotAfter  time.Time // zero: none
+	// Actor is who asks, recorded on the run and its creation event
+	// (jobs.Run.Actor): the control API passes "api:TOKEN" or
+	// "socket:USER". Empty for a program's own trigger.
+	Actor string
 }
 
 // ErrInvalidWindow is returned for a trigger whose window can never open.
@@ -48,18 +52,19 @@ func (s *Scheduler) Trigger(ctx context.Context, job string, p TriggerParams) (*
 	r, err := s.st.RunInsert(ctx, store.RunInsertParams{
 		Job: job, Trigger: jobs.TriggerManual, ScheduledAt: now, NotBefore: nb, NotAfter: na,
 		Retry: d.Retry, NoRetryExitCodes: d.NoRetryExitCodes, DedupID: p.DedupID, Payload: p.Payload,
-		Node: s.cfg.NodeID, Now: s.storeNow(now),
+		Node: s.cfg.NodeID, Actor: p.Actor, Now: s.storeNow(now),
 	})
 	if err != nil {
 		return nil, err
 	}
-	s.logRun(ctx, r, "", "run triggered")
+	s.logRun(ctx, r, "", "run triggered", "actor", r.Actor)
 	s.Wake()
 	return r, nil
 }
 
-// Rerun makes a new run of the job of run id, linked to it by rerun_of.
-func (s *Scheduler) Rerun(ctx context.Context, id string) (*jobs.Run, error) {
+// Rerun makes a new run of the job of run id, linked to it by rerun_of,
+// on behalf of actor (see TriggerParams.Actor).
+func (s *Scheduler) Rerun(ctx context.Context, id, actor string) (*jobs.Run, error) {
 	old, err := s.st.RunGet(ctx, id)
 	if err != nil {
 		return nil, err
@@ -73,48 +78,53 @@ func (s *Scheduler) Rerun(ctx context.Context, id string) (*jobs.Run, error) {
 	r, err := s.st.RunInsert(ctx, store.RunInsertParams{
 		Job: old.Job, Trigger: jobs.TriggerRerun, ScheduledAt: now, NotBefore: nb, NotAfter: na,
 		Retry: d.Retry, NoRetryExitCodes: d.NoRetryExitCodes, RerunOf: old.ID, Payload: old.Payload,
-		Node: s.cfg.NodeID, Now: s.storeNow(now),
+		Node: s.cfg.NodeID, Actor: actor, Now: s.storeNow(now),
 	})
 	if err != nil {
 		return nil, err
 	}
-	s.logRun(ctx, r, "", "run rerun")
+	s.logRun(ctx, r, "", "run rerun", "actor", r.Actor)
 	s.Wake()
 	return r, nil
 }
 
 // Cancel cancels a pending or retrying run at once, or stops a running
 // attempt (its process group gets SIGTERM, then SIGKILL after kill_grace)
-// and ends the run cancelled.
-func (s *Scheduler) Cancel(ctx context.Context, id string) (*jobs.Run, error) {
+// and ends the run cancelled, on behalf of actor (see TriggerParams.Actor),
+// whom the run records as CancelledBy.
+func (s *Scheduler) Cancel(ctx context.Context, id, actor string) (*jobs.Run, error) {
 	r, err := s.st.RunCancel(ctx, store.RunCancelParams{
-		ID: id, Node: s.cfg.NodeID, Reason: jobs.ReasonCancelled, Now: s.storeNow(s.clock.Now()),
+		ID: id, Node: s.cfg.NodeID, Actor: actor, Reason: jobs.ReasonCancelled, Now: s.storeNow(s.clock.Now()),
 	})
 	if err != nil {
 		return nil, err
 	}
 	if r.Status == jobs.StatusRunning {
 		s.stopLocal(r.ID, jobs.ReasonCancelled)
-		s.log.InfoContext(ctx, "cancel requested for a running attempt", "job", r.Job, "run", r.ID, "attempt", r.Attempt, "node", r.Node)
+		s.log.InfoContext(ctx, "cancel requested for a running attempt", "job", r.Job, "run", r.ID, "attempt", r.Attempt,
+			"node", r.Node, "actor", actor)
 	} else {
-		s.logRun(ctx, r, "", "run cancelled")
+		s.logRun(ctx, r, "", "run cancelled", "actor", actor)
+		s.noteRunsEnded(r)
 	}
 	s.Wake()
 	return r, nil
 }
 
 // Pause stops a cron job's schedule (triggers still work), persistently.
-func (s *Scheduler) Pause(ctx context.Context, job string) (*store.Cursor, error) {
-	return s.setPaused(ctx, job, true)
+// The log says who asked (actor, see TriggerParams.Actor); the store does
+// not keep it.
+func (s *Scheduler) Pause(ctx context.Context, job, actor string) (*store.Cursor, error) {
+	return s.setPaused(ctx, job, true, actor)
 }
 
 // Resume restarts a paused schedule from now: ticks that fell while it was
-// paused are not caught up.
-func (s *Scheduler) Resume(ctx context.Context, job string) (*store.Cursor, error) {
-	return s.setPaused(ctx, job, false)
+// paused are not caught up. The log says who asked, as for Pause.
+func (s *Scheduler) Resume(ctx context.Context, job, actor string) (*store.Cursor, error) {
+	return s.setPaused(ctx, job, false, actor)
 }
 
-func (s *Scheduler) setPaused(ctx context.Context, job string, paused bool) (*store.Cursor, error) {
+func (s *Scheduler) setPaused(ctx context.Context, job string, paused bool, actor string) (*store.Cursor, error) {
 	d, ok := s.Job(job)
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownJob, job)
@@ -127,7 +137,8 @@ func (s *Scheduler) setPaused(ctx context.Context, job string, paused bool) (*st
 		return nil, err
 	}
 	s.setCursor(job, c)
-	s.log.InfoContext(ctx, map[bool]string{true: "schedule paused", false: "schedule resumed"}[paused], "job", job)
+	s.log.InfoContext(ctx, map[bool]string{true: "schedule paused", false: "schedule resumed"}[paused], "job", job,
+		"actor", actor)
 	s.Wake()
 	return c, nil
 }

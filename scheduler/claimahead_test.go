@@ -93,7 +93,7 @@ func TestClaimAheadRoundInOneClaim(t *testing.T) {
 // before its tick ends cancelled, and its handler never runs.
 func TestClaimAheadCancelledBeforeTick(t *testing.T) {
 	h, run, tick := reportClaimedAhead(t)
-	if _, err := h.s.Cancel(context.Background(), run.ID); err != nil {
+	if _, err := h.s.Cancel(context.Background(), run.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	h.attemptsDone(1)

@@ -142,11 +142,13 @@ func (s *Scheduler) logFire(ctx context.Context, d *jobs.Definition, plan tickPl
 	if res.SkippedOverlap > 0 {
 		s.log.WarnContext(ctx, "tick skipped: the previous run is still active", "job", d.Name, "count", res.SkippedOverlap, "overlap", d.Overlap)
 	}
+	s.noteTicksSkipped(d.Name, plan.SkippedCount+res.SkippedOverlap)
 	for _, r := range res.Replaced {
 		if r.Status == jobs.StatusRunning {
 			s.stopLocal(r.ID, jobs.ReasonReplaced)
 		} else {
 			s.logRun(ctx, r, "", "run replaced by a newer tick")
+			s.noteRunsEnded(r)
 		}
 	}
 	s.count.ticksFired.Add(int64(len(res.Created)))

@@ -33,6 +33,9 @@ type harness struct {
 	closed bool
 	iters  *iterTracker
 	beats  *iterTracker
+	// results receives a value, coalesced, each time the results loop has
+	// recorded what the store's feed brought.
+	results chan struct{}
 	// wrap, when set, wraps the store the scheduler uses (fault injection).
 	wrap func(store.Store) store.Store
 }
@@ -168,6 +171,14 @@ func (h *harness) start(defs []*jobs.Definition) {
 	h.beats = newIterTracker()
 	s.testSignals.hbDone = h.beats.done
 	s.testSignals.attemptDone = make(chan int64, 10000)
+	results := make(chan struct{}, 1)
+	h.results = results
+	s.testSignals.resultsDone = func() {
+		select {
+		case results <- struct{}{}:
+		default:
+		}
+	}
 	h.s = s
 	h.closed = false
 	if err := s.Start(context.Background()); err != nil {
@@ -248,6 +259,20 @@ func (h *harness) attemptsDone(n int) {
 		}
 	}
 	h.iters.waitAfter(h.t, seq) // the iteration the last finished attempt woke
+}
+
+// resultsUntil waits, each time the results loop has recorded a batch,
+// until cond holds.
+func (h *harness) resultsUntil(what string, cond func() bool) {
+	h.t.Helper()
+	timeout := time.After(signalWait)
+	for !cond() {
+		select {
+		case <-h.results:
+		case <-timeout:
+			h.t.Fatalf("%s: not after the results the store's feed brought", what)
+		}
+	}
 }
 
 // handled waits for n handler calls.

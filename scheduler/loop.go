@@ -328,6 +328,7 @@ func (s *Scheduler) expire(it *iteration) {
 	for _, r := range expired {
 		s.logRun(it.ctx, r, "", "run expired: not started by not_after")
 	}
+	s.noteRunsEnded(expired...)
 	if len(expired) > 0 {
 		s.notifyWake()
 	}

@@ -138,12 +138,13 @@ type Scheduler struct {
 	// the runs whose cancellation was requested (cluster.go).
 	fireMu sync.Mutex
 	// mu guards the declared jobs, the queue of their next ticks, the
-	// ticks fired ahead and the attempts running.
+	// ticks fired ahead, the attempts running and the per-job series.
 	mu       sync.Mutex
 	declared jobSet
 	ticks    tickQueue
 	ahead    aheadTicks
 	attempts attemptSet
+	perJob   *jobMetrics
 
 	loop    loopState
 	wake    chan struct{}
@@ -183,12 +184,23 @@ type testSignals struct {
 	// iteration count read just before the attempt woke the loop (so an
 	// iteration after it follows).
 	attemptDone chan int64
+	// resultsDone, when set, is called each time the results loop has
+	// recorded what the store's feed brought (and read again what it
+	// missed).
+	resultsDone func()
 }
 
 // iterationDone signals that iteration seq of the loop has finished.
 func (ts *testSignals) iterationDone(seq int64) {
 	if ts.iterDone != nil {
 		ts.iterDone(seq)
+	}
+}
+
+// resultsApplied signals that the results loop recorded a batch.
+func (ts *testSignals) resultsApplied() {
+	if ts.resultsDone != nil {
+		ts.resultsDone()
 	}
 }
 
@@ -269,6 +281,7 @@ func New(st store.Store, cfg Config, defs []*jobs.Definition) (*Scheduler, error
 		log:      cfg.Logger.With("component", "scheduler", "node", cfg.NodeID),
 		clock:    cfg.Clock,
 		attempts: attemptSet{running: map[string]*attempt{}},
+		perJob:   newJobMetrics(),
 		ahead:    newAheadTicks(),
 		ticks:    newTickQueue(cfg.FireLead),
 		wake:     make(chan struct{}, 1),
@@ -292,9 +305,15 @@ func (s *Scheduler) setJobs(defs []*jobs.Definition) error {
 		return err
 	}
 	s.mu.Lock()
-	// The cursors stay as they were read until syncJobs reads them again.
-	for _, j := range set.cron {
-		if old := s.declared.job(j.def.Name); old != nil && old.hasCursor {
+	// The cursors stay as they were read until syncJobs reads them again;
+	// so do the results.
+	for _, j := range set.all {
+		old := s.declared.job(j.def.Name)
+		if old == nil {
+			continue
+		}
+		j.succeeded, j.failed = old.succeeded, old.failed
+		if j.def.Schedule != nil && old.hasCursor {
 			j.hasCursor, j.paused, j.last = true, old.paused, old.last
 		}
 	}
@@ -367,6 +386,8 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	if err := s.recoverOwn(ctx, now); err != nil {
 		return err
 	}
+	// What the feed brought so far is in the results syncJobs reads.
+	s.st.ResultFeed().Take()
 	if err := s.syncJobs(ctx, now); err != nil {
 		return err
 	}
@@ -377,12 +398,13 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.results.queue = make(chan *completion, s.cfg.Concurrency)
 	s.results.done = make(chan struct{})
 	go s.completers()
-	s.life.loops.Add(3)
+	s.life.loops.Add(4)
 	// The loops count their deadlines from now, read here and not in the
 	// goroutines, so their schedule does not depend on when they first run.
 	go s.tickLoop()
 	go s.heartbeatLoop(now)
 	go s.pruneLoop(now)
+	go s.resultsLoop()
 	s.life.live.Store(true)
 	s.log.InfoContext(ctx, "scheduler started", "incarnation", s.Incarnation(), "jobs", len(s.declared.all), "concurrency", s.cfg.Concurrency)
 	return nil
@@ -492,11 +514,13 @@ func (s *Scheduler) failAttempts(ctx context.Context, runs []*jobs.Run, res jobs
 			return ended, berr
 		}
 		s.notifyWake()
+		failed := make([]*jobs.Run, 0, len(results))
 		for i, rr := range results {
 			r := part[i]
 			switch {
 			case rr.Err == nil:
 				ended++
+				failed = append(failed, rr.Run)
 				s.logRun(ctx, rr.Run, r.Status, "")
 			case errors.Is(rr.Err, store.ErrFenced):
 				s.logFenced(ctx, r, ts[i])
@@ -504,19 +528,26 @@ func (s *Scheduler) failAttempts(ctx context.Context, runs []*jobs.Run, res jobs
 				err = fmt.Errorf("run %s: %w", r.ID, rr.Err)
 			}
 		}
+		s.noteRunsEnded(failed...)
 	}
 	return ended, err
 }
 
-// syncJobs reads the cursors of cron jobs (creating missing ones at now, so
-// a new job does not catch up on the past) and makes the runs of one-off jobs.
+// syncJobs reads the results of the jobs and the cursors of cron jobs
+// (creating missing ones at now, so a new job does not catch up on the
+// past), and makes the runs of one-off jobs.
 func (s *Scheduler) syncJobs(ctx context.Context, now time.Time) error {
 	defs := s.Jobs()
 	var cron []string
-	for _, d := range defs {
+	names := make([]string, len(defs))
+	for i, d := range defs {
+		names[i] = d.Name
 		if d.Schedule != nil {
 			cron = append(cron, d.Name)
 		}
+	}
+	if err := s.readResults(ctx, names); err != nil {
+		return err
 	}
 	cursors, err := s.st.ScheduleCursors(ctx, cron)
 	if err != nil {
@@ -612,6 +643,10 @@ func (s *Scheduler) Reload(ctx context.Context, defs []*jobs.Definition) error {
 		_ = s.setJobs(old)
 		return err
 	}
+	// The series of the jobs that the reload removed go with them.
+	s.mu.Lock()
+	s.perJob.retain(func(job string) bool { return s.declared.job(job) != nil })
+	s.mu.Unlock()
 	s.log.InfoContext(ctx, "jobs reloaded", "jobs", len(defs))
 	s.Wake()
 	return nil
@@ -740,7 +775,7 @@ func (s *Scheduler) logFenced(ctx context.Context, r *jobs.Run, t jobs.Transitio
 	s.log.WarnContext(ctx, "stale attempt write rejected", "job", r.Job, "run", r.ID, "attempt", r.Attempt, "to", t.To, "reason", t.Reason)
 }
 
-func (s *Scheduler) logRun(ctx context.Context, r *jobs.Run, from jobs.Status, msg string) {
+func (s *Scheduler) logRun(ctx context.Context, r *jobs.Run, from jobs.Status, msg string, extra ...any) {
 	level := slog.LevelInfo
 	if r.Status == jobs.StatusDeadLetter || r.Status == jobs.StatusRetrying {
 		level = slog.LevelWarn
@@ -748,7 +783,7 @@ func (s *Scheduler) logRun(ctx context.Context, r *jobs.Run, from jobs.Status, m
 	if !s.log.Enabled(ctx, level) {
 		return
 	}
-	attrs := []any{"job", r.Job, "run", r.ID, "attempt", r.Attempt, "status", r.Status, "reason", r.Reason}
+	attrs := append([]any{"job", r.Job, "run", r.ID, "attempt", r.Attempt, "status", r.Status, "reason", r.Reason}, extra...)
 	if from != "" {
 		attrs = append(attrs, "from", from)
 	}

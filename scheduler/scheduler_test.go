@@ -350,7 +350,7 @@ func TestCancelRunningAttempt(t *testing.T) {
 	}
 	h.loop()
 	h.handled(1)
-	if _, err := h.s.Cancel(ctx, r.ID); err != nil {
+	if _, err := h.s.Cancel(ctx, r.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	h.loop()
@@ -359,7 +359,7 @@ func TestCancelRunningAttempt(t *testing.T) {
 	if got.Status != jobs.StatusCancelled || got.Reason != jobs.ReasonCancelled {
 		t.Fatalf("status %s reason %s", got.Status, got.Reason)
 	}
-	if _, err := h.s.Cancel(ctx, r.ID); !errors.Is(err, jobs.ErrInvalidTransition) {
+	if _, err := h.s.Cancel(ctx, r.ID, ""); !errors.Is(err, jobs.ErrInvalidTransition) {
 		t.Fatalf("cancel of a finished run: %v", err)
 	}
 }
@@ -452,7 +452,7 @@ func TestPauseAndResume(t *testing.T) {
 	}
 	h := newHarness(t, mk)
 	ctx := context.Background()
-	if _, err := h.s.Pause(ctx, "minutely"); err != nil {
+	if _, err := h.s.Pause(ctx, "minutely", ""); err != nil {
 		t.Fatal(err)
 	}
 	h.loop()
@@ -473,7 +473,7 @@ func TestPauseAndResume(t *testing.T) {
 	if n := len(h.runs("minutely")); n != 1 {
 		t.Fatalf("%d runs after restart, want the 1 manual run", n)
 	}
-	if _, err := h.s.Resume(ctx, "minutely"); err != nil {
+	if _, err := h.s.Resume(ctx, "minutely", ""); err != nil {
 		t.Fatal(err)
 	}
 	h.loop()
@@ -579,7 +579,7 @@ func TestResumeByAnotherNodeIsSeen(t *testing.T) {
 		return []*jobs.Definition{job("minutely", h.succeed, func(d *jobs.Definition) { d.Schedule = mustSchedule(t, "* * * * *") })}
 	})
 	ctx := context.Background()
-	if _, err := h.s.Pause(ctx, "minutely"); err != nil {
+	if _, err := h.s.Pause(ctx, "minutely", ""); err != nil {
 		t.Fatal(err)
 	}
 	h.loop()
@@ -662,13 +662,13 @@ func TestManySchedulesFireAtTheirTicks(t *testing.T) {
 	for m := 1; m <= 10; m++ {
 		step(m, defs, "")
 	}
-	if _, err := h.s.Pause(ctx, "job-03"); err != nil {
+	if _, err := h.s.Pause(ctx, "job-03", ""); err != nil {
 		t.Fatal(err)
 	}
 	for m := 11; m <= 15; m++ {
 		step(m, defs, "job-03")
 	}
-	if _, err := h.s.Resume(ctx, "job-03"); err != nil {
+	if _, err := h.s.Resume(ctx, "job-03", ""); err != nil {
 		t.Fatal(err)
 	}
 	for m := 16; m <= 20; m++ {

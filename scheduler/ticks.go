@@ -35,6 +35,10 @@ type jobState struct {
 	// deferred is a tick whose fire ahead of time the store deferred (an
 	// active run of a skip or replace job): it is fired at its time.
 	deferred int64
+	// succeeded and failed are when the newest run of the job that
+	// completed, and that ended dead_letter, finished, on any node
+	// (store.JobResult); noTick: none known.
+	succeeded, failed int64
 }
 
 // earliest is the earlier of the ticks a and b, either of which may be
@@ -54,7 +58,8 @@ func earliest(a, b int64) int64 {
 const noTick = math.MinInt64
 
 func newJobState(d *jobs.Definition) jobState {
-	return jobState{def: d, next: noTick, nextOf: noTick, queued: noTick, deferred: noTick, rankOf: noTick}
+	return jobState{def: d, next: noTick, nextOf: noTick, queued: noTick, deferred: noTick, rankOf: noTick,
+		succeeded: noTick, failed: noTick}
 }
 
 func micros(t time.Time) int64 {

@@ -49,9 +49,12 @@ func (as *attemptSet) unwritten() int {
 // is written (the completer writes results in batches).
 func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundStart) {
 	s.mu.Lock()
-	var d *jobs.Definition
+	var (
+		d  *jobs.Definition
+		js *jobSeries
+	)
 	if j := s.declared.job(r.Job); j != nil {
-		d = j.def
+		d, js = j.def, s.perJob.of(r.Job).attempted()
 	}
 	f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}
 	ctx, cancel := context.WithCancelCause(s.life.runCtx)
@@ -81,7 +84,10 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 			res = jobs.Result{Err: fmt.Errorf("job %q is no longer declared on this node", r.Job), StartFailed: true}
 		default:
 			s.count.attemptsStarted.Add(1)
+			began := s.clock.Now()
+			js.lag.Update(max(began.Sub(r.NotBefore).Seconds(), 0))
 			res = s.execute(ctx, cancel, r, d)
+			js.duration.Update(max(s.clock.Now().Sub(began).Seconds(), 0))
 		}
 		cancel(nil)
 		if res.Reason == "" && !res.Ok() {
@@ -284,11 +290,13 @@ func (s *Scheduler) writeCompletions(batch []*completion) {
 		}
 		return
 	}
+	ended := make([]*jobs.Run, 0, len(results))
 	for i, res := range results {
 		c := batch[i]
 		switch {
 		case res.Err == nil:
 			s.count.noteResult(res.Run.Status)
+			ended = append(ended, res.Run)
 			s.logRun(ctx, res.Run, c.run.Status, "")
 		case errors.Is(res.Err, store.ErrFenced):
 			s.staleWrite(ctx, c.run, c.t)
@@ -296,6 +304,7 @@ func (s *Scheduler) writeCompletions(batch []*completion) {
 			s.log.Error("record attempt result", "job", c.run.Job, "run", c.run.ID, "attempt", c.run.Attempt, "error", res.Err)
 		}
 	}
+	s.noteRunsEnded(ended...)
 }
 
 // staleWrite notes the result t of r's attempt that the store refused:
@@ -314,11 +323,12 @@ func (s *Scheduler) finish(r *jobs.Run, t jobs.Transition) {
 	delay := 100 * time.Millisecond
 	deadline := s.clock.Now().Add(2 * time.Minute)
 	for {
-		_, err := s.transition(ctx, r, t)
+		nr, err := s.transition(ctx, r, t)
 		if err == nil || errors.Is(err, store.ErrFenced) || errors.Is(err, jobs.ErrInvalidTransition) || errors.Is(err, store.ErrNotFound) {
 			switch {
 			case err == nil:
 				s.count.noteResult(t.To)
+				s.noteRunsEnded(nr)
 			case errors.Is(err, store.ErrFenced):
 				s.staleWrite(ctx, r, t)
 			case err != nil:

@@ -114,7 +114,9 @@ type Store interface {
 	RunsExpire(ctx context.Context, p RunsExpireParams) ([]*jobs.Run, error)
 	// RunCancel cancels a pending or retrying run at once; for a running
 	// run it sets CancelRequested, and the owning node stops the attempt.
-	// jobs.ErrInvalidTransition for a finished run.
+	// jobs.ErrInvalidTransition for a finished run. Either way it records
+	// p.Actor as the run's CancelledBy, and a pending or retrying run's
+	// cancel event carries it.
 	RunCancel(ctx context.Context, p RunCancelParams) (*jobs.Run, error)
 	// RunsCancelRequested returns the ids of running runs of this
 	// incarnation that have CancelRequested set.
@@ -137,12 +139,29 @@ type Store interface {
 	RunGet(ctx context.Context, id string) (*jobs.Run, error)
 	// RunsList returns runs, newest first.
 	RunsList(ctx context.Context, f RunFilter) ([]*jobs.Run, error)
-	// RunEvents returns a run's history, oldest first.
+	// RunEvents returns a run's history, oldest first. The creation event
+	// carries the run's Actor, the event of a transition its Actor, and the
+	// end of an attempt that a cancel request stopped (reason cancelled)
+	// the run's CancelledBy.
 	RunEvents(ctx context.Context, id string) ([]*jobs.Event, error)
 	// RunAttempts returns a run's attempts, oldest first, with their output.
 	RunAttempts(ctx context.Context, id string) ([]*jobs.Attempt, error)
 	// JobsLastRun returns the newest run of each named job that has one.
 	JobsLastRun(ctx context.Context, jobNames []string) (map[string]*jobs.Run, error)
+	// RunsCount counts the runs of each status but completed, in one
+	// statement: every such status has an entry, zero included. Completed
+	// runs, most of the history, are not counted; the others are counted
+	// in indexes that hold them alone, so the count costs what they
+	// number, not what the history does.
+	RunsCount(ctx context.Context) (map[jobs.Status]int64, error)
+
+	// JobsResults returns the last success and the last failure of each
+	// named job whose run ever ended completed or dead_letter (see
+	// JobResult).
+	JobsResults(ctx context.Context, jobNames []string) (map[string]JobResult, error)
+	// ResultFeed is the feed that tells this process of the results of
+	// runs that end on any node, once they are committed.
+	ResultFeed() *ResultFeed
 
 	Notifications
 }
@@ -319,6 +338,7 @@ type RunInsertParams struct {
 	RerunOf          string
 	Payload          string
 	Node             string // who made it, for the event
+	Actor            string // who asked for it (jobs.Run.Actor); empty: the engine
 	Now              time.Time
 }
 
@@ -341,10 +361,11 @@ func (p RunsExpireParams) Targets(job string) []jobs.NotifyTarget {
 }
 
 // RunCancelParams asks to cancel run ID, on behalf of Node (for the
-// event), with Reason (empty: cancelled).
+// event) and Actor (jobs.Run.CancelledBy), with Reason (empty: cancelled).
 type RunCancelParams struct {
 	ID     string
 	Node   string
+	Actor  string
 	Reason jobs.Reason
 	Now    time.Time
 }
@@ -442,4 +463,16 @@ func (x *NameIndex) Has(job string) bool {
 	x.sorted = true
 	_, ok := slices.BinarySearch(x.names, job)
 	return ok
+}
+
+// NewRunCounts returns the counts of RunsCount before any run is counted:
+// zero for each status but completed.
+func NewRunCounts() map[jobs.Status]int64 {
+	out := make(map[jobs.Status]int64, len(jobs.Statuses)-1)
+	for _, st := range jobs.Statuses {
+		if st != jobs.StatusCompleted {
+			out[st] = 0
+		}
+	}
+	return out
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/schedulerd/schedulerd/control"
+	"github.com/schedulerd/schedulerd/dashboard"
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/scheduler"
 	"github.com/schedulerd/schedulerd/store"
@@ -17,11 +19,16 @@ import (
 type engine struct {
 	sched *scheduler.Scheduler
 	st    store.Store
-	// reload re-reads the config, as SIGHUP does.
-	reload func(context.Context) error
+	// reload re-reads the config, as SIGHUP does, and logs who asked
+	// (actor).
+	reload func(ctx context.Context, actor string) error
 }
 
-var _ control.Engine = (*engine)(nil)
+var (
+	_ control.Engine        = (*engine)(nil)
+	_ dashboard.TickSource  = (*engine)(nil)
+	_ control.MetricsSource = (*engine)(nil)
+)
 
 // controlError marks the scheduler's errors with the control kinds; the
 // store's and the jobs package's sentinels are mapped by the server.
@@ -37,20 +44,27 @@ func controlError(err error) error {
 	return err
 }
 
+// actor is who makes the request of ctx, as runs and events record it
+// (control.Caller.Actor).
+func actor(ctx context.Context) string {
+	c, _ := control.CallerFrom(ctx)
+	return c.Actor()
+}
+
 func (e *engine) Trigger(ctx context.Context, job string, p control.TriggerParams) (*jobs.Run, error) {
 	r, err := e.sched.Trigger(ctx, job, scheduler.TriggerParams{
-		DedupID: p.DedupID, Payload: p.Payload, NotBefore: p.NotBefore, NotAfter: p.NotAfter,
+		DedupID: p.DedupID, Payload: p.Payload, NotBefore: p.NotBefore, NotAfter: p.NotAfter, Actor: actor(ctx),
 	})
 	return r, controlError(err)
 }
 
 func (e *engine) Cancel(ctx context.Context, id string) (*jobs.Run, error) {
-	r, err := e.sched.Cancel(ctx, id)
+	r, err := e.sched.Cancel(ctx, id, actor(ctx))
 	return r, controlError(err)
 }
 
 func (e *engine) Rerun(ctx context.Context, id string) (*jobs.Run, error) {
-	r, err := e.sched.Rerun(ctx, id)
+	r, err := e.sched.Rerun(ctx, id, actor(ctx))
 	return r, controlError(err)
 }
 
@@ -67,9 +81,9 @@ func (e *engine) setPaused(ctx context.Context, job string, paused bool) error {
 	}
 	var err error
 	if paused {
-		_, err = e.sched.Pause(ctx, job)
+		_, err = e.sched.Pause(ctx, job, actor(ctx))
 	} else {
-		_, err = e.sched.Resume(ctx, job)
+		_, err = e.sched.Resume(ctx, job, actor(ctx))
 	}
 	return controlError(err)
 }
@@ -133,6 +147,25 @@ func (e *engine) Jobs(ctx context.Context) ([]control.JobInfo, error) {
 	return out, nil
 }
 
+// NextTicks are the coming ticks of a cron job from its next fire time
+// (none while paused), each with the start its jitter gives it, within
+// the job's not_before and not_after.
+func (e *engine) NextTicks(job string, n int) []dashboard.Tick {
+	d, ok := e.sched.Job(job)
+	if !ok || d.Schedule == nil {
+		return nil
+	}
+	t := e.sched.NextFire(job) // zero while paused
+	if !t.IsZero() && t.Before(d.NotBefore) {
+		t = d.Schedule.Next(d.NotBefore.Add(-time.Nanosecond))
+	}
+	var out []dashboard.Tick
+	for ; !t.IsZero() && len(out) < n && d.InLife(t); t = d.Schedule.Next(t) {
+		out = append(out, dashboard.Tick{Fire: t, Start: d.TickStart(t)})
+	}
+	return out
+}
+
 func (e *engine) Health(ctx context.Context) control.Health {
 	h := e.sched.Health(ctx)
 	return control.Health{
@@ -160,6 +193,9 @@ func (e *engine) Metrics() control.Metrics {
 	}
 }
 
+// WriteJobMetrics writes the scheduler's per-job metrics.
+func (e *engine) WriteJobMetrics(w io.Writer) { e.sched.WriteJobMetrics(w) }
+
 // Progress is fenced by the run id and attempt the job reports and by this
 // node's incarnation: the job runs on the node whose socket it was given.
 func (e *engine) Progress(ctx context.Context, runID string, attempt, percent int, message string) error {
@@ -175,7 +211,7 @@ func (e *engine) CheckAttemptToken(runID string, attempt int, token string) bool
 // Reload outlives the request: a client that goes away does not cut a
 // reload in half.
 func (e *engine) Reload(ctx context.Context) error {
-	return control.Mark(e.reload(context.WithoutCancel(ctx)), control.ErrReloadRejected)
+	return control.Mark(e.reload(context.WithoutCancel(ctx), actor(ctx)), control.ErrReloadRejected)
 }
 
 func utcPtr(t time.Time) *time.Time {

@@ -123,6 +123,10 @@ func showRun(ctx context.Context, cf *clientFlags, id string, raw bool, stdout i
 		{"created at", when(run.CreatedAt)}, {"started at", when(run.StartedAt)}, {"finished at", when(run.FinishedAt)},
 		{"node", orDash(run.Node)}, {"exit code", exitCodeText(run.ExitCode)}, {"error", orDash(line(run.Error))},
 		{"dedup id", orDash(line(run.DedupID))}, {"rerun of", orDash(run.RerunOf)}, {"payload", orDash(line(run.Payload))},
+		{"made by", orDash(line(run.Actor))},
+	}
+	if run.CancelledBy != "" {
+		rows = append(rows, [2]string{"cancelled by", line(run.CancelledBy)})
 	}
 	if run.Progress > 0 || run.ProgressMessage != "" {
 		rows = append(rows, [2]string{"progress", strings.TrimSpace(fmt.Sprintf("%d%% %s", run.Progress, line(run.ProgressMessage)))})
@@ -155,9 +159,10 @@ func showRun(ctx context.Context, cf *clientFlags, id string, raw bool, stdout i
 	}
 	fmt.Fprintln(stdout, "\nevents:")
 	tw = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  TIME\tNODE\tATTEMPT\tFROM\tTO\tREASON\tMESSAGE")
+	fmt.Fprintln(tw, "  TIME\tNODE\tATTEMPT\tFROM\tTO\tREASON\tACTOR\tMESSAGE")
 	for _, e := range events {
-		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\n", when(e.Time), orDash(e.Node), e.Attempt, orDash(string(e.From)), e.To, orDash(string(e.Reason)), orDash(line(e.Message)))
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", when(e.Time), orDash(e.Node), e.Attempt, orDash(string(e.From)), e.To,
+			orDash(string(e.Reason)), orDash(line(e.Actor)), orDash(line(e.Message)))
 	}
 	return tw.Flush()
 }

@@ -57,12 +57,24 @@ func newClusterOf(t *testing.T, n, concurrency int, jobsTOML string) *cluster {
 // inactive_threshold.
 func newClusterTimed(t *testing.T, n, concurrency int, heartbeat, inactive time.Duration, jobsTOML string) *cluster {
 	t.Helper()
+	return newClusterWith(t, n, concurrency, heartbeat, inactive, nil, jobsTOML)
+}
+
+// newClusterWith is newClusterTimed with more [daemon] settings for each
+// node, by its id (none when daemonExtra is nil).
+func newClusterWith(t *testing.T, n, concurrency int, heartbeat, inactive time.Duration, daemonExtra func(id string) string,
+	jobsTOML string) *cluster {
+	t.Helper()
 	pg.Require(t)
 	c := &cluster{t: t, dsn: pg.NewDatabase(t), dir: t.TempDir(), jobs: jobsTOML, nodes: map[string]*clusterNode{}}
 	c.st = openPostgres(t, c.dsn)
 	for i := 1; i <= n; i++ {
 		id := fmt.Sprintf("node-%d", i)
 		e := newEnv(t)
+		extra := ""
+		if daemonExtra != nil {
+			extra = daemonExtra(id)
+		}
 		cfg := fmt.Sprintf(`[daemon]
 node_id = %q
 store = %q
@@ -73,8 +85,9 @@ inactive_threshold = %q
 shutdown_grace = "3s"
 log_format = "json"
 log_level = "debug"
+%s
 
-%s`, id, c.dsn, filepath.Join(e.dir, "state"), concurrency, heartbeat.String(), inactive.String(), jobsTOML)
+%s`, id, c.dsn, filepath.Join(e.dir, "state"), concurrency, heartbeat.String(), inactive.String(), extra, jobsTOML)
 		if err := os.WriteFile(e.config, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}

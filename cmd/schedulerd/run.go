@@ -19,6 +19,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/config"
 	"github.com/schedulerd/schedulerd/control"
+	"github.com/schedulerd/schedulerd/dashboard"
 	"github.com/schedulerd/schedulerd/jobs/command"
 	notifypkg "github.com/schedulerd/schedulerd/notify"
 	"github.com/schedulerd/schedulerd/scheduler"
@@ -143,12 +144,18 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		reloadMu sync.Mutex
 		api      *control.APIServer // set before anything can reload
 	)
-	reloadConfig := func(ctx context.Context) error {
+	// actor is who asked through the control API (control.Caller.Actor);
+	// empty for SIGHUP.
+	reloadConfig := func(ctx context.Context, actor string) error {
 		reloadMu.Lock()
 		defer reloadMu.Unlock()
 		notify(daemon.SdNotifyReloading, "MONOTONIC_USEC="+strconv.FormatInt(monotonicUsec(), 10))
 		leanGC()
-		err := reload(ctx, logger, *cfgPath, cfg, sched, api, deliverer)
+		log := logger
+		if actor != "" {
+			log = logger.With("actor", actor)
+		}
+		err := reload(ctx, log, *cfgPath, cfg, sched, api, deliverer)
 		settleMemory()
 		notify(daemon.SdNotifyReady, fmt.Sprintf("STATUS=running %d jobs", len(sched.Jobs())))
 		return err
@@ -182,6 +189,11 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 		defer closeServer(api.Close)
+		ui, err := dashboard.New(dashboard.Config{API: api, Engine: eng, Store: st, InactiveThreshold: d.InactiveThreshold, Logger: logger})
+		if err != nil {
+			return err
+		}
+		api.MountUI(ui)
 	}
 	if err := sched.Start(ctx); err != nil {
 		return err
@@ -208,7 +220,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	for {
 		select {
 		case <-hup:
-			_ = reloadConfig(ctx)
+			_ = reloadConfig(ctx, "")
 		case <-ctx.Done():
 			notify(daemon.SdNotifyStopping, "STATUS=stopping: waiting for running attempts")
 			logger.Info("stopping", "running", sched.Running(), "shutdown_grace", d.ShutdownGrace)

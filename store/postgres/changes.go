@@ -74,7 +74,7 @@ func (ch *changes) transition(runs map[string]*jobs.Run, t jobs.Transition, now 
 		return next, nil // the attempt's row stands for both events
 	}
 	ch.events = append(ch.events, jobs.Event{RunID: cur.ID, Time: at, Node: t.Node, Attempt: cur.Attempt,
-		From: cur.Status, To: t.To, Reason: t.Reason, Message: cleanText(t.Error)})
+		From: cur.Status, To: t.To, Reason: t.Reason, Message: cleanText(t.Error), Actor: cleanText(t.Actor)})
 	return next, nil
 }
 
@@ -120,10 +120,11 @@ const (
 		SELECT * FROM unnest($1::text[], $2::int4[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[],
 			$7::text[], $8::int4[], $9::text[], $10::text[], $11::bytea[], $12::int8[], $13::bool[], $14::text[],
 			$15::text[])`
-	sqlInsertEvents = `INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
-		SELECT run_id, time, node, attempt, from_status, to_status, reason, message
-		FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::int4[], $5::text[], $6::text[], $7::text[], $8::text[])
-			WITH ORDINALITY AS e(run_id, time, node, attempt, from_status, to_status, reason, message, ord)
+	sqlInsertEvents = `INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message, actor)
+		SELECT run_id, time, node, attempt, from_status, to_status, reason, message, actor
+		FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::int4[], $5::text[], $6::text[], $7::text[], $8::text[],
+			$9::text[])
+			WITH ORDINALITY AS e(run_id, time, node, attempt, from_status, to_status, reason, message, actor, ord)
 		ORDER BY ord`
 )
 
@@ -143,18 +144,19 @@ const sqlChangeRun = `WITH r AS (
 			$17::int4, $18::text, $19::text, $20::bytea, $21::int8, $22::boolean, $23::text, $24::text
 		WHERE $10::boolean
 	), e AS (
-		INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
-		SELECT $1, $26::timestamptz, $27::text, $28::int4, $29::text, $30::text, $31::text, $32::text
+		INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message, actor)
+		SELECT $1, $26::timestamptz, $27::text, $28::int4, $29::text, $30::text, $31::text, $32::text, $33::text
 		WHERE $25::boolean
 	)
 	SELECT count(*) FROM r`
 
 // queue queues the statements that write the changes, and asks for a
-// wakeup when a run left running.
+// wakeup when a run left running and for a notification of the results.
 func (ch *changes) queue(c *conn, b *pgx.Batch) {
 	if ch.leaving {
 		c.wake()
 	}
+	ch.queueResults(c, b)
 	if len(ch.runs) == 1 && len(ch.attempts) <= 1 && len(ch.events) <= 1 && len(ch.attempts)+len(ch.events) > 0 {
 		ch.queueOne(b)
 		return
@@ -189,15 +191,16 @@ func (ch *changes) queue(c *conn, b *pgx.Batch) {
 		var (
 			runIDs, nodes, from, to, reasons, messages = make(textArray, n), make(textArray, n), make(textArray, n),
 				make(textArray, n), make(textArray, n), make(textArray, n)
+			actors   = make(textArray, n)
 			times    = make(tsArray, n)
 			attempts = make(int4Array, n)
 		)
 		for i, e := range ch.events {
 			runIDs[i], times[i], nodes[i] = text(e.RunID), tsArg(e.Time), text(e.Node)
 			attempts[i], from[i], to[i] = int4Of(e.Attempt), text(e.From), text(e.To)
-			reasons[i], messages[i] = text(e.Reason), text(e.Message)
+			reasons[i], messages[i], actors[i] = text(e.Reason), text(e.Message), text(e.Actor)
 		}
-		b.Queue(sqlInsertEvents, runIDs, times, nodes, attempts, from, to, reasons, messages)
+		b.Queue(sqlInsertEvents, runIDs, times, nodes, attempts, from, to, reasons, messages, actors)
 	}
 }
 
@@ -277,7 +280,7 @@ func (ch *changes) queueOne(b *pgx.Batch) {
 		tsArg(a.at), string(a.t.To), int4Arg(a.t.ExitCode), cleanText(a.t.Error), string(a.t.Reason),
 		bytesOf(a.t.Output), a.t.OutputBytes, a.t.Truncated, from, by,
 		len(ch.events) == 1, tsArg(e.Time), e.Node, int32(e.Attempt), string(e.From), string(e.To),
-		string(e.Reason), e.Message,
+		string(e.Reason), e.Message, e.Actor,
 	).QueryRow(func(row pgx.Row) error {
 		var n int
 		if err := row.Scan(&n); err != nil {

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
 )
 
 // An attempt that ends its run (completed, cancelled, dead_letter) is
@@ -56,6 +57,8 @@ var sqlEndTerminal = `WITH x AS (
 		SELECT r.id, r.attempt, r.node, r.incarnation, r.started_at, r.finished_at, r.status,
 			r.exit_code, r.error, r.reason, x.output, x.output_bytes, x.truncated, r.claimed_from, x.end_node
 		FROM r JOIN x ON x.id = r.id
+	), j AS (
+		` + sqlResultsCTE + `
 	)
 	SELECT * FROM r`
 
@@ -131,6 +134,11 @@ func endAttempts(ctx context.Context, c *conn, ts []jobs.Transition, idx []int) 
 	}
 	if len(ended) > 0 {
 		c.wake() // runs left running
+		runs := make([]*jobs.Run, 0, len(ended))
+		for _, r := range ended {
+			runs = append(runs, r)
+		}
+		c.results = append(c.results, store.ResultsOf(runs)...)
 	}
 	return ended, nil
 }

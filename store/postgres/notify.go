@@ -86,10 +86,12 @@ func (s *Store) listenConnect(ctx context.Context) (*pgx.Conn, error) {
 		return nil, err
 	}
 	s.statements.Add(1)
-	if _, err := conn.Exec(ctx, `LISTEN `+notifyChannel); err != nil {
+	if _, err := conn.Exec(ctx, `LISTEN `+notifyChannel+`; LISTEN `+resultsChannel); err != nil {
 		_ = conn.Close(ctx)
 		return nil, err
 	}
+	// Results committed while nobody listened were not heard of.
+	s.results.Lost()
 	return conn, nil
 }
 
@@ -98,9 +100,11 @@ func (s *Store) listenConnect(ctx context.Context) (*pgx.Conn, error) {
 func (s *Store) listenLoop(ctx context.Context, conn *pgx.Conn) error {
 	for {
 		wait, cancel := context.WithTimeout(ctx, listenPing)
-		_, err := conn.WaitForNotification(wait)
+		n, err := conn.WaitForNotification(wait)
 		cancel()
 		switch {
+		case err == nil && n.Channel == resultsChannel:
+			s.publishNotification(n)
 		case err == nil:
 			s.wake()
 		case ctx.Err() != nil:

@@ -22,7 +22,8 @@ import (
 // runs are read from runs_active; that a claim reads no more than its
 // runs; and that listings of all runs, of completed runs and of each job's
 // newest run read run_order in its order, not the whole of runs or
-// run_order, and sort nothing.
+// run_order, and sort nothing; and that the counts by status read the
+// partial indexes alone.
 func TestPlansWithoutHotPathIndexes(t *testing.T) {
 	_, dsn := openTest(t)
 	admin(t, dsn,
@@ -96,6 +97,11 @@ func TestPlansWithoutHotPathIndexes(t *testing.T) {
 	}{sqlJobsLastRun, []any{[]string{"job-1", "job-2"}}, []string{"run_order_job_created"}}
 
 	explain := explainer(t, dsn)
+	// The counts of the dashboard read both partial indexes, not the history.
+	if plan := explain(sqlRunsCount); strings.Contains(plan, "Seq Scan on run") ||
+		!strings.Contains(plan, "runs_status_created") || !strings.Contains(plan, "runs_running") {
+		t.Errorf("count: want a plan that reads runs_status_created and runs_running and no sequential scan of runs, got\n%s", plan)
+	}
 	for name, p := range plans {
 		plan := explain(p.sql, p.args...)
 		// A listing from run_order reads it in its order: no sort.

@@ -65,7 +65,9 @@ type Store struct {
 
 	statements atomic.Int64
 
-	wakeups    chan struct{}
+	wakeups chan struct{}
+	// results tells the engine of the results that the listener hears of.
+	results    *store.ResultFeed
 	stopListen context.CancelFunc
 	listenDone chan struct{}
 	// listening is closed once the listener first listens (for tests).
@@ -114,6 +116,7 @@ func open(ctx context.Context, opts Options) (*Store, error) {
 	s := &Store{
 		logger:    opts.Logger,
 		wakeups:   make(chan struct{}, 1),
+		results:   store.NewResultFeed(),
 		listening: make(chan struct{}),
 	}
 	if s.logger == nil {
@@ -282,6 +285,9 @@ type conn struct {
 	n *atomic.Int64
 	// notify asks for one wakeup notification when the transaction commits.
 	notify bool
+	// results are the results of runs that the transaction wrote, which it
+	// sends on resultsChannel when it commits.
+	results []store.JobResult
 }
 
 func (c *conn) exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
@@ -403,10 +409,8 @@ func (s *Store) tx(ctx context.Context, fn func(c *conn) error) (err error) {
 	if err = fn(c); err != nil {
 		return err
 	}
-	if c.notify {
-		if _, err = c.exec(ctx, `SELECT pg_notify($1, '')`, notifyChannel); err != nil {
-			return err
-		}
+	if err = c.notifyCommit(ctx); err != nil {
+		return err
 	}
 	s.statements.Add(1)
 	return tx.Commit(ctx)

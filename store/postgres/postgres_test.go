@@ -261,7 +261,8 @@ func TestWakeups(t *testing.T) {
 }
 
 // TestReconnect: after the server restarts, and after an outage, the same
-// Store works again without being reopened, and so do its wakeups.
+// Store works again without being reopened, and so do its wakeups; its
+// result feed reports that it may have missed results.
 func TestReconnect(t *testing.T) {
 	a, dsn := openTest(t)
 	b := openDSN(t, dsn, Options{})
@@ -297,6 +298,10 @@ func TestReconnect(t *testing.T) {
 	// The listener is back: it says so with a wakeup, then relays others.
 	if !waitWakeup(b, 10*time.Second) {
 		t.Fatal("no wakeup after the listener reconnected")
+	}
+	// Results committed while it was away are read again.
+	if _, missed := b.ResultFeed().Take(); !missed {
+		t.Fatal("the result feed did not report missed results after the listener reconnected")
 	}
 	drain(b)
 	if _, err := a.RunInsert(ctx, manual("wake")); err != nil {

@@ -129,17 +129,18 @@ func insertRun(ctx context.Context, c *conn, p store.RunInsertParams, now time.T
 	}
 	run, err = scanRun(c.queryRow(ctx, `WITH `+occurrence+`r AS (
 			INSERT INTO runs (id, job, status, attempt, max_attempts, trigger_kind, scheduled_at, not_before,
-				not_after, created_at, updated_at, dedup_id, rerun_of, payload, retry)
+				not_after, created_at, updated_at, dedup_id, rerun_of, payload, retry, actor)
 			SELECT $1::text, $2::text, 'pending', 0, $7::int4, $6::text, `+scheduledAt+`, COALESCE($5::timestamptz, `+scheduledAt+`),
-				$8::timestamptz, `+at+`, `+at+`, $9::text, $10::text, $11::bytea, $12::jsonb`+from+`
+				$8::timestamptz, `+at+`, `+at+`, $9::text, $10::text, $11::bytea, $12::jsonb, $14::text`+from+`
 			RETURNING `+runColumns+`
 		), e AS (
-			INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason)
-			SELECT id, created_at, $13::text, 0, NULL, 'pending', 'created' FROM r
+			INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, actor)
+			SELECT id, created_at, $13::text, 0, NULL, 'pending', 'created', actor FROM r
 		)
 		SELECT * FROM r`,
 		r.id, p.Job, ts(now), ts(p.ScheduledAt), ts(p.NotBefore), string(p.Trigger), max(p.Retry.MaxAttempts, 1),
-		ts(p.NotAfter), nullString(p.DedupID), nullString(p.RerunOf), bytesOf(p.Payload), r.retry, p.Node))
+		ts(p.NotAfter), nullString(p.DedupID), nullString(p.RerunOf), bytesOf(p.Payload), r.retry, p.Node,
+		cleanText(p.Actor)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, true, nil
 	}
@@ -193,23 +194,24 @@ func newRunOf(p store.RunInsertParams, now time.Time) (newRun, error) {
 const sqlInsertRuns = `WITH n AS (
 		SELECT n.*, COALESCE(n.now, now()) AS at, COALESCE(n.scheduled_at, n.now, now()) AS tick
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::timestamptz[],
-			$7::timestamptz[], $8::int4[], $9::text[], $10::text[], $11::bytea[], $12::text[], $13::text[])
+			$7::timestamptz[], $8::int4[], $9::text[], $10::text[], $11::bytea[], $12::text[], $13::text[],
+			$14::text[])
 			WITH ORDINALITY AS n(id, job, trigger_kind, now, scheduled_at, not_before, not_after, max_attempts,
-				dedup_id, rerun_of, payload, retry, node, ord)
+				dedup_id, rerun_of, payload, retry, node, actor, ord)
 	), o AS (
 		INSERT INTO occurrences (job, scheduled_at, run_id, kind)
 		SELECT job, tick, id, trigger_kind FROM n WHERE trigger_kind IN ('schedule', 'once') ORDER BY ord
 		ON CONFLICT (job, scheduled_at) DO NOTHING RETURNING run_id
 	), r AS (
 		INSERT INTO runs (id, job, status, attempt, max_attempts, trigger_kind, scheduled_at, not_before,
-			not_after, created_at, updated_at, dedup_id, rerun_of, payload, retry)
+			not_after, created_at, updated_at, dedup_id, rerun_of, payload, retry, actor)
 		SELECT id, job, 'pending', 0, max_attempts, trigger_kind, tick, COALESCE(not_before, tick),
-			not_after, at, at, NULLIF(dedup_id, ''), NULLIF(rerun_of, ''), payload, retry::jsonb
+			not_after, at, at, NULLIF(dedup_id, ''), NULLIF(rerun_of, ''), payload, retry::jsonb, actor
 		FROM n WHERE trigger_kind NOT IN ('schedule', 'once') OR id IN (SELECT run_id FROM o) ORDER BY ord
 		RETURNING ` + runColumns + `
 	), e AS (
-		INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason)
-		SELECT r.id, r.created_at, n.node, 0, NULL, 'pending', 'created' FROM r JOIN n ON n.id = r.id ORDER BY n.ord
+		INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, actor)
+		SELECT r.id, r.created_at, n.node, 0, NULL, 'pending', 'created', r.actor FROM r JOIN n ON n.id = r.id ORDER BY n.ord
 	)
 	SELECT * FROM r`
 
@@ -222,7 +224,7 @@ func queueInsertRuns(c *conn, b *pgx.Batch, rs []newRun, made []*jobs.Run) {
 	n := len(rs)
 	var (
 		ids, jobNames, triggers, dedupIDs = make(textArray, n), make(textArray, n), make(textArray, n), make(textArray, n)
-		rerunOfs, retries, nodes          = make(textArray, n), make(textArray, n), make(textArray, n)
+		rerunOfs, retries, nodes, actors  = make(textArray, n), make(textArray, n), make(textArray, n), make(textArray, n)
 		nows, scheduled                   = make(tsArray, n), make(tsArray, n)
 		notBefore, notAfter               = make(tsArray, n), make(tsArray, n)
 		maxAttempts                       = make(int4Array, n)
@@ -238,9 +240,10 @@ func queueInsertRuns(c *conn, b *pgx.Batch, rs []newRun, made []*jobs.Run) {
 		maxAttempts[i] = int4Of(max(p.Retry.MaxAttempts, 1))
 		dedupIDs[i], rerunOfs[i] = text(p.DedupID), text(p.RerunOf)
 		payloads[i], retries[i], nodes[i] = bytea(p.Payload), text(r.retry), text(p.Node)
+		actors[i] = text(cleanText(p.Actor))
 	}
 	b.Queue(sqlInsertRuns, ids, jobNames, triggers, nows, scheduled, notBefore, notAfter, maxAttempts,
-		dedupIDs, rerunOfs, payloads, retries, nodes).Query(func(rows pgx.Rows) error {
+		dedupIDs, rerunOfs, payloads, retries, nodes, actors).Query(func(rows pgx.Rows) error {
 		sc := newRunScanner()
 		for rows.Next() {
 			run, err := sc.scan(rows)
@@ -870,23 +873,40 @@ func (s *Store) RunCancel(ctx context.Context, p store.RunCancelParams) (*jobs.R
 		if err != nil {
 			return err
 		}
-		run, err = cancelRun(ctx, c, cur, p.Node, reason, p.Now)
+		run, err = cancelRun(ctx, c, cur, p, reason)
 		return err
 	})
 	return run, err
 }
 
 // cancelRun cancels cur when it waits, or sets CancelRequested when it
-// runs; the caller holds cur's row lock.
-func cancelRun(ctx context.Context, c *conn, cur *jobs.Run, node string, reason jobs.Reason, now time.Time) (*jobs.Run, error) {
+// runs, and records p.Actor, when set, as the run's CancelledBy; the
+// caller holds cur's row lock.
+func cancelRun(ctx context.Context, c *conn, cur *jobs.Run, p store.RunCancelParams, reason jobs.Reason) (*jobs.Run, error) {
+	actor := cleanText(p.Actor)
 	switch {
 	case cur.Status == jobs.StatusRunning:
-		return scanRun(c.queryRow(ctx, `UPDATE runs SET cancel_requested = true, updated_at = COALESCE($2::timestamptz, now())
-			WHERE id = $1 RETURNING `+runColumns, cur.ID, ts(now)))
+		return scanRun(c.queryRow(ctx, `UPDATE runs SET cancel_requested = true,
+			cancelled_by = COALESCE(NULLIF($3::text, ''), cancelled_by),
+			updated_at = COALESCE($2::timestamptz, now()) WHERE id = $1 RETURNING `+runColumns,
+			cur.ID, ts(p.Now), actor))
 	case cur.Status.Terminal():
 		return nil, fmt.Errorf("%w: run %s is already %s", jobs.ErrInvalidTransition, cur.ID, cur.Status)
 	}
-	return transition(ctx, c, jobs.Cancel(cur.ID, node, reason, now))
+	t := jobs.Cancel(cur.ID, p.Node, reason, p.Now)
+	if actor == "" {
+		return transition(ctx, c, t)
+	}
+	if _, err := c.exec(ctx, `UPDATE runs SET cancelled_by = $2 WHERE id = $1`, cur.ID, actor); err != nil {
+		return nil, err
+	}
+	t.Actor = actor
+	run, err := transition(ctx, c, t)
+	if err != nil {
+		return nil, err
+	}
+	run.CancelledBy = actor
+	return run, nil
 }
 
 // RunsCancelRequested returns the running runs of incarnation that a user
@@ -1109,11 +1129,12 @@ const (
 			SELECT attempt AS n, 2 AS k, id AS seq, ` + eventColumns + ` FROM events WHERE run_id = $1
 			UNION ALL
 			SELECT number, v.* FROM attempts CROSS JOIN LATERAL (VALUES
-				(0, 0::bigint, run_id, started_at, node, number, claimed_from, 'running', 'claimed', ''),
-				(1, 0, run_id, finished_at, end_node, number, 'running', status, reason, error)) v
+				(0, 0::bigint, run_id, started_at, node, number, claimed_from, 'running', 'claimed', '', ''),
+				(1, 0, run_id, finished_at, end_node, number, 'running', status, reason, error,
+					CASE WHEN reason = 'cancelled' THEN (SELECT cancelled_by FROM runs WHERE id = $1) ELSE '' END)) v
 			WHERE run_id = $1
 			UNION ALL
-			SELECT attempt, 0, 0, id, started_at, node, attempt, claimed_from, 'running', 'claimed', '' FROM runs
+			SELECT attempt, 0, 0, id, started_at, node, attempt, claimed_from, 'running', 'claimed', '', '' FROM runs
 			WHERE id = $1 AND status = 'running') e
 		ORDER BY n, k, seq`
 	sqlRunAttempts = `SELECT ` + attemptColumns + ` FROM (
@@ -1180,6 +1201,33 @@ func (s *Store) JobsLastRun(ctx context.Context, jobNames []string) (map[string]
 	}
 	for _, r := range runs {
 		out[r.Job] = r
+	}
+	return out, nil
+}
+
+// sqlRunsCount counts the runs of each status but completed, from the
+// partial indexes runs_status_created and runs_running.
+const sqlRunsCount = `SELECT status, count(*) FROM runs WHERE status NOT IN ('running', 'completed') GROUP BY status
+	UNION ALL
+	SELECT 'running', count(*) FROM runs WHERE status = 'running'`
+
+func (s *Store) RunsCount(ctx context.Context) (map[jobs.Status]int64, error) {
+	rows, err := s.read().query(ctx, sqlRunsCount)
+	if err != nil {
+		return nil, fail("count runs", err)
+	}
+	defer rows.Close()
+	out := store.NewRunCounts()
+	for rows.Next() {
+		var st string
+		var n int64
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fail("count runs", err)
+		}
+		out[jobs.Status(st)] += n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail("count runs", err)
 	}
 	return out, nil
 }

@@ -14,7 +14,8 @@ import (
 // runColumns is the one column list of a run; scanRun reads it.
 const runColumns = `id, job, status, attempt, max_attempts, trigger_kind, scheduled_at, not_before,
 	not_after, created_at, started_at, finished_at, node, incarnation, exit_code, error, reason,
-	dedup_id, rerun_of, payload, retry, cancel_requested, progress, progress_message, claimed_from`
+	dedup_id, rerun_of, payload, retry, cancel_requested, progress, progress_message, claimed_from,
+	actor, cancelled_by`
 
 // runScanner reads rows of runColumns (and any columns after them) with
 // few allocations: one run and its id per row, as the hot paths (a claim,
@@ -85,7 +86,7 @@ func newRunScanner(extra ...any) *runScanner {
 	s.dest = append([]any{&s.r.ID, &s.job, &s.stat, &s.r.Attempt, &s.r.MaxAttempts, &s.trig, &s.scheduledAt,
 		&s.notBefore, &s.notAfter, &s.createdAt, &s.startedAt, &s.finishedAt, &s.node, &s.inc, &s.exitCode,
 		&s.r.Error, &s.reas, &s.dedupID, &s.rerunOf, &s.payload, &s.retr, &s.r.CancelRequested, &s.r.Progress,
-		&s.r.ProgressMessage, &s.claim}, extra...)
+		&s.r.ProgressMessage, &s.claim, &s.r.Actor, &s.r.CancelledBy}, extra...)
 	return s
 }
 
@@ -157,7 +158,7 @@ func scanRuns(rows pgx.Rows, err error) ([]*jobs.Run, error) {
 }
 
 // eventColumns is the one column list of an event; scanEvent reads it.
-const eventColumns = `run_id, time, node, attempt, from_status, to_status, reason, message`
+const eventColumns = `run_id, time, node, attempt, from_status, to_status, reason, message, actor`
 
 func scanEvent(row pgx.Row) (*jobs.Event, error) {
 	var (
@@ -166,7 +167,7 @@ func scanEvent(row pgx.Row) (*jobs.Event, error) {
 		from       *string
 		to, reason string
 	)
-	if err := row.Scan(&e.RunID, &t, &e.Node, &e.Attempt, &from, &to, &reason, &e.Message); err != nil {
+	if err := row.Scan(&e.RunID, &t, &e.Node, &e.Attempt, &from, &to, &reason, &e.Message, &e.Actor); err != nil {
 		return nil, err
 	}
 	e.Time, e.To, e.Reason = t.UTC(), jobs.Status(to), jobs.Reason(reason)

@@ -52,7 +52,7 @@ func (ch *changes) add(cur *jobs.Run, t jobs.Transition) *jobs.Run {
 		return run // the attempt's row stands for both events
 	}
 	ch.events = append(ch.events, jobs.Event{RunID: t.RunID, Time: at, Node: t.Node, Attempt: cur.Attempt,
-		From: cur.Status, To: t.To, Reason: t.Reason, Message: t.Error})
+		From: cur.Status, To: t.To, Reason: t.Reason, Message: t.Error, Actor: t.Actor})
 	return run
 }
 
@@ -83,9 +83,9 @@ var changeSQL = changeStatements{
 			column11, column12, column13, column14, column15
 		FROM (VALUES ` + values + `) WHERE column1 IS NOT NULL`
 	}),
-	events: chunkStatements(8, func(values string) string {
-		return `INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
-		SELECT column1, column2, column3, column4, column5, column6, column7, column8
+	events: chunkStatements(9, func(values string) string {
+		return `INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message, actor)
+		SELECT column1, column2, column3, column4, column5, column6, column7, column8, column9
 		FROM (VALUES ` + values + `) WHERE column1 IS NOT NULL`
 	}),
 }
@@ -124,10 +124,10 @@ func valueRows(rows, n int) string {
 // write writes the changes.
 func (ch *changes) write(ctx context.Context, c conn) error {
 	// Events first: the table the others do not touch.
-	err := chunked(ctx, c, changeSQL.events, 8, len(ch.events), func(i int) []any {
+	err := chunked(ctx, c, changeSQL.events, 9, len(ch.events), func(i int) []any {
 		e := ch.events[i]
 		return []any{e.RunID, e.Time.UnixMicro(), e.Node, e.Attempt, nullString(string(e.From)), string(e.To),
-			string(e.Reason), e.Message}
+			string(e.Reason), e.Message, e.Actor}
 	}, nil)
 	if err != nil {
 		return err
@@ -143,6 +143,9 @@ func (ch *changes) write(ctx context.Context, c conn) error {
 	}
 	if updated != len(ch.runs) { // the runs were read in this transaction
 		return fmt.Errorf("update runs: %d of %d rows found", updated, len(ch.runs))
+	}
+	if err := ch.writeResults(ctx, c); err != nil {
+		return err
 	}
 	return chunked(ctx, c, changeSQL.attempts, 15, len(ch.attempts), func(i int) []any {
 		a := ch.attempts[i]

@@ -39,12 +39,16 @@ const (
 	sqlInsertOccurrence = `INSERT INTO occurrences (job, scheduled_at, run_id, kind) VALUES (?, ?, ?, ?)`
 	sqlDedupRun         = `SELECT id FROM runs WHERE job = ? AND dedup_id = ? AND status IN ` + sqlActive
 	sqlInsertRun        = `INSERT INTO runs (id, job, status, attempt, max_attempts, trigger_kind,
-		scheduled_at, not_before, not_after, created_at, updated_at, dedup_id, rerun_of, payload, retry_json)
-		VALUES (?, ?, 'pending', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	sqlInsertEvent = `INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+		scheduled_at, not_before, not_after, created_at, updated_at, dedup_id, rerun_of, payload, retry_json, actor)
+		VALUES (?, ?, 'pending', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlInsertEvent = `INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message, actor)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-	sqlRequestCancel = `UPDATE runs SET cancel_requested = 1, updated_at = ? WHERE id = ? RETURNING ` + runColumns
+	// sqlRequestCancel keeps the run's cancelled_by when the actor is ''
+	// (overlap=replace asks the engine's way).
+	sqlRequestCancel = `UPDATE runs SET cancel_requested = 1, cancelled_by = COALESCE(NULLIF(?, ''), cancelled_by),
+		updated_at = ? WHERE id = ? RETURNING ` + runColumns
+	sqlCancelledBy = `UPDATE runs SET cancelled_by = ? WHERE id = ?`
 
 	sqlDue = `status IN ` + sqlWaiting + ` AND not_before <= ? AND (not_after IS NULL OR not_after > ?)`
 	// sqlClaimCandidates reads a job's first due runs in start order, a
@@ -65,7 +69,7 @@ const (
 // preparedQueries are the statements the writer keeps prepared.
 var preparedQueries = []string{
 	sqlGetRun, sqlRunsByID, sqlOccurrenceRun, sqlInsertOccurrence, sqlDedupRun, sqlInsertRun, sqlInsertEvent,
-	sqlRequestCancel, sqlClaimCandidates, sqlClaimRuns, sqlGetCursor,
+	sqlRequestCancel, sqlClaimCandidates, sqlClaimRuns, sqlGetCursor, sqlUpsertResults,
 }
 
 // batchSize bounds the rows one transaction of expiry or pruning handles, so
@@ -171,7 +175,7 @@ func newRun(p store.RunInsertParams, now time.Time) (*jobs.Run, string, error) {
 	run := &jobs.Run{
 		ID: id.String(), Job: p.Job, Status: jobs.StatusPending, MaxAttempts: max(p.Retry.MaxAttempts, 1),
 		Trigger: p.Trigger, ScheduledAt: micro(scheduledAt), NotBefore: micro(notBefore), NotAfter: micro(p.NotAfter),
-		CreatedAt: now, DedupID: p.DedupID, RerunOf: p.RerunOf, Payload: p.Payload,
+		CreatedAt: now, DedupID: p.DedupID, RerunOf: p.RerunOf, Payload: p.Payload, Actor: p.Actor,
 	}
 	if run.Retry, run.NoRetryExitCodes, err = store.DecodeRetry(retry); err != nil {
 		return nil, "", err
@@ -201,11 +205,12 @@ func writeRun(ctx context.Context, c conn, run *jobs.Run, retry, node string) er
 	_, err := c.exec(ctx, sqlInsertRun,
 		run.ID, run.Job, run.MaxAttempts, string(run.Trigger), run.ScheduledAt.UnixMicro(), run.NotBefore.UnixMicro(),
 		dbTime(run.NotAfter), run.CreatedAt.UnixMicro(), run.CreatedAt.UnixMicro(),
-		nullString(run.DedupID), nullString(run.RerunOf), run.Payload, retry)
+		nullString(run.DedupID), nullString(run.RerunOf), run.Payload, retry, run.Actor)
 	if err != nil {
 		return err
 	}
-	return insertEvent(ctx, c, jobs.Event{RunID: run.ID, Time: run.CreatedAt, Node: node, To: jobs.StatusPending, Reason: jobs.ReasonCreated})
+	return insertEvent(ctx, c, jobs.Event{RunID: run.ID, Time: run.CreatedAt, Node: node, To: jobs.StatusPending,
+		Reason: jobs.ReasonCreated, Actor: run.Actor})
 }
 
 // micro returns t as the database gives it back: in UTC, to the
@@ -219,7 +224,8 @@ func micro(t time.Time) time.Time {
 
 func insertEvent(ctx context.Context, c conn, e jobs.Event) error {
 	_, err := c.exec(ctx, sqlInsertEvent,
-		e.RunID, e.Time.UnixMicro(), e.Node, e.Attempt, nullString(string(e.From)), string(e.To), string(e.Reason), e.Message)
+		e.RunID, e.Time.UnixMicro(), e.Node, e.Attempt, nullString(string(e.From)), string(e.To), string(e.Reason), e.Message,
+		e.Actor)
 	return err
 }
 
@@ -614,21 +620,35 @@ func (s *Store) RunCancel(ctx context.Context, p store.RunCancelParams) (*jobs.R
 		if err != nil {
 			return err
 		}
-		run, err = cancelRun(ctx, c, cur, p.Node, reason, at)
+		run, err = cancelRun(ctx, c, cur, p, reason, at)
 		return err
 	})
 	return run, err
 }
 
-// cancelRun cancels cur when it waits, or sets CancelRequested when it runs.
-func cancelRun(ctx context.Context, c conn, cur *jobs.Run, node string, reason jobs.Reason, at time.Time) (*jobs.Run, error) {
+// cancelRun cancels cur when it waits, or sets CancelRequested when it
+// runs, and records p.Actor, when set, as the run's CancelledBy.
+func cancelRun(ctx context.Context, c conn, cur *jobs.Run, p store.RunCancelParams, reason jobs.Reason, at time.Time) (*jobs.Run, error) {
 	switch {
 	case cur.Status == jobs.StatusRunning:
-		return scanRun(c.queryRow(ctx, sqlRequestCancel, at.UnixMicro(), cur.ID))
+		return scanRun(c.queryRow(ctx, sqlRequestCancel, p.Actor, at.UnixMicro(), cur.ID))
 	case cur.Status.Terminal():
 		return nil, fmt.Errorf("%w: run %s is already %s", jobs.ErrInvalidTransition, cur.ID, cur.Status)
 	}
-	return transition(ctx, c, jobs.Cancel(cur.ID, node, reason, at))
+	t := jobs.Cancel(cur.ID, p.Node, reason, at)
+	if p.Actor == "" {
+		return transition(ctx, c, t)
+	}
+	if _, err := c.exec(ctx, sqlCancelledBy, p.Actor, cur.ID); err != nil {
+		return nil, err
+	}
+	t.Actor = p.Actor
+	run, err := transition(ctx, c, t)
+	if err != nil {
+		return nil, err
+	}
+	run.CancelledBy = p.Actor
+	return run, nil
 }
 
 // RunsCancelRequested returns the running runs of incarnation that a user
@@ -858,13 +878,14 @@ const (
 	sqlRunEvents = `SELECT ` + eventColumns + ` FROM (
 			SELECT attempt AS n, 2 AS k, id AS seq, ` + eventColumns + ` FROM events WHERE run_id = ?1
 			UNION ALL
-			SELECT number, 0, 0, run_id, started_at, node, number, claimed_from, 'running', 'claimed', ''
+			SELECT number, 0, 0, run_id, started_at, node, number, claimed_from, 'running', 'claimed', '', ''
 			FROM attempts WHERE run_id = ?1
 			UNION ALL
-			SELECT number, 1, 0, run_id, finished_at, end_node, number, 'running', status, reason, error
+			SELECT number, 1, 0, run_id, finished_at, end_node, number, 'running', status, reason, error,
+				CASE WHEN reason = 'cancelled' THEN (SELECT cancelled_by FROM runs WHERE id = ?1) ELSE '' END
 			FROM attempts WHERE run_id = ?1
 			UNION ALL
-			SELECT attempt, 0, 0, id, started_at, node, attempt, claimed_from, 'running', 'claimed', '' FROM runs
+			SELECT attempt, 0, 0, id, started_at, node, attempt, claimed_from, 'running', 'claimed', '', '' FROM runs
 			WHERE id = ?1 AND status = 'running')
 		ORDER BY n, k, seq`
 	sqlRunAttempts = `SELECT ` + attemptColumns + ` FROM (
@@ -943,6 +964,35 @@ func (s *Store) JobsLastRun(ctx context.Context, jobNames []string) (map[string]
 	}
 	for _, r := range runs {
 		out[r.Job] = r
+	}
+	return out, nil
+}
+
+// sqlRunsCount counts the runs of each status but completed: running runs
+// in runs_node_running, the others in runs_status_created, whose
+// predicate the statement states so that SQLite uses it.
+const sqlRunsCount = `SELECT status, count(*) FROM runs INDEXED BY runs_status_created
+		WHERE ` + sqlListedByStatus + ` GROUP BY status
+	UNION ALL
+	SELECT 'running', count(*) FROM runs INDEXED BY runs_node_running WHERE status = 'running'`
+
+func (s *Store) RunsCount(ctx context.Context) (map[jobs.Status]int64, error) {
+	rows, err := s.read().query(ctx, sqlRunsCount)
+	if err != nil {
+		return nil, fail("count runs", err)
+	}
+	defer rows.Close()
+	out := store.NewRunCounts()
+	for rows.Next() {
+		var st string
+		var n int64
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fail("count runs", err)
+		}
+		out[jobs.Status(st)] += n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail("count runs", err)
 	}
 	return out, nil
 }

@@ -13,7 +13,8 @@ import (
 // runColumns is the one column list of a run; scanRun reads it.
 const runColumns = `id, job, status, attempt, max_attempts, trigger_kind, scheduled_at, not_before,
 	not_after, created_at, started_at, finished_at, node, incarnation, exit_code, error, reason,
-	dedup_id, rerun_of, payload, retry_json, cancel_requested, progress, progress_message, claimed_from`
+	dedup_id, rerun_of, payload, retry_json, cancel_requested, progress, progress_message, claimed_from,
+	actor, cancelled_by`
 
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface{ Scan(dest ...any) error }
@@ -29,7 +30,8 @@ func scanRun(row scanner) (*jobs.Run, error) {
 	)
 	err := row.Scan(&r.ID, &r.Job, &r.Status, &r.Attempt, &r.MaxAttempts, &r.Trigger, &scheduledAt, &notBefore,
 		&notAfter, &createdAt, &startedAt, &finished, &r.Node, &r.Incarnation, &exitCode, &r.Error, &r.Reason,
-		&dedupID, &rerunOf, &r.Payload, &retry, &r.CancelRequested, &r.Progress, &r.ProgressMessage, &claimedFrom)
+		&dedupID, &rerunOf, &r.Payload, &retry, &r.CancelRequested, &r.Progress, &r.ProgressMessage, &claimedFrom,
+		&r.Actor, &r.CancelledBy)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +67,7 @@ func scanRuns(rows *sql.Rows, err error) ([]*jobs.Run, error) {
 }
 
 // eventColumns is the one column list of an event; scanEvent reads it.
-const eventColumns = `run_id, time, node, attempt, from_status, to_status, reason, message`
+const eventColumns = `run_id, time, node, attempt, from_status, to_status, reason, message, actor`
 
 func scanEvent(row scanner) (*jobs.Event, error) {
 	var (
@@ -73,7 +75,7 @@ func scanEvent(row scanner) (*jobs.Event, error) {
 		t    int64
 		from sql.NullString
 	)
-	if err := row.Scan(&e.RunID, &t, &e.Node, &e.Attempt, &from, &e.To, &e.Reason, &e.Message); err != nil {
+	if err := row.Scan(&e.RunID, &t, &e.Node, &e.Attempt, &from, &e.To, &e.Reason, &e.Message, &e.Actor); err != nil {
 		return nil, err
 	}
 	e.Time = time.UnixMicro(t).UTC()

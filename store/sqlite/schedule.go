@@ -285,7 +285,7 @@ func applyOverlap(ctx context.Context, c conn, it *fireItem, act []*jobs.Run, at
 	case jobs.OverlapReplace:
 		store.SortByCreation(act)
 		for _, r := range act {
-			replaced, err := cancelRun(ctx, c, r, p.Node, jobs.ReasonReplaced, at)
+			replaced, err := cancelRun(ctx, c, r, store.RunCancelParams{Node: p.Node}, jobs.ReasonReplaced, at)
 			if err != nil {
 				return fmt.Errorf("job %s: %w", p.Job, err)
 			}
@@ -351,9 +351,9 @@ func writeFires(ctx context.Context, c conn, items []*fireItem, found map[string
 	if err != nil {
 		return err
 	}
-	err = chunked(ctx, c, changeSQL.events, 8, len(made.runs), func(i int) []any {
+	err = chunked(ctx, c, changeSQL.events, 9, len(made.runs), func(i int) []any {
 		r := made.runs[i]
-		return []any{r.ID, r.CreatedAt.UnixMicro(), made.nodeOf[i], 0, nil, string(jobs.StatusPending), string(jobs.ReasonCreated), ""}
+		return []any{r.ID, r.CreatedAt.UnixMicro(), made.nodeOf[i], 0, nil, string(jobs.StatusPending), string(jobs.ReasonCreated), "", ""}
 	}, nil)
 	if err != nil {
 		return err

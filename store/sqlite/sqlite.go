@@ -76,6 +76,9 @@ type Store struct {
 	wal          string // the WAL file
 	walLimit     int64
 
+	// results tells the engine of the results that commits write.
+	results *store.ResultFeed
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -127,7 +130,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite store: %w", err)
 	}
 	defer dir.Close()
-	s := &Store{path: opts.Path, logger: opts.Logger}
+	s := &Store{path: opts.Path, logger: opts.Logger, results: store.NewResultFeed()}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -310,6 +313,9 @@ type conn struct {
 	n *atomic.Int64
 	// stmts, in a write transaction, runs the prepared statements.
 	stmts *txStmts
+	// ended, in a write transaction, collects the results it writes, for
+	// the feed once it commits.
+	ended *[]store.JobResult
 }
 
 // txStmts binds the store's prepared statements to one write transaction,
@@ -393,12 +399,14 @@ func (s *Store) write(ctx context.Context, op string, fn func(c conn) error) (er
 			err = fmt.Errorf("%s: %w", op, interpretError(err))
 		}
 	}()
-	if err = fn(conn{q: tx, n: &s.statements, stmts: &txStmts{tx: tx, prepared: s.prepared}}); err != nil {
+	var ended []store.JobResult
+	if err = fn(conn{q: tx, n: &s.statements, stmts: &txStmts{tx: tx, prepared: s.prepared}, ended: &ended}); err != nil {
 		return err
 	}
 	s.statements.Add(1)
 	if err = tx.Commit(); err == nil {
 		s.commits.Add(1)
+		s.results.Publish(ended)
 	}
 	return err
 }

@@ -608,3 +608,45 @@ func wantNodeFenced(t *testing.T, err error, want store.NodeFencedError) {
 		t.Fatalf("NodeFencedError %+v, want %+v", *e, want)
 	}
 }
+
+// testRunsCount: RunsCount counts the runs of each status but completed,
+// across jobs and nodes, with a zero for a status no run has.
+func testRunsCount(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	want := map[jobs.Status]int64{jobs.StatusPending: 0, jobs.StatusRunning: 0, jobs.StatusRetrying: 0,
+		jobs.StatusCancelled: 0, jobs.StatusDeadLetter: 0}
+	check := func(when string) {
+		t.Helper()
+		got, err := s.RunsCount(ctx)
+		if err != nil {
+			t.Fatalf("RunsCount %s: %v", when, err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("RunsCount %s = %v, want %v", when, got, want)
+		}
+	}
+	check("of an empty store")
+
+	// One run of each status, of jobs a and b, and a second pending one.
+	mustInsert(t, s, manual("a", t0))
+	mustInsert(t, s, manual("b", t0.Add(time.Hour)))
+	complete(t, s, claimOne(t, s, "a", incA, t0), t0.Add(time.Second))
+	mustInsert(t, s, manual("a", t0.Add(2*time.Second)))
+	claimOne(t, s, "a", incA, t0.Add(2*time.Second))
+	mustInsert(t, s, manual("b", t0))
+	fail(t, s, claimOne(t, s, "b", incB, t0), t0.Add(time.Second))
+	dead := mustInsert(t, s, store.RunInsertParams{Job: "c", Trigger: jobs.TriggerManual, ScheduledAt: t0, NotBefore: t0,
+		Retry: jobs.RetryPolicy{MaxAttempts: 1}, Node: nodeA, Now: t0})
+	fail(t, s, claimOne(t, s, "c", incA, t0), t0.Add(time.Second))
+	if r := mustGet(t, s, dead.ID); r.Status != jobs.StatusDeadLetter {
+		t.Fatalf("the run of c is %s, want dead_letter", r.Status)
+	}
+	cancelled := mustInsert(t, s, manual("c", t0.Add(time.Hour)))
+	if _, err := s.RunCancel(ctx, userCancel(cancelled.ID, nodeA, t0)); err != nil {
+		t.Fatal(err)
+	}
+	mustInsert(t, s, manual("d", t0.Add(time.Hour)))
+	want = map[jobs.Status]int64{jobs.StatusPending: 2, jobs.StatusRunning: 1, jobs.StatusRetrying: 1,
+		jobs.StatusCancelled: 1, jobs.StatusDeadLetter: 1}
+	check("with a run of each status")
+}

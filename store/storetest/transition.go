@@ -62,7 +62,7 @@ func wantEvents(t *testing.T, got []*jobs.Event, want []jobs.Event) {
 	for i, w := range want {
 		g := *got[i]
 		if g.RunID != w.RunID || !g.Time.Equal(w.Time) || g.Node != w.Node || g.Attempt != w.Attempt ||
-			g.From != w.From || g.To != w.To || g.Reason != w.Reason || g.Message != w.Message {
+			g.From != w.From || g.To != w.To || g.Reason != w.Reason || g.Message != w.Message || g.Actor != w.Actor {
 			t.Fatalf("event %d:\n got %+v\nwant %+v", i, g, w)
 		}
 	}

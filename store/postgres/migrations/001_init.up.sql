@@ -45,6 +45,11 @@ CREATE TABLE runs (
 	-- attempt ends, in the transaction that ends it; until then the run's
 	-- row stands for them. Read only while the run is running.
 	claimed_from     text,
+	-- actor is who made the run through the control API ("api:TOKEN",
+	-- "socket:USER"), '' for a run the engine made; cancelled_by is who
+	-- asked to cancel it, '' when no one did.
+	actor            text NOT NULL DEFAULT '',
+	cancelled_by     text NOT NULL DEFAULT '',
 	-- A window whose not_after is not after its not_before is refused, also
 	-- when not_before came from the database clock.
 	CONSTRAINT runs_window CHECK (not_after IS NULL OR not_after > not_before)
@@ -124,7 +129,8 @@ CREATE TABLE occurrences (
 -- would run a referential-integrity check that takes a KEY SHARE lock on
 -- its run, on the path of every claim and completion. Their rows are
 -- written only in the transactions that change their run, and RunsPrune
--- deletes them with it.
+-- deletes them with it. actor is who asked for the change through the
+-- control API, '' for a change the engine made.
 CREATE TABLE events (
 	id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 	run_id      text NOT NULL,
@@ -134,7 +140,8 @@ CREATE TABLE events (
 	from_status text,
 	to_status   text NOT NULL,
 	reason      text NOT NULL DEFAULT '',
-	message     text NOT NULL DEFAULT ''
+	message     text NOT NULL DEFAULT '',
+	actor       text NOT NULL DEFAULT ''
 );
 
 CREATE INDEX events_run ON events (run_id, id);
@@ -172,6 +179,17 @@ CREATE TABLE cursors (
 	skipped         bigint NOT NULL DEFAULT 0,
 	last_skipped_at timestamptz,
 	updated_at      timestamptz NOT NULL
+);
+
+-- job_results holds, for each job a run of which ever ended completed or
+-- dead_letter, when the newest such run finished: written in the
+-- transaction that ends the run, and kept when RunsPrune deletes the runs.
+-- Each node reads it at start and is told of later changes by the
+-- notifications that those transactions send (store.ResultFeed).
+CREATE TABLE job_results (
+	job             text PRIMARY KEY,
+	last_success_at timestamptz,
+	last_failure_at timestamptz
 );
 
 -- nodes holds the current incarnation of each registered node.

@@ -15,6 +15,10 @@
 -- for the claim's event and the end's, is written when the attempt ends, in
 -- the transaction that ends it; until then the run's row stands for them.
 -- NULL while the run is not running.
+--
+-- actor is who made the run through the control API ("api:TOKEN",
+-- "socket:USER"), '' for a run the engine made; cancelled_by is who asked
+-- to cancel it, '' when no one did.
 CREATE TABLE runs (
 	id               TEXT PRIMARY KEY,
 	job              TEXT NOT NULL,
@@ -41,7 +45,7 @@ CREATE TABLE runs (
 	cancel_requested INTEGER NOT NULL DEFAULT 0,
 	progress         INTEGER NOT NULL DEFAULT 0,
 	progress_message TEXT NOT NULL DEFAULT ''
-, claimed_from TEXT) STRICT;
+, claimed_from TEXT, actor TEXT NOT NULL DEFAULT '', cancelled_by TEXT NOT NULL DEFAULT '') STRICT;
 
 -- One non-terminal run per (job, dedup id): concurrent triggers with one id
 -- make one run, and the id is free again once that run is terminal.
@@ -103,7 +107,8 @@ CREATE TABLE occurrences (
 
 -- events is the history of each run, in insertion order, but for the
 -- claim's and the end's event of each attempt, which its row of attempts
--- stands for.
+-- stands for. actor is who asked for the change through the control API,
+-- '' for a change the engine made.
 CREATE TABLE events (
 	id          INTEGER PRIMARY KEY,
 	run_id      TEXT NOT NULL REFERENCES runs (id),
@@ -113,7 +118,8 @@ CREATE TABLE events (
 	from_status TEXT,
 	to_status   TEXT NOT NULL,
 	reason      TEXT NOT NULL DEFAULT '',
-	message     TEXT NOT NULL DEFAULT ''
+	message     TEXT NOT NULL DEFAULT '',
+	actor       TEXT NOT NULL DEFAULT ''
 ) STRICT;
 
 CREATE INDEX events_run ON events (run_id, id);
@@ -149,6 +155,17 @@ CREATE TABLE cursors (
 	skipped         INTEGER NOT NULL DEFAULT 0,
 	last_skipped_at INTEGER,
 	updated_at      INTEGER NOT NULL
+) STRICT;
+
+-- job_results holds, for each job a run of which ever ended completed or
+-- dead_letter, when the newest such run finished: written in the
+-- transaction that ends the run, and kept when RunsPrune deletes the runs.
+-- The daemon reads it at start and learns of later changes from its own
+-- commits (store.ResultFeed).
+CREATE TABLE job_results (
+	job             TEXT PRIMARY KEY,
+	last_success_at INTEGER,
+	last_failure_at INTEGER
 ) STRICT;
 
 -- nodes holds the current incarnation of each registered node.

@@ -1,0 +1,84 @@
+package dashboard
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"html/template"
+	"net/http"
+	"strconv"
+)
+
+// assets are the templates, the style sheet and the script, in the
+// binary: the dashboard loads nothing from elsewhere, and building it
+// needs Go alone.
+//
+//go:embed assets
+var assets embed.FS
+
+// pageNames are the pages; each is assets/NAME.html with the layout and
+// the partials.
+var pageNames = []string{"overview", "job", "runs", "run", "login", "error"}
+
+// parsePages parses each page with the layout and the partials.
+func parsePages() (map[string]*template.Template, error) {
+	out := map[string]*template.Template{}
+	for _, name := range pageNames {
+		t, err := template.New(name).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/partials.html", "assets/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("dashboard: page %s: %w", name, err)
+		}
+		out[name] = t
+	}
+	return out, nil
+}
+
+// staticFile is a file of /ui/static/, with the hash its URLs carry.
+type staticFile struct {
+	body        []byte
+	contentType string
+	version     string
+}
+
+// staticFiles are the files served at /ui/static/.
+var staticFiles = func() map[string]staticFile {
+	out := map[string]staticFile{}
+	for name, ct := range map[string]string{"app.css": "text/css; charset=utf-8", "app.js": "text/javascript; charset=utf-8"} {
+		b, err := assets.ReadFile("assets/" + name)
+		if err != nil {
+			panic("dashboard: embedded asset missing: " + name)
+		}
+		sum := sha256.Sum256(b)
+		out[name] = staticFile{body: b, contentType: ct, version: hex.EncodeToString(sum[:8])}
+	}
+	return out
+}()
+
+// assetURL is the URL of a static file, with its hash: a browser keeps it
+// until the file changes.
+func assetURL(name string) string {
+	return "/ui/static/" + name + "?v=" + staticFiles[name].version
+}
+
+// serveAsset serves a static file, to anyone: they hold nothing secret.
+// With the hash of the file as it is, a browser may keep it a year.
+func serveAsset(w http.ResponseWriter, r *http.Request) {
+	f, ok := staticFiles[r.PathValue("name")]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", f.contentType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(f.body)))
+	if r.URL.Query().Get("v") == f.version {
+		w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+	} else {
+		w.Header().Set("Cache-Control", "no-cache")
+	}
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = bytes.NewReader(f.body).WriteTo(w)
+	}
+}

@@ -1,0 +1,214 @@
+package dashboard
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/schedulerd/schedulerd/control"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// API is what the dashboard needs of the listener it is served on
+// (*control.APIServer, with MountUI): its tokens, its rate per token, and
+// its routes, through which every action goes.
+type API interface {
+	// Authenticate returns the caller a token stands for.
+	Authenticate(token string) (control.Caller, bool)
+	// Allow takes a request from the caller's rate, or answers 429.
+	Allow(w http.ResponseWriter, c control.Caller) bool
+	// Act serves a request of the /v1 routes as the caller.
+	Act(ctx context.Context, c control.Caller, method, path string, body []byte) (int, []byte)
+}
+
+// Tick is a coming tick of a cron job: when it fires, and when its run
+// may start (later by the job's jitter).
+type Tick struct {
+	Fire, Start time.Time
+}
+
+// TickSource is an Engine that tells the coming ticks of a cron job, for
+// the job's page. Without it the page shows the next fire time alone.
+type TickSource interface {
+	// NextTicks returns up to n ticks of the job from its next fire time
+	// on; none for a job that is not a cron job or is paused.
+	NextTicks(job string, n int) []Tick
+}
+
+// Config configures the dashboard.
+type Config struct {
+	// API is the listener the dashboard is mounted on.
+	API API
+	// Engine describes the jobs (the data of GET /v1/jobs), and Store
+	// serves the reads of runs, attempts, events, nodes and counts, as
+	// they do for the /v1 routes.
+	Engine control.Engine
+	Store  store.Store
+	// InactiveThreshold decides the state a node is shown in (default 2m).
+	InactiveThreshold time.Duration
+	Logger            *slog.Logger
+	// SnapshotTTL is how long the data of a page is served to every
+	// viewer before it is read again (default 1s).
+	SnapshotTTL time.Duration
+}
+
+// Defaults and bounds.
+const (
+	// DefaultSnapshotTTL is how long a page's data is shared.
+	DefaultSnapshotTTL = time.Second
+	// maxBuilds bounds the snapshots being read from the store at once.
+	maxBuilds = 4
+	// maxSnapshots bounds the snapshots kept; past it, a new one is read
+	// for its own requests and not kept.
+	maxSnapshots = 1024
+	// buildTimeout bounds the reads of one snapshot.
+	buildTimeout = 10 * time.Second
+	// pollInterval is how often a page asks for its live part, in ms (the
+	// JavaScript reads it from the page).
+	pollInterval = 2000
+	// jobRuns is how many runs a job's page shows; listRuns those of the
+	// runs page.
+	jobRuns  = 30
+	listRuns = 100
+	// overviewJobs is how many jobs the overview lists at most; a filter
+	// by name finds the others.
+	overviewJobs = 200
+	// nextTicks is how many coming ticks a job's page shows.
+	nextTicks = 5
+)
+
+// Dashboard serves the web dashboard at control.UIPath. It is an
+// http.Handler for APIServer.MountUI.
+type Dashboard struct {
+	cfg       Config
+	log       *slog.Logger
+	mux       *http.ServeMux
+	pages     map[string]*template.Template
+	snaps     *snapshots
+	csrfKey   []byte
+	crossSite *http.CrossOriginProtection
+	logins    *loginLimiter
+	// refusals bounds the warnings about failed logins.
+	refusals *rate.Limiter
+}
+
+// New builds the dashboard.
+func New(cfg Config) (*Dashboard, error) {
+	if cfg.API == nil || cfg.Engine == nil || cfg.Store == nil {
+		return nil, errors.New("dashboard: the config needs an API, an engine and a store")
+	}
+	cfg.InactiveThreshold = cmp.Or(cfg.InactiveThreshold, 2*time.Minute)
+	cfg.SnapshotTTL = cmp.Or(cfg.SnapshotTTL, DefaultSnapshotTTL)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, fmt.Errorf("dashboard: CSRF key: %w", err)
+	}
+	d := &Dashboard{
+		cfg: cfg, log: cfg.Logger.With("component", "dashboard"), pages: pages,
+		snaps:     newSnapshots(cfg.SnapshotTTL),
+		csrfKey:   key,
+		crossSite: http.NewCrossOriginProtection(),
+		logins:    newLoginLimiter(),
+		refusals:  rate.NewLimiter(1, 10),
+	}
+	d.routes()
+	return d, nil
+}
+
+// routes: the login page and the assets are public; every other page
+// needs a session, and every POST a session and its CSRF token.
+func (d *Dashboard) routes() {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, control.UIPath, http.StatusMovedPermanently)
+	})
+	mux.HandleFunc("GET /ui/static/{name}", serveAsset)
+	mux.HandleFunc("GET /ui/login", d.loginPage)
+	mux.HandleFunc("POST /ui/login", d.login)
+	mux.HandleFunc("POST /ui/logout", d.action(d.logout))
+	mux.HandleFunc("GET /ui/{$}", d.page(d.overview))
+	mux.HandleFunc("GET /ui/jobs/{job}", d.page(d.jobPage))
+	mux.HandleFunc("GET /ui/runs", d.page(d.runsPage))
+	mux.HandleFunc("GET /ui/runs/{id}", d.page(d.runPage))
+	mux.HandleFunc("POST /ui/jobs/{job}/{action}", d.action(d.jobAction))
+	mux.HandleFunc("POST /ui/runs/{id}/{action}", d.action(d.runAction))
+	mux.HandleFunc("/ui/", d.page(func(w http.ResponseWriter, r *http.Request, s *session) {
+		d.fail(w, r, s, http.StatusNotFound, "There is no such page.")
+	}))
+	d.mux = mux
+}
+
+// ServeHTTP serves a request under control.UIPath, with the headers every
+// reply of the dashboard has.
+func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", contentSecurityPolicy)
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	h.Set("Cross-Origin-Resource-Policy", "same-origin")
+	h.Set("Cache-Control", "no-store")
+	d.mux.ServeHTTP(w, r)
+}
+
+// contentSecurityPolicy lets a page load its own script, style and images
+// alone: no inline script or style, no other origin, no frame, and forms
+// that post to the dashboard only.
+const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+	"connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// render writes a page, or with live the live part of it alone (the
+// template "live"), with status.
+func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
+	t := d.pages[name]
+	var buf bytes.Buffer
+	part := "page"
+	if isLive(r) && t.Lookup("live") != nil {
+		part = "live"
+	}
+	if err := t.ExecuteTemplate(&buf, part, data); err != nil {
+		d.log.ErrorContext(r.Context(), "dashboard: render a page", "page", name, "error", err)
+		http.Error(w, "internal error: the page could not be made", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// isLive reports whether r asks for the live part of a page (part=live),
+// which the page's script polls.
+func isLive(r *http.Request) bool { return r.URL.Query().Get("part") == "live" }
+
+// failPage is the data of the error page.
+type failPage struct {
+	base
+	Status  int
+	Message string
+}
+
+// fail answers with the error page: status and a message for a person.
+// s is nil for a request without a session.
+func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, s *session, status int, msg string) {
+	p := failPage{base: d.base(r, s, http.StatusText(status)), Status: status, Message: msg}
+	d.render(w, r, status, "error", p)
+}

@@ -1,0 +1,45 @@
+// Package dashboard owns the web dashboard of schedulerd: the pages that
+// the HTTP API serves at /ui/ (APIServer.MountUI), behind its tokens.
+//
+// Pages, rendered on the server with html/template (every value, job
+// output above all, is escaped):
+//
+//	GET  /ui/login                 the login form (public)
+//	POST /ui/login                 a token of the API starts a session (a cookie)
+//	POST /ui/logout                ends it
+//	GET  /ui/                      overview: jobs, nodes, counts of runs by status
+//	GET  /ui/jobs/{job}            a job: its state, next ticks, recent runs as a
+//	                               timeline; trigger, pause and resume
+//	GET  /ui/runs?job=&status=     the newest runs, of a job or a status
+//	GET  /ui/runs/{id}             a run: its attempts with output, events and
+//	                               progress; cancel and rerun
+//	POST /ui/jobs/{job}/{trigger|pause|resume}, /ui/runs/{id}/{cancel|rerun}
+//	GET  /ui/static/{app.css,app.js}   the style sheet and the script (public)
+//
+// Sessions: the login form takes a token of the API, checked with the
+// API's Authenticate; the cookie that holds it is HttpOnly, SameSite=Strict,
+// for /ui/ alone, Secure when the browser came over HTTPS, and lasts 12
+// hours. Every request checks the token again (a token removed from the
+// config ends its sessions at once) and takes from the token's rate, as
+// an API request does. Refused logins get one answer whatever the token;
+// past 10 failures of an address (then one per 6s), or 100 of all (then
+// 10 a second), logins are refused unchecked.
+//
+// Actions are forms, posted with a CSRF token (an HMAC of the session's
+// token under a key of the process) and accepted only from a page of the
+// dashboard (http.CrossOriginProtection: Sec-Fetch-Site, else Origin).
+// Each goes through the API's own route (APIServer.Act) as the session's
+// caller, so the API's role check decides: a read token sees no buttons,
+// and its forged form gets the API's 403.
+//
+// Every reply forbids framing and sniffing, sends no referrer and is not
+// stored; its Content-Security-Policy lets a page load its own script and
+// style sheet alone, which are embedded in the binary.
+//
+// Live updates: a page's script asks for its live part (?part=live) every
+// 2 s while the page is visible. The data of each page (the overview, a
+// listing of runs, a run) is read once and shared by every request of the
+// next second (snapshots), so that the store's work is at most one read
+// of each page's data a second, however many browsers show it, and at
+// most four such reads run at once.
+package dashboard

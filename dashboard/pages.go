@@ -1,0 +1,320 @@
+package dashboard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/schedulerd/schedulerd/control"
+	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// base is what every page shows: its title, who is logged in, the form
+// token, and where its live part is polled from.
+type base struct {
+	Title string
+	// Caller is nil on the login and error pages of a request without a
+	// session.
+	Caller *control.Caller
+	CSRF   string
+	// CanOperate shows the buttons of the actions.
+	CanOperate bool
+	// Live is the URL of the page's live part; "" for none.
+	Live     string
+	Interval int
+	Now      time.Time
+}
+
+func (d *Dashboard) base(r *http.Request, s *session, title string) base {
+	b := base{Title: title, Interval: pollInterval, Now: time.Now()}
+	if s != nil {
+		c := s.caller
+		b.Caller, b.CSRF, b.CanOperate = &c, s.csrf, s.canOperate()
+	}
+	return b
+}
+
+// liveURL is the URL of the live part of the page r asked for.
+func liveURL(r *http.Request) string {
+	q := r.URL.Query()
+	q.Set("part", "live")
+	return r.URL.EscapedPath() + "?" + q.Encode()
+}
+
+// overviewData is the snapshot of the overview: the jobs, the nodes and
+// the counts of runs by status.
+type overviewData struct {
+	Jobs   []control.JobInfo
+	Nodes  []control.Node
+	Counts map[jobs.Status]int64
+	// ReadAt is when the snapshot was read.
+	ReadAt time.Time
+}
+
+// overviewSnapshot reads the overview's data, shared (snapshots): the
+// jobs as GET /v1/jobs describes them (their last runs and cursors: two
+// statements), the nodes, and the counts (one statement each).
+func (d *Dashboard) overviewSnapshot(ctx context.Context) (*overviewData, error) {
+	v, err := d.snaps.get(ctx, "overview", func(ctx context.Context) (any, error) {
+		js, err := d.cfg.Engine.Jobs(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("jobs: %w", err)
+		}
+		ns, err := d.cfg.Store.NodesList(ctx, false)
+		if err != nil {
+			return nil, fmt.Errorf("nodes: %w", err)
+		}
+		counts, err := d.cfg.Store.RunsCount(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("counts: %w", err)
+		}
+		o := &overviewData{Jobs: js, Counts: counts, ReadAt: time.Now()}
+		for _, n := range ns {
+			o.Nodes = append(o.Nodes, control.NewNode(n, d.cfg.InactiveThreshold))
+		}
+		return o, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*overviewData), nil
+}
+
+// overviewPage is the data of the overview.
+type overviewPage struct {
+	base
+	*overviewData
+	// Shown are the jobs listed: those whose name contains Filter, at
+	// most overviewJobs of them; Matching is how many match.
+	Shown    []control.JobInfo
+	Matching int
+	Filter   string
+	// CountStatuses are the statuses counted, in the order shown.
+	CountStatuses []jobs.Status
+}
+
+func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, s *session) {
+	o, err := d.overviewSnapshot(r.Context())
+	if err != nil {
+		d.storeFailed(w, r, s, err)
+		return
+	}
+	p := overviewPage{base: d.base(r, s, "Overview"), overviewData: o, Filter: strings.TrimSpace(r.URL.Query().Get("q")),
+		CountStatuses: []jobs.Status{jobs.StatusPending, jobs.StatusRunning, jobs.StatusRetrying, jobs.StatusDeadLetter}}
+	p.Live = liveURL(r)
+	for _, j := range o.Jobs {
+		if p.Filter != "" && !strings.Contains(j.Name, p.Filter) {
+			continue
+		}
+		p.Matching++
+		if len(p.Shown) < overviewJobs {
+			p.Shown = append(p.Shown, j)
+		}
+	}
+	d.render(w, r, http.StatusOK, "overview", p)
+}
+
+// jobPage is the data of a job's page.
+type jobPage struct {
+	base
+	Job      control.JobInfo
+	Ticks    []Tick
+	Timeline timeline
+	// Runs is the runs page of the job, for more than the timeline shows.
+	Runs string
+}
+
+func (d *Dashboard) jobPage(w http.ResponseWriter, r *http.Request, s *session) {
+	name := r.PathValue("job")
+	o, err := d.overviewSnapshot(r.Context())
+	if err != nil {
+		d.storeFailed(w, r, s, err)
+		return
+	}
+	i := slices.IndexFunc(o.Jobs, func(j control.JobInfo) bool { return j.Name == name })
+	if i < 0 {
+		d.fail(w, r, s, http.StatusNotFound, fmt.Sprintf("No job is called %q in this daemon's config.", clip(name)))
+		return
+	}
+	runs, err := d.runsSnapshot(r.Context(), store.RunFilter{Job: name, Limit: jobRuns})
+	if err != nil {
+		d.storeFailed(w, r, s, err)
+		return
+	}
+	p := jobPage{base: d.base(r, s, o.Jobs[i].Name), Job: o.Jobs[i], Runs: "/ui/runs?job=" + url.QueryEscape(name)}
+	p.Live = liveURL(r)
+	p.Timeline = newTimeline(runs, p.Now)
+	if ts, ok := d.cfg.Engine.(TickSource); ok && !p.Job.Paused {
+		p.Ticks = ts.NextTicks(name, nextTicks)
+	}
+	d.render(w, r, http.StatusOK, "job", p)
+}
+
+// runsSnapshot reads a listing of runs, shared.
+func (d *Dashboard) runsSnapshot(ctx context.Context, f store.RunFilter) ([]*jobs.Run, error) {
+	key := fmt.Sprintf("runs\x00%s\x00%s\x00%d", f.Job, f.Status, f.Limit)
+	v, err := d.snaps.get(ctx, key, func(ctx context.Context) (any, error) {
+		return d.cfg.Store.RunsList(ctx, f)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.([]*jobs.Run), nil
+}
+
+// runsPage is the data of the runs page: the newest runs, of a job or a
+// status when asked.
+type runsPage struct {
+	base
+	Job      string
+	Status   jobs.Status
+	Statuses []jobs.Status
+	Timeline timeline
+	Limit    int
+}
+
+func (d *Dashboard) runsPage(w http.ResponseWriter, r *http.Request, s *session) {
+	q := r.URL.Query()
+	p := runsPage{base: d.base(r, s, "Runs"), Job: q.Get("job"), Statuses: jobs.Statuses, Limit: listRuns}
+	if v := q.Get("status"); v != "" {
+		st, err := jobs.ParseStatus(v)
+		if err != nil {
+			d.fail(w, r, s, http.StatusBadRequest, "status: "+err.Error())
+			return
+		}
+		p.Status = st
+	}
+	runs, err := d.runsSnapshot(r.Context(), store.RunFilter{Job: p.Job, Status: p.Status, Limit: listRuns})
+	if err != nil {
+		d.storeFailed(w, r, s, err)
+		return
+	}
+	p.Live = liveURL(r)
+	p.Timeline = newTimeline(runs, p.Now)
+	p.Timeline.ShowJob = p.Job == ""
+	d.render(w, r, http.StatusOK, "runs", p)
+}
+
+// runData is the snapshot of a run's page.
+type runData struct {
+	Run      *jobs.Run
+	Attempts []*jobs.Attempt
+	Events   []*jobs.Event
+}
+
+// runPage is the data of a run's page.
+type runPage struct {
+	base
+	*runData
+}
+
+func (d *Dashboard) runPage(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	v, err := d.snaps.get(r.Context(), "run\x00"+id, func(ctx context.Context) (any, error) {
+		run, err := d.cfg.Store.RunGet(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		rd := &runData{Run: run}
+		if rd.Attempts, err = d.cfg.Store.RunAttempts(ctx, id); err != nil {
+			return nil, err
+		}
+		if rd.Events, err = d.cfg.Store.RunEvents(ctx, id); err != nil {
+			return nil, err
+		}
+		return rd, nil
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		d.fail(w, r, s, http.StatusNotFound, fmt.Sprintf("There is no run %q: it never was, or it was pruned with the history.", clip(id)))
+		return
+	case err != nil:
+		d.storeFailed(w, r, s, err)
+		return
+	}
+	rd := v.(*runData)
+	p := runPage{base: d.base(r, s, "Run of "+rd.Run.Job), runData: rd}
+	p.Live = liveURL(r)
+	d.render(w, r, http.StatusOK, "run", p)
+}
+
+// storeFailed answers a page whose data could not be read.
+func (d *Dashboard) storeFailed(w http.ResponseWriter, r *http.Request, s *session, err error) {
+	if r.Context().Err() != nil {
+		return // the browser went away
+	}
+	d.log.ErrorContext(r.Context(), "dashboard: read a page's data", "path", clip(r.URL.Path), "error", err)
+	d.fail(w, r, s, http.StatusServiceUnavailable, "The data of this page could not be read: "+err.Error())
+}
+
+// timeline is a list of runs, each with its place on a common time axis
+// from the earliest start to the latest end (now for a run that has not
+// ended), as percentages.
+type timeline struct {
+	Rows       []timelineRow
+	From, To   time.Time
+	HasStarted bool
+	// ShowJob adds a column with each run's job.
+	ShowJob bool
+}
+
+// timelineRow is one run of a timeline.
+type timelineRow struct {
+	Run *jobs.Run
+	// Start and Duration are zero for a run that has not started.
+	Start    time.Time
+	Duration time.Duration
+	Ended    bool
+	// X and Width place the run's bar, in percent of the axis.
+	X, Width float64
+}
+
+// minBar is the width of the bar of an instant run, in percent.
+const minBar = 1.5
+
+func newTimeline(runs []*jobs.Run, now time.Time) timeline {
+	tl := timeline{}
+	for _, r := range runs {
+		row := timelineRow{Run: r, Start: r.StartedAt}
+		if !r.StartedAt.IsZero() {
+			end := r.FinishedAt
+			row.Ended = !end.IsZero()
+			if !row.Ended {
+				end = now
+				if end.Before(r.StartedAt) {
+					end = r.StartedAt
+				}
+			}
+			row.Duration = end.Sub(r.StartedAt)
+			if !tl.HasStarted || r.StartedAt.Before(tl.From) {
+				tl.From = r.StartedAt
+			}
+			if !tl.HasStarted || end.After(tl.To) {
+				tl.To = end
+			}
+			tl.HasStarted = true
+		}
+		tl.Rows = append(tl.Rows, row)
+	}
+	span := tl.To.Sub(tl.From)
+	for i := range tl.Rows {
+		row := &tl.Rows[i]
+		if row.Start.IsZero() {
+			continue
+		}
+		if span <= 0 {
+			row.X, row.Width = 0, 100
+			continue
+		}
+		row.X = 100 * float64(row.Start.Sub(tl.From)) / float64(span)
+		row.Width = max(100*float64(row.Duration)/float64(span), minBar)
+		row.X = min(row.X, 100-row.Width)
+	}
+	return tl
+}
