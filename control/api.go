@@ -310,6 +310,9 @@ type JobInfo struct {
 	// caught up, or skipped by overlap = "skip").
 	Skipped       int64      `json:"skipped"`
 	LastSkippedAt *time.Time `json:"last_skipped_at"`
+	// Overdue says that no run of the job completed within its
+	// expect_success_within (cluster-wide); always false without it.
+	Overdue bool `json:"overdue"`
 }
 
 // Health says whether this node works.

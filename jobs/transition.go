@@ -31,7 +31,9 @@ type Transition struct {
 	Truncated   bool
 	// Notify are the notifiers of the run's job: the store decides, in the
 	// transaction that writes the change, which of them hear of it (see
-	// store.DecideNotifications). Nil: no one.
+	// store.DecideNotifications). Nil: the change touches no notification
+	// state; empty but not nil: it does (a success ends the job's overdue
+	// or failing state) and tells no one.
 	Notify []NotifyTarget
 }
 

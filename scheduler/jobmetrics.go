@@ -85,6 +85,11 @@ var clusterFamilies = []struct {
 		func(j *jobState) int64 { return j.failed }},
 }
 
+// overdueFamily is 1 while a job with expect_success_within is overdue,
+// cluster-wide, and 0 otherwise; jobs without it have no series.
+var overdueFamily = family{"schedulerd_job_overdue", "gauge",
+	"1 while no run of the job completed within its expect_success_within (cluster-wide), else 0; only jobs with expect_success_within."}
+
 // endStatuses are the statuses runs end in, as schedulerd_job_runs_total
 // counts them.
 var endStatuses = [...]jobs.Status{jobs.StatusCompleted, jobs.StatusDeadLetter, jobs.StatusCancelled}
@@ -262,6 +267,9 @@ func (s *Scheduler) applyResults(rs []store.JobResult) {
 		if j == nil {
 			continue
 		}
+		if micros(r.LastSuccess) > j.succeeded {
+			j.overdue = false // the success ended it, in the store too
+		}
 		j.succeeded = max(j.succeeded, micros(r.LastSuccess))
 		j.failed = max(j.failed, micros(r.LastFailure))
 	}
@@ -277,7 +285,15 @@ func (s *Scheduler) WriteJobMetrics(w io.Writer) {
 	}
 	s.mu.Lock()
 	vals := make([]values, 0, len(s.declared.all))
+	var overdue []values // v[0]: 1 or 0
 	for _, j := range s.declared.all {
+		if j.def.ExpectSuccessWithin > 0 {
+			o := values{label: j.def.Name}
+			if j.overdue {
+				o.v[0] = 1
+			}
+			overdue = append(overdue, o)
+		}
 		var v [2]int64
 		any := false
 		for i, f := range clusterFamilies {
@@ -307,6 +323,16 @@ func (s *Scheduler) WriteJobMetrics(w io.Writer) {
 			line = append(line, '\n')
 			bw.Write(line)
 		}
+	}
+	writeFamilyHeader(bw, overdueFamily)
+	for _, o := range overdue {
+		line = append(line[:0], overdueFamily.name...)
+		line = append(line, `{job="`...)
+		line = append(line, escapeLabel(o.label)...)
+		line = append(line, `"} `...)
+		line = strconv.AppendInt(line, o.v[0], 10)
+		line = append(line, '\n')
+		bw.Write(line)
 	}
 	for f := range nodeFamilies {
 		writeFamilyHeader(bw, nodeFamilies[f])

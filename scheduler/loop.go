@@ -60,8 +60,13 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 	s.claimReached(it, claimAt, reached)
 	askNext := s.claimDue(it, claimAt, reached)
 	s.expire(it)
+	overdueNext := s.checkOverdue(it)
 	s.rereadReached(it, claimAt, reached)
-	return s.nextWake(it, askNext)
+	next := s.nextWake(it, askNext)
+	if !overdueNext.IsZero() && overdueNext.Before(next) {
+		next = overdueNext
+	}
+	return next
 }
 
 // iteration is what the steps of one loop iteration share.

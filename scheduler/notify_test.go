@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,5 +61,69 @@ func TestNotificationsOfAttempts(t *testing.T) {
 	want := []string{"ops dead_letter", "ops resolved", "pager failed", "pager resolved"}
 	if !slices.Equal(got, want) {
 		t.Errorf("notifications %q, want %q", got, want)
+	}
+}
+
+// TestOverdue: a job with expect_success_within becomes overdue when its
+// last success is older than the window, by the injected clock: once (one
+// notification, whatever the iterations), shown by Overdue and the
+// schedulerd_job_overdue series; a success ends it (resolved).
+func TestOverdue(t *testing.T) {
+	h := newHarness(t, func(h *harness) []*jobs.Definition {
+		return []*jobs.Definition{job("nightly", h.succeed, func(d *jobs.Definition) {
+			d.ExpectSuccessWithin = time.Hour
+			d.Notify = []jobs.NotifyTarget{{Notifier: "ops", Events: jobs.DefaultNotifyEvents}}
+		})}
+	})
+	if _, err := h.s.Trigger(context.Background(), "nightly", TriggerParams{}); err != nil {
+		t.Fatal(err)
+	}
+	h.loop()
+	h.attemptsDone(1)
+	h.resultsUntil("the success", func() bool { return h.s.lastSuccess("nightly") == t0 })
+	metric := func() string {
+		var b strings.Builder
+		h.s.WriteJobMetrics(&b)
+		for _, l := range strings.Split(b.String(), "\n") {
+			if strings.HasPrefix(l, "schedulerd_job_overdue{") {
+				return l
+			}
+		}
+		return ""
+	}
+	h.advanceTo(t0.Add(time.Hour - time.Second))
+	if h.s.Overdue("nightly") || metric() != `schedulerd_job_overdue{job="nightly"} 0` {
+		t.Fatalf("overdue before the window ended: %q", metric())
+	}
+	h.advanceTo(t0.Add(time.Hour))
+	h.advanceTo(t0.Add(time.Hour + time.Minute))
+	h.advanceTo(t0.Add(2 * time.Hour))
+	if !h.s.Overdue("nightly") || metric() != `schedulerd_job_overdue{job="nightly"} 1` {
+		t.Fatalf("not overdue after the window: %q", metric())
+	}
+	wantJobNotifications(t, h, "nightly", "ops overdue")
+	if _, err := h.s.Trigger(context.Background(), "nightly", TriggerParams{}); err != nil {
+		t.Fatal(err)
+	}
+	h.loop()
+	h.attemptsDone(1)
+	h.resultsUntil("the second success", func() bool { return !h.s.Overdue("nightly") })
+	wantJobNotifications(t, h, "nightly", "ops overdue", "ops resolved")
+}
+
+func wantJobNotifications(t *testing.T, h *harness, job string, want ...string) {
+	t.Helper()
+	ns, err := h.st.NotificationsList(context.Background(), store.NotificationFilter{Job: job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range ns {
+		got = append(got, n.Notifier+" "+string(n.Event))
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("notifications of %s: %q, want %q", job, got, want)
 	}
 }

@@ -239,6 +239,9 @@ type loopState struct {
 	// when it last expired runs (the loop's alone).
 	pausedReadAt time.Time
 	expiredAt    time.Time
+	// overdueAt is when the loop last checked for overdue jobs, and
+	// overdueNext the next time a job may become overdue (zero: none).
+	overdueAt, overdueNext time.Time
 }
 
 // lifecycle is the engine's start and stop (Start, Stop): the contexts
@@ -313,6 +316,7 @@ func (s *Scheduler) setJobs(defs []*jobs.Definition) error {
 			continue
 		}
 		j.succeeded, j.failed = old.succeeded, old.failed
+		j.expectSince, j.overdue = old.expectSince, old.overdue
 		if j.def.Schedule != nil && old.hasCursor {
 			j.hasCursor, j.paused, j.last = true, old.paused, old.last
 		}
@@ -351,9 +355,19 @@ func (s *Scheduler) notifyWake() {
 // when it is not declared (a reload removed it), or has none.
 func (s *Scheduler) notifyTargets(job string) []jobs.NotifyTarget {
 	if d, ok := s.Job(job); ok {
-		return d.Notify
+		return notifyOf(d)
 	}
 	return nil
+}
+
+// notifyOf returns what a transition of a run of d carries: its
+// notifiers, and for a job with expect_success_within and none, an empty
+// list, so that its success still ends its overdue state in the store.
+func notifyOf(d *jobs.Definition) []jobs.NotifyTarget {
+	if d.Notify == nil && d.ExpectSuccessWithin > 0 {
+		return []jobs.NotifyTarget{}
+	}
+	return d.Notify
 }
 
 // Job returns one declared job.

@@ -39,6 +39,14 @@ type jobState struct {
 	// completed, and that ended dead_letter, finished, on any node
 	// (store.JobResult); noTick: none known.
 	succeeded, failed int64
+	// expectSince is when this node began expecting a success of a job
+	// with expect_success_within (Unix microseconds): the reference of a
+	// job that never succeeded. overdue says the store holds the job
+	// overdue; overdueAsked is when this node last asked it (noTick:
+	// never), so that a job the store does not hold overdue (a success
+	// this node has not heard of yet) is asked again a minute later.
+	expectSince, overdueAsked int64
+	overdue                   bool
 }
 
 // earliest is the earlier of the ticks a and b, either of which may be
@@ -59,7 +67,7 @@ const noTick = math.MinInt64
 
 func newJobState(d *jobs.Definition) jobState {
 	return jobState{def: d, next: noTick, nextOf: noTick, queued: noTick, deferred: noTick, rankOf: noTick,
-		succeeded: noTick, failed: noTick}
+		succeeded: noTick, failed: noTick, expectSince: noTick, overdueAsked: noTick}
 }
 
 func micros(t time.Time) int64 {

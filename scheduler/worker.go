@@ -99,7 +99,7 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 		}
 		t := jobs.Finish(r, f, s.cfg.NodeID, res, s.clock.Now(), s.cfg.Rand)
 		if d != nil {
-			t.Notify = d.Notify
+			t.Notify = notifyOf(d)
 		} else {
 			t.Notify = s.notifyTargets(r.Job)
 		}

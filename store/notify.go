@@ -44,9 +44,48 @@ type Notifications interface {
 	// NotificationsPrune deletes the delivered and failed notifications
 	// created before the given time, and returns how many.
 	NotificationsPrune(ctx context.Context, before time.Time) (int, error)
+	// JobOverdue makes job p.Job overdue, once in the cluster: in one
+	// transaction, unless the job is overdue already or a run of it
+	// completed after p.Now - p.Within (by the results the store keeps),
+	// or, when none ever did, p.Since is after that, it records the job as
+	// overdue and writes the overdue notifications of p.Notify. It returns
+	// the job's state, and whether this call made it overdue. A success
+	// of the job ends the state (see DecideNotifications).
+	JobOverdue(ctx context.Context, p JobOverdueParams) (st *JobNotifyState, made bool, err error)
 	// JobNotifyStates returns the notification state of the named jobs
 	// that have one.
 	JobNotifyStates(ctx context.Context, jobNames []string) (map[string]*JobNotifyState, error)
+}
+
+// JobOverdueParams asks to make a job overdue.
+type JobOverdueParams struct {
+	Job    string
+	Within time.Duration
+	// Since is when the caller began expecting a success of a job that
+	// never had one.
+	Since  time.Time
+	Notify []jobs.NotifyTarget
+	Node   string
+	Now    time.Time
+}
+
+// Due reports whether a job whose last success was lastSuccess (zero:
+// none) is overdue at now.
+func (p JobOverdueParams) Due(lastSuccess, now time.Time) bool {
+	ref := lastSuccess
+	if ref.IsZero() {
+		ref = p.Since
+	}
+	return !now.Before(ref.Add(p.Within))
+}
+
+// OverduePayload is the payload of a job's overdue event.
+func OverduePayload(job, node string, lastSuccess time.Time) EventPayload {
+	pl := EventPayload{Job: job, Node: node, Error: "no run completed within expect_success_within"}
+	if !lastSuccess.IsZero() {
+		pl.Error += " (last success " + lastSuccess.UTC().Format(time.RFC3339) + ")"
+	}
+	return pl
 }
 
 // NotificationState is where a notification is in its delivery.

@@ -131,6 +131,7 @@ func (e *engine) Jobs(ctx context.Context) ([]control.JobInfo, error) {
 			start, _ := d.Window(jobs.TriggerOnce, *j.NextFire)
 			j.NextStart = utcPtr(start)
 		}
+		j.Overdue = d.ExpectSuccessWithin > 0 && e.sched.Overdue(d.Name)
 		if r := last[d.Name]; r != nil {
 			j.LastRunID, j.LastRunStatus = r.ID, r.Status
 			switch {

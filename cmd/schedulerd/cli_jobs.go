@@ -61,8 +61,12 @@ func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if j.NextFire != nil && j.NextStart != nil && j.Kind == "cron" && j.NextStart.After(*j.NextFire) {
 			next += " +" + j.NextStart.Sub(*j.NextFire).String() // the jitter's delay
 		}
+		status := orDash(string(j.LastRunStatus))
+		if j.Overdue {
+			status += " (OVERDUE)" // no run completed within expect_success_within
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", j.Name, j.Kind, sched, next, paused,
-			orDash(j.LastRunID), orDash(string(j.LastRunStatus)), when(j.LastRunAt), j.Skipped)
+			orDash(j.LastRunID), status, when(j.LastRunAt), j.Skipped)
 	}
 	return tw.Flush()
 }

@@ -258,7 +258,7 @@ func jobNotifyStates(ctx context.Context, c *conn, jobNames []string, lock bool)
 func writeNotifications(ctx context.Context, c *conn, trs []jobs.Transition, results []store.TransitionResult) error {
 	var jobNames []string
 	for i, t := range trs {
-		if len(t.Notify) > 0 && results[i].Err == nil && results[i].Run != nil {
+		if t.Notify != nil && results[i].Err == nil && results[i].Run != nil {
 			jobNames = append(jobNames, results[i].Run.Job)
 		}
 	}
@@ -278,7 +278,7 @@ func writeNotifications(ctx context.Context, c *conn, trs []jobs.Transition, res
 	var b pgx.Batch
 	for i, t := range trs {
 		run := results[i].Run
-		if len(t.Notify) == 0 || results[i].Err != nil || run == nil {
+		if t.Notify == nil || results[i].Err != nil || run == nil {
 			continue
 		}
 		st := states[run.Job]
@@ -318,6 +318,67 @@ func writeNotifications(ctx context.Context, c *conn, trs []jobs.Transition, res
 			job, ts(st.FailingSince), ts(st.OverdueSince), string(told))
 	}
 	return c.send(ctx, &b)
+}
+
+// JobOverdue makes a job overdue once; see store.Notifications. The
+// job's state row, locked, makes concurrent calls of the nodes take turns:
+// the first makes it overdue, the others find it so.
+func (s *Store) JobOverdue(ctx context.Context, p store.JobOverdueParams) (*store.JobNotifyState, bool, error) {
+	var (
+		st   *store.JobNotifyState
+		made bool
+	)
+	err := s.write(ctx, "job overdue", func(c *conn) error {
+		made = false
+		states, err := jobNotifyStates(ctx, c, []string{p.Job}, true)
+		if err != nil {
+			return err
+		}
+		st = states[p.Job]
+		if !st.OverdueSince.IsZero() {
+			return nil
+		}
+		var (
+			last *time.Time
+			at   time.Time
+		)
+		err = c.queryRow(ctx, `SELECT (SELECT last_success_at FROM job_results WHERE job = $1), COALESCE($2::timestamptz, now())`,
+			p.Job, ts(p.Now)).Scan(&last, &at)
+		if err != nil {
+			return err
+		}
+		var lastSuccess time.Time
+		if last != nil {
+			lastSuccess = last.UTC()
+		}
+		at = at.UTC()
+		if !p.Due(lastSuccess, at) {
+			return nil
+		}
+		ns, err := store.DecideNotifications(st, jobs.EventOverdue, p.Notify, store.OverduePayload(p.Job, p.Node, lastSuccess), at)
+		if err != nil {
+			return err
+		}
+		told, err := json.Marshal(st.Told)
+		if err != nil {
+			return err
+		}
+		var b pgx.Batch
+		for _, n := range ns {
+			b.Queue(`INSERT INTO notifications (id, notifier, job, event, run_id, payload, state, next_attempt_at, created_at)
+				VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8)`,
+				n.ID, n.Notifier, n.Job, string(n.Event), n.RunID, n.Payload, ts(n.NextAttemptAt), ts(n.CreatedAt))
+			c.wake()
+		}
+		b.Queue(`UPDATE job_notify SET failing_since = $2, overdue_since = $3, told = $4::jsonb WHERE job = $1`,
+			p.Job, ts(st.FailingSince), ts(st.OverdueSince), string(told))
+		made = true
+		return c.send(ctx, &b)
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return st, made, nil
 }
 
 func sameNotifyState(a, b *store.JobNotifyState) bool {

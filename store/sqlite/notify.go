@@ -260,7 +260,7 @@ func jobNotifyStates(ctx context.Context, c conn, jobNames []string) (map[string
 func writeNotifications(ctx context.Context, c conn, ts []jobs.Transition, results []store.TransitionResult, at time.Time) error {
 	var jobNames []string
 	for i, t := range ts {
-		if len(t.Notify) > 0 && results[i].Err == nil && results[i].Run != nil {
+		if t.Notify != nil && results[i].Err == nil && results[i].Run != nil {
 			jobNames = append(jobNames, results[i].Run.Job)
 		}
 	}
@@ -274,7 +274,7 @@ func writeNotifications(ctx context.Context, c conn, ts []jobs.Transition, resul
 	changed := map[string]bool{}
 	for i, t := range ts {
 		run := results[i].Run
-		if len(t.Notify) == 0 || results[i].Err != nil || run == nil {
+		if t.Notify == nil || results[i].Err != nil || run == nil {
 			continue
 		}
 		st := states[run.Job]
@@ -307,6 +307,50 @@ func writeNotifications(ctx context.Context, c conn, ts []jobs.Transition, resul
 		}
 	}
 	return nil
+}
+
+// JobOverdue makes a job overdue once; see store.Notifications.
+func (s *Store) JobOverdue(ctx context.Context, p store.JobOverdueParams) (*store.JobNotifyState, bool, error) {
+	at := now(p.Now)
+	var (
+		st   *store.JobNotifyState
+		made bool
+	)
+	err := s.write(ctx, "job overdue", func(c conn) error {
+		made = false
+		states, err := jobNotifyStates(ctx, c, []string{p.Job})
+		if err != nil {
+			return err
+		}
+		st = states[p.Job]
+		if st == nil {
+			st = &store.JobNotifyState{Job: p.Job}
+		}
+		if !st.OverdueSince.IsZero() {
+			return nil
+		}
+		var last sql.NullInt64
+		err = c.queryRow(ctx, `SELECT last_success_at FROM job_results WHERE job = ?`, p.Job).Scan(&last)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if !p.Due(goTime(last), at) {
+			return nil
+		}
+		ns, err := store.DecideNotifications(st, jobs.EventOverdue, p.Notify, store.OverduePayload(p.Job, p.Node, goTime(last)), at)
+		if err != nil {
+			return err
+		}
+		if err := insertNotifications(ctx, c, ns); err != nil {
+			return err
+		}
+		made = true
+		return putJobNotifyState(ctx, c, st)
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return st, made, nil
 }
 
 func sameNotifyState(a, b *store.JobNotifyState) bool {

@@ -345,3 +345,54 @@ func testNotifyExpire(t *testing.T, s store.Store) {
 	wantNotifications(t, s, "report", "ops report expired pending")
 	wantNotifications(t, s, "other")
 }
+
+// testNotifyOverdue: a job whose last success is older than its window
+// becomes overdue once, whichever nodes ask, with one notification per
+// notifier; a success ends it (resolved). A job that never succeeded
+// counts from Since.
+func testNotifyOverdue(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	runOnce(t, s, "nightly", t0, true, opsTarget) // finished at t0+2s
+	overdue := func(node string, at time.Time) (*store.JobNotifyState, bool) {
+		t.Helper()
+		st, made, err := s.JobOverdue(ctx, store.JobOverdueParams{Job: "nightly", Within: 2 * time.Hour, Since: t0.Add(-time.Hour),
+			Notify: []jobs.NotifyTarget{opsTarget}, Node: node, Now: at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st, made
+	}
+	if _, made := overdue(nodeA, t0.Add(2*time.Hour+time.Second)); made {
+		t.Fatal("overdue before its window ended")
+	}
+	due := t0.Add(2*time.Hour + 2*time.Second)
+	st, made := overdue(nodeA, due)
+	if !made || !st.OverdueSince.Equal(due) {
+		t.Fatalf("at the end of the window: made %t, state %+v", made, st)
+	}
+	if st, made := overdue(nodeB, due.Add(time.Minute)); made || !st.OverdueSince.Equal(due) {
+		t.Fatalf("a second node made it overdue again: %t, %+v", made, st)
+	}
+	ns := wantNotifications(t, s, "nightly", "ops nightly overdue pending")
+	var pl store.EventPayload
+	if err := json.Unmarshal(ns[0].Payload, &pl); err != nil || pl.Event != jobs.EventOverdue || pl.Node != nodeA || pl.Since == nil {
+		t.Fatalf("payload %s: %v", ns[0].Payload, err)
+	}
+	runOnce(t, s, "nightly", due.Add(time.Hour), true, opsTarget)
+	wantNotifications(t, s, "nightly", "ops nightly overdue pending", "ops nightly resolved pending")
+	states, err := s.JobNotifyStates(ctx, []string{"nightly"})
+	if err != nil || !states["nightly"].OverdueSince.IsZero() {
+		t.Fatalf("after a success: %+v, %v", states["nightly"], err)
+	}
+
+	never := store.JobOverdueParams{Job: "never", Within: time.Hour, Since: t0, Notify: []jobs.NotifyTarget{}, Node: nodeA}
+	never.Now = t0.Add(59 * time.Minute)
+	if _, made, err := s.JobOverdue(ctx, never); err != nil || made {
+		t.Fatalf("a job that never succeeded, before Since + Within: %t, %v", made, err)
+	}
+	never.Now = t0.Add(time.Hour)
+	if _, made, err := s.JobOverdue(ctx, never); err != nil || !made {
+		t.Fatalf("a job that never succeeded, at Since + Within: %t, %v", made, err)
+	}
+	wantNotifications(t, s, "never")
+}

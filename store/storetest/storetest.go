@@ -86,6 +86,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NotifyRetryAndFailed", testNotifyRetryAndFailed},
 		{"NotifyClaimConcurrent", testNotifyClaimConcurrent},
 		{"NotifyExpire", testNotifyExpire},
+		{"NotifyOverdue", testNotifyOverdue},
 	}
 	running := make(chan struct{}, parallelCases)
 	for _, tc := range tests {
