@@ -224,3 +224,44 @@ func pendingAfterKill(t *testing.T, e *env) []*store.Notification {
 	}
 	return ns
 }
+
+// TestNotifyClusterKilledMidDelivery: in a 2-node PostgreSQL cluster, the
+// node that is delivering a notification is killed while the receiver
+// holds the request; once its lease runs out (the notifier's timeout and
+// 30 s), the other node delivers it, with the same id: the receiver gets
+// it twice at most, and it ends delivered.
+func TestNotifyClusterKilledMidDelivery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a lease to run out (about 35 s)")
+	}
+	h, srv := newHook(t, "k3y")
+	h.hold = true
+	secret := writeSecret(t, t.TempDir(), 0o600)
+	c := newCluster(t, 2, strings.Replace(notifyConfig(srv.URL, secret), `timeout = "5s"`, `timeout = "1s"`, 1))
+	if r := c.cli("node-1", "trigger", "broken", "--wait"); r.code == 0 {
+		t.Fatalf("the broken job succeeded")
+	}
+	var id string
+	select {
+	case id = <-h.held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no delivery began")
+	}
+	ns, err := c.st.NotificationsList(t.Context(), store.NotificationFilter{})
+	if err != nil || len(ns) != 1 || ns[0].ID != id || ns[0].LeaseNode == "" {
+		t.Fatalf("notifications %+v, %v", ns, err)
+	}
+	deliverer := ns[0].LeaseNode
+	h.mu.Lock()
+	h.hold = false
+	h.mu.Unlock()
+	c.node(deliverer).d.kill()
+	waitFor(t, "the other node's delivery", 90*time.Second, func() bool {
+		ns, err := c.st.NotificationsList(t.Context(), store.NotificationFilter{})
+		return err == nil && len(ns) == 1 && ns[0].State == store.NotificationDelivered
+	})
+	_, ids, bad := h.snapshot()
+	if len(ids) != 2 || ids[0] != id || ids[1] != id || bad != 0 {
+		t.Errorf("requests with ids %q (bad signatures %d); want %s twice: the cut delivery and the other node's", ids, bad, id)
+	}
+}
