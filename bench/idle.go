@@ -11,6 +11,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/jobs/schedule"
+	"github.com/schedulerd/schedulerd/notify"
 	"github.com/schedulerd/schedulerd/scheduler"
 )
 
@@ -40,11 +41,23 @@ func idleSpecs(n int, now time.Time) []string {
 	return specs
 }
 
+// idleNotifier is the notifier of the idle jobs: a webhook that nothing
+// calls (no job fails), so that the figure includes the cost of the
+// notification path at rest: each node's delivery loop, and each job's
+// dead man's switch (expect_success_within, longer than the window).
+const idleNotifier = "[[notifier]]\nname = \"ops\"\nwebhook = \"http://127.0.0.1:9/hook\"\n\n"
+
+// idleExpect is the idle jobs' expect_success_within: they fire daily and
+// never within the window, so none becomes overdue during it.
+const idleExpect = 48 * time.Hour
+
 // idleJobsTOML renders the specs as command jobs of a daemon config.
 func idleJobsTOML(specs []string) string {
 	var b strings.Builder
+	b.WriteString(idleNotifier)
 	for i, s := range specs {
-		fmt.Fprintf(&b, "[[job]]\nname = \"idle-%06d\"\nschedule = %q\ntimezone = \"UTC\"\ncommand = [\"/bin/true\"]\n\n", i, s)
+		fmt.Fprintf(&b, "[[job]]\nname = \"idle-%06d\"\nschedule = %q\ntimezone = \"UTC\"\ncommand = [\"/bin/true\"]\n"+
+			"notify = [\"ops\"]\nexpect_success_within = %q\n\n", i, s, idleExpect.String())
 	}
 	return b.String()
 }
@@ -57,7 +70,9 @@ func idleDefs(specs []string) ([]*jobs.Definition, error) {
 		if err != nil {
 			return nil, err
 		}
-		defs[i] = &jobs.Definition{Name: fmt.Sprintf("idle-%06d", i), Schedule: s, Command: []string{"/bin/true"}}
+		defs[i] = &jobs.Definition{Name: fmt.Sprintf("idle-%06d", i), Schedule: s, Command: []string{"/bin/true"},
+			Notify:              []jobs.NotifyTarget{{Notifier: "ops", Events: jobs.DefaultNotifyEvents}},
+			ExpectSuccessWithin: idleExpect}
 		defs[i].WithDefaults()
 	}
 	return defs, nil
@@ -76,8 +91,10 @@ func runIdle(ctx context.Context, e *env) error {
 		"server, at the same time, and the store counts its statements (`Statements()`, transaction control "+
 		"included); the statements of the heartbeat round (NodeHeartbeat, RunsCancelRequested, NodesList) "+
 		"are attributed by reading that counter around those calls. The 3-node phase adds two nodes to the "+
-		"first. The daemon has no statement counter of its own, hence the in-process twins.",
-		thousands(int64(o.sizes.idleJobs)), idleQuiet, o.sizes.idleSettle, o.sizes.idleWindow)
+		"first. The daemon has no statement counter of its own, hence the in-process twins. Every job names a "+
+		"webhook notifier and has expect_success_within = %s (none is due in the window), and every node runs its "+
+		"notification delivery loop: the figure includes the notification path at rest.",
+		thousands(int64(o.sizes.idleJobs)), idleQuiet, o.sizes.idleSettle, o.sizes.idleWindow, idleExpect)
 	rep.Note(secIdle, "Check: no run is made in either database (nothing is due).")
 	var errs []error
 	for _, kind := range o.stores {
@@ -123,7 +140,11 @@ func idleRun(ctx context.Context, e *env, kind string, counts []int) error {
 	var procs []*daemonProc
 	var nodes []*node
 	var metered []*meteredStore
+	var deliverers []*notify.Deliverer
 	defer func() {
+		for _, d := range deliverers {
+			d.Stop()
+		}
 		for _, p := range procs {
 			p.stop(10 * time.Second)
 		}
@@ -159,6 +180,13 @@ func idleRun(ctx context.Context, e *env, kind string, counts []int) error {
 				if sched, err = scheduler.New(s, nodeConfig(kind, id, runtime.NumCPU()), defs); err == nil {
 					if err = sched.Start(ctx); err == nil {
 						nodes = append(nodes, &node{id: id, st: s, sched: sched})
+						// The daemon's delivery loop, as cmd/schedulerd runs it.
+						d := notify.New(notify.Config{Store: s, Node: id, Incarnation: sched.Incarnation, StoreClock: kind != kindSQLite},
+							map[string]*notify.Target{"ops": {Name: "ops", Webhook: "http://127.0.0.1:9/hook", Timeout: 10 * time.Second}})
+						sched.OnNotify = d.Wake
+						if err = d.Start(ctx); err == nil {
+							deliverers = append(deliverers, d)
+						}
 					}
 				}
 			}
