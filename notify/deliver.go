@@ -152,6 +152,10 @@ func (c Config) withDefaults() Config {
 // lasts: the time to record the outcome.
 const leaseMargin = 30 * time.Second
 
+// minStoreClockWait is the shortest sleep of a Deliverer whose store's
+// clock rules (see sleep).
+const minStoreClockWait = 100 * time.Millisecond
+
 // responseLimit bounds what is read of a webhook's response.
 const responseLimit = 4 << 10
 
@@ -319,6 +323,11 @@ func (d *Deliverer) sleep(ctx context.Context) {
 				now = time.Now()
 			}
 			wait = min(wait, max(next.Sub(now), 0))
+			if d.cfg.StoreClock {
+				// next is by the database's clock: a host clock ahead of it
+				// must not make the loop spin until the database catches up.
+				wait = max(wait, minStoreClockWait)
+			}
 		}
 	}
 	if d.Signals.Idle != nil {
