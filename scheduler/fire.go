@@ -62,7 +62,7 @@ func (s *Scheduler) fire(ctx context.Context, due []*jobState, now time.Time, ah
 		p := store.FireParams{
 			Job: d.Name, Expect: last, Cursor: plan.Cursor,
 			Skipped: plan.SkippedCount, LastSkipped: plan.LastSkipped,
-			Overlap: d.Overlap, Node: s.cfg.NodeID, Now: s.storeNow(now),
+			Overlap: d.Overlap, Node: s.cfg.NodeID, Now: s.storeNow(now), Notify: d.Notify,
 		}
 		for _, t := range plan.Fire {
 			nb, na := d.Window(jobs.TriggerSchedule, t)
@@ -100,6 +100,9 @@ func (s *Scheduler) fire(ctx context.Context, due []*jobState, now time.Time, ah
 		}
 		s.setCursor(d.Name, res.Cursor)
 		s.logFire(ctx, d, plan, res, now)
+		if d.Notify != nil && params[i].Skipped+res.SkippedOverlap > 0 {
+			s.notifyWake() // the fire may have written skipped notifications
+		}
 	}
 	if len(lost) > 0 {
 		cs, err := s.st.ScheduleCursors(ctx, lost)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -328,4 +329,25 @@ func RunPayload(run *jobs.Run, node string) EventPayload {
 		Job: run.Job, RunID: run.ID, Attempt: run.Attempt, Status: run.Status, Reason: run.Reason,
 		ExitCode: run.ExitCode, Error: run.Error, Node: node,
 	}
+}
+
+// SkippedNotifications returns the skipped notifications of a fire that
+// res says it applied, for its targets that take skipped: one each when
+// the fire skipped ticks (none otherwise).
+func SkippedNotifications(p FireParams, res *FireResult, at time.Time) ([]*Notification, error) {
+	n := p.Skipped + res.SkippedOverlap
+	if !res.Advanced || n == 0 || !slices.ContainsFunc(p.Notify, func(t jobs.NotifyTarget) bool { return t.Wants(jobs.EventSkipped) }) {
+		return nil, nil
+	}
+	pl := EventPayload{Job: p.Job, Node: p.Node, Reason: "skipped",
+		Error: fmt.Sprintf("%d tick(s) skipped by overlap or catchup; the newest skipped was due at %s", n, lastSkipped(p, res).Format(time.RFC3339))}
+	var st JobNotifyState // skipped keeps no state
+	return DecideNotifications(&st, jobs.EventSkipped, p.Notify, pl, at)
+}
+
+func lastSkipped(p FireParams, res *FireResult) time.Time {
+	if res.Cursor != nil && !res.Cursor.LastSkippedAt.IsZero() {
+		return res.Cursor.LastSkippedAt.UTC()
+	}
+	return p.LastSkipped.UTC()
 }

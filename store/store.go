@@ -309,6 +309,10 @@ type FireParams struct {
 	Overlap jobs.Overlap
 	Node    string
 	Now     time.Time
+	// Notify are the job's notifiers: those that take skipped hear, in
+	// the fire's transaction, of the ticks it skipped (Skipped and those
+	// skipped by overlap). Nil: no one.
+	Notify []jobs.NotifyTarget
 }
 
 // FireResult says what ScheduleFire did.

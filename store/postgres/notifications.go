@@ -385,3 +385,37 @@ func sameNotifyState(a, b *store.JobNotifyState) bool {
 	return a.FailingSince.Equal(b.FailingSince) && a.OverdueSince.Equal(b.OverdueSince) &&
 		maps.EqualFunc(a.Told, b.Told, time.Time.Equal)
 }
+
+// writeSkipped writes the skipped notifications of the fires ps, whose
+// results are results, in their transaction.
+func writeSkipped(ctx context.Context, c *conn, ps []store.FireParams, results []*store.FireResult) error {
+	var (
+		b  pgx.Batch
+		at time.Time
+	)
+	for i, p := range ps {
+		if p.Notify == nil || results[i] == nil {
+			continue
+		}
+		when := p.Now
+		if when.IsZero() {
+			if at.IsZero() {
+				if err := c.queryRow(ctx, `SELECT now()`).Scan(&at); err != nil {
+					return err
+				}
+			}
+			when = at
+		}
+		ns, err := store.SkippedNotifications(p, results[i], when.UTC().Truncate(time.Microsecond))
+		if err != nil {
+			return err
+		}
+		for _, n := range ns {
+			b.Queue(`INSERT INTO notifications (id, notifier, job, event, run_id, payload, state, next_attempt_at, created_at)
+				VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8)`,
+				n.ID, n.Notifier, n.Job, string(n.Event), n.RunID, n.Payload, ts(n.NextAttemptAt), ts(n.CreatedAt))
+			c.wake()
+		}
+	}
+	return c.send(ctx, &b)
+}

@@ -96,7 +96,7 @@ func (s *Store) scheduleFires(ctx context.Context, op string, ps []store.FirePar
 			}
 			items = items[n:]
 		}
-		return nil
+		return writeSkipped(ctx, c, ps, results)
 	})
 	if err != nil {
 		return nil, err

@@ -95,6 +95,19 @@ func (s *Store) scheduleFires(ctx context.Context, op string, ps []store.FirePar
 			}
 			items = items[n:]
 		}
+		at := now(time.Time{})
+		for i, p := range ps {
+			if p.Notify == nil {
+				continue
+			}
+			ns, err := store.SkippedNotifications(p, results[i], now(cmpTime(p.Now, at)))
+			if err != nil {
+				return err
+			}
+			if err := insertNotifications(ctx, c, ns); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -516,4 +529,12 @@ func withdraw(ctx context.Context, c conn, jobNames []string, at time.Time) (int
 	_, err = c.exec(ctx, `UPDATE cursors SET last = ?, updated_at = ?
 		WHERE job IN (SELECT value FROM json_each(?)) AND last > ?`, us, us, names, us)
 	return len(ids), err
+}
+
+// cmpTime returns t, or else when t is zero.
+func cmpTime(t, orElse time.Time) time.Time {
+	if t.IsZero() {
+		return orElse
+	}
+	return t
 }

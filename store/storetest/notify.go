@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -395,4 +396,39 @@ func testNotifyOverdue(t *testing.T, s store.Store) {
 		t.Fatalf("a job that never succeeded, at Since + Within: %t, %v", made, err)
 	}
 	wantNotifications(t, s, "never")
+}
+
+// testNotifySkipped: a fire that skips ticks (catch-up and overlap) tells
+// the notifiers that take skipped, in its transaction, once per fire; one
+// that skips nothing, or whose compare-and-set lost, tells no one.
+func testNotifySkipped(t *testing.T, s store.Store) {
+	skippy := jobs.NotifyTarget{Notifier: "skippy", Events: []jobs.NotifyEvent{jobs.EventSkipped}}
+	targets := []jobs.NotifyTarget{opsTarget, skippy}
+	fire := func(p store.FireParams) *store.FireResult {
+		t.Helper()
+		p.Notify = targets
+		return mustFire(t, s, p)
+	}
+	fire(store.FireParams{Job: "every", Cursor: t0, Node: nodeA, Now: t0})
+	wantNotifications(t, s, "every")
+	// Three ticks missed beyond misfire_grace, not caught up.
+	res := fire(store.FireParams{Job: "every", Expect: t0, Cursor: t0.Add(4 * time.Minute), Skipped: 3, LastSkipped: t0.Add(3 * time.Minute),
+		Runs: []store.RunInsertParams{tick("every", t0.Add(4*time.Minute))}, Overlap: jobs.OverlapSkip, Node: nodeA, Now: t0.Add(4 * time.Minute)})
+	if !res.Advanced || len(res.Created) != 1 {
+		t.Fatalf("fire: %+v", res)
+	}
+	wantNotifications(t, s, "every", "skippy every skipped pending")
+	// The next tick meets the active run: skipped by overlap.
+	res = fire(store.FireParams{Job: "every", Expect: t0.Add(4 * time.Minute), Cursor: t0.Add(5 * time.Minute),
+		Runs: []store.RunInsertParams{tick("every", t0.Add(5*time.Minute))}, Overlap: jobs.OverlapSkip, Node: nodeA, Now: t0.Add(5 * time.Minute)})
+	if res.SkippedOverlap != 1 {
+		t.Fatalf("fire: %+v", res)
+	}
+	// A stale compare-and-set writes nothing.
+	fire(store.FireParams{Job: "every", Expect: t0, Cursor: t0.Add(9 * time.Minute), Skipped: 5, Node: nodeB, Now: t0.Add(9 * time.Minute)})
+	ns := wantNotifications(t, s, "every", "skippy every skipped pending", "skippy every skipped pending")
+	var pl store.EventPayload
+	if err := json.Unmarshal(ns[len(ns)-1].Payload, &pl); err != nil || pl.Event != jobs.EventSkipped || !strings.HasPrefix(pl.Error, "3 tick(s) skipped") {
+		t.Fatalf("payload %s: %v", ns[len(ns)-1].Payload, err)
+	}
 }

@@ -87,6 +87,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NotifyClaimConcurrent", testNotifyClaimConcurrent},
 		{"NotifyExpire", testNotifyExpire},
 		{"NotifyOverdue", testNotifyOverdue},
+		{"NotifySkipped", testNotifySkipped},
 	}
 	running := make(chan struct{}, parallelCases)
 	for _, tc := range tests {
