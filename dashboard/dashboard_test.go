@@ -588,3 +588,22 @@ func TestTimeline(t *testing.T) {
 		t.Errorf("timeline %v..%v:\n%v\nwant\n%v", tl.From, tl.To, got, want)
 	}
 }
+
+// TestJobState: a job's state says paused, active and overdue in words.
+func TestJobState(t *testing.T) {
+	for _, tt := range []struct {
+		j    control.JobInfo
+		want string
+	}{
+		{control.JobInfo{Kind: "cron"}, "active"},
+		{control.JobInfo{Kind: "cron", Paused: true}, "‖ paused"},
+		{control.JobInfo{Kind: "cron", Overdue: true}, "active, ⚠ overdue"},
+		{control.JobInfo{Kind: "cron", Paused: true, Overdue: true}, "‖ paused, ⚠ overdue"},
+		{control.JobInfo{Kind: "manual"}, "—"},
+		{control.JobInfo{Kind: "manual", Overdue: true}, "⚠ overdue"},
+	} {
+		if got := jobState(tt.j); got != tt.want {
+			t.Errorf("jobState(%+v) = %q, want %q", tt.j, got, tt.want)
+		}
+	}
+}

@@ -246,15 +246,22 @@ func kindText(kind string) string {
 	return kind
 }
 
-// jobState is the state of a job's schedule, in words: paused or active
-// for a cron job. An overdue state (expect_success_within) belongs here
-// once the engine describes it in control.JobInfo.
+// jobState is the state of a job in words: paused or active for a cron
+// job, and overdue (expect_success_within) for any job, so that it reads
+// without colour.
 func jobState(j control.JobInfo) string {
+	var parts []string
 	switch {
-	case j.Kind != "cron":
-		return "—"
-	case j.Paused:
-		return "‖ paused"
+	case j.Kind == "cron" && j.Paused:
+		parts = append(parts, "‖ paused")
+	case j.Kind == "cron":
+		parts = append(parts, "active")
 	}
-	return "active"
+	if j.Overdue {
+		parts = append(parts, "⚠ overdue")
+	}
+	if len(parts) == 0 {
+		return "—"
+	}
+	return strings.Join(parts, ", ")
 }
