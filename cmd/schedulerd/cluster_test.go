@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/proctest"
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -267,9 +268,7 @@ func ticksFinished(t *testing.T, st store.Store, job string, from, to time.Time)
 // SIGKILLed and restarted at random for a minute: no tick fires twice, none
 // is missed (catchup = "all"), and no run is left unfinished.
 func TestClusterChaos(t *testing.T) {
-	if testing.Short() {
-		t.Skip("cluster chaos test of about two minutes")
-	}
+	proctest.Long(t, "three nodes SIGKILLed and restarted at random for a minute")
 	witness := filepath.Join(t.TempDir(), "witness")
 	const njobs = 20
 	c := newCluster(t, 3, witnessJobs(njobs, witness, ""))
@@ -683,9 +682,7 @@ func jsonField(t *testing.T, s, field string) string {
 // restarted on its host resolves its previous process's attempts at once,
 // whatever the threshold). Its threshold is 30 s.
 func TestClusterManyResultsSurviveSignals(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test of about half a minute; run without -short")
-	}
+	proctest.Long(t, "6,000 processes on two nodes SIGKILLed and SIGTERMed")
 	const n = 6000
 	c := newClusterTimed(t, 2, 1200, 2*time.Second, 30*time.Second, `[[job]]
 name = "short"
