@@ -347,6 +347,7 @@ func (c *cluster) triggerLong(id string, n int) []*jobs.Run {
 // another node starts them again within inactive_threshold +
 // heartbeat_interval and a small margin.
 func TestClusterRecoveryAfterKill(t *testing.T) {
+	proctest.Long(t, "a cluster node SIGKILLed, its runs recovered past inactive_threshold")
 	dir := t.TempDir()
 	c := newCluster(t, 2, longJob(dir, "600"))
 	runs := c.triggerLong("node-1", 4)
@@ -411,6 +412,7 @@ func TestClusterRecoveryAfterKill(t *testing.T) {
 // rejected, its local processes are stopped, and it rejoins as a new
 // incarnation.
 func TestClusterStopPastThreshold(t *testing.T) {
+	proctest.Long(t, "a cluster node SIGSTOPped past inactive_threshold")
 	dir := t.TempDir()
 	c := newCluster(t, 2, longJob(dir, "600"))
 	runs := c.triggerLong("node-1", 2)
@@ -491,6 +493,7 @@ func TestClusterStopPastThreshold(t *testing.T) {
 // TestClusterShortStopNoRecovery: a node stopped for less than the threshold
 // keeps its runs.
 func TestClusterShortStopNoRecovery(t *testing.T) {
+	proctest.Long(t, "a cluster node SIGSTOPped for seconds")
 	dir := t.TempDir()
 	c := newCluster(t, 2, longJob(dir, "6"))
 	runs := c.triggerLong("node-1", 1)
@@ -509,6 +512,7 @@ func TestClusterShortStopNoRecovery(t *testing.T) {
 // middle of runs; the nodes reconnect without restarting, nothing is lost,
 // and the ticks due during the outage fire once afterwards.
 func TestClusterPostgresRestart(t *testing.T) {
+	proctest.Long(t, "PostgreSQL stopped for seconds under a cluster")
 	witness := filepath.Join(t.TempDir(), "witness")
 	const njobs = 3
 	c := newCluster(t, 2, witnessJobs(njobs, witness, "; sleep 0.5"))
@@ -549,6 +553,7 @@ func TestClusterPostgresRestart(t *testing.T) {
 // TestClusterRollingRestart: every node in turn gets SIGTERM and comes back,
 // under load: nothing lost, nothing doubled.
 func TestClusterRollingRestart(t *testing.T) {
+	proctest.Long(t, "three cluster nodes restarted in turn")
 	witness := filepath.Join(t.TempDir(), "witness")
 	const njobs = 5
 	c := newCluster(t, 3, witnessJobs(njobs, witness, "; sleep 0.7"))

@@ -417,6 +417,7 @@ command = ["/bin/true"]
 // TestBadReloadKeepsRunningConfig: SIGHUP with a broken file keeps the old
 // jobs firing; a good file then swaps them in.
 func TestBadReloadKeepsRunningConfig(t *testing.T) {
+	proctest.Long(t, "jobs firing every second across SIGHUP reloads")
 	e := newEnv(t)
 	witness := filepath.Join(e.dir, "witness")
 	job := func(name string) string {
