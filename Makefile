@@ -13,7 +13,7 @@ PREFIX   ?= /usr/local
 DIST_ARCHS ?= amd64,arm64
 
 .DEFAULT_GOAL := help
-.PHONY: help build run test unit lint fuzz bench dist install clean
+.PHONY: help build run test unit short lint fuzz bench dist install clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -29,6 +29,11 @@ test: lint unit ## what CI runs: gofmt, vet, staticcheck, and every test with -r
 unit: ## go test -race ./... (and the packaging tool's tests: see tools/dist)
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(GO) -C tools/dist test -race -count=1 -timeout 10m ./...
+
+# go test runs the packages in the order given, as many at once as there are
+# CPUs: the two longest go first, or ./... would start store/postgres last.
+short: ## the inner loop: go test -short ./..., without the long process tests
+	$(GO) test -short ./store/postgres ./cmd/schedulerd ./...
 
 lint: ## gofmt, go vet and staticcheck; the River CLI that bench/river pins builds
 	@out=$$($(GOFMT) -l .); if [ -n "$$out" ]; then echo "gofmt -l: these files are not formatted:"; echo "$$out"; exit 1; fi

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/proctest"
 	"github.com/schedulerd/schedulerd/store"
 )
 
@@ -37,6 +38,7 @@ const claimLead = 50 * time.Millisecond
 // has at most one run, and the ticks outside the pauses and the stop all
 // have one.
 func TestPauseAndStopInsideTheLead(t *testing.T) {
+	proctest.Long(t, "pauses, reloads and a restart aimed at the lead of ticks")
 	e := newEnv(t)
 	// Each process writes its tick and when it ran (after the shell's own
 	// start, so a process started early by less than that goes unseen).

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/proctest"
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -24,9 +25,7 @@ import (
 // retried in the same run. On SQLite and on PostgreSQL, where a burst's
 // claims run while its next part is fired.
 func TestKilledDuringBurstEveryTickOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test of about 40 seconds; run without -short")
-	}
+	proctest.Long(t, "SIGKILLs a daemon inside bursts")
 	t.Run("sqlite", func(t *testing.T) {
 		e := newEnv(t)
 		testKilledDuringBurst(t, e, "", e.openStore)
@@ -86,9 +85,7 @@ func testKilledDuringBurst(t *testing.T, e *env, daemon string, openStore func()
 // them). Every tick of every job must have exactly one run, completed, and
 // no tick may run as two runs.
 func TestClusterKilledDuringBurstEveryTickOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("cluster test of about a minute; run without -short")
-	}
+	proctest.Long(t, "cluster nodes SIGKILLed inside bursts")
 	const nJobs = 200 // more than one part of a round (32) on each node
 	witness := filepath.Join(t.TempDir(), "witness")
 	c := newCluster(t, 3, burstWitnessJobs(nJobs, witness))

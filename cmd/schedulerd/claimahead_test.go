@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/proctest"
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -192,9 +193,7 @@ func startsByRun(t *testing.T, path string) map[string][]startLine {
 // Throughout, every tick has exactly one run, finished; every process
 // starts at or after its tick.
 func TestClusterSignalsBetweenClaimAndTick(t *testing.T) {
-	if testing.Short() {
-		t.Skip("cluster test of about half a minute; run without -short")
-	}
+	proctest.Long(t, "signals to cluster nodes between claim and tick")
 	dir := t.TempDir()
 	witness, starts := filepath.Join(dir, "witness"), filepath.Join(dir, "starts")
 	extra := fmt.Sprintf(`; echo "$SCHEDULERD_SCHEDULED_AT $SCHEDULERD_RUN_ID $SCHEDULERD_ATTEMPT $SCHEDULERD_NODE $(date +%%s.%%N)" >> %s`, starts)
@@ -313,9 +312,7 @@ func TestClusterSignalsBetweenClaimAndTick(t *testing.T) {
 // Every tick has exactly one run, completed, and every process starts at
 // or after its tick.
 func TestSignalsBetweenClaimAndTick(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test of about ten seconds; run without -short")
-	}
+	proctest.Long(t, "signals to a daemon between claim and tick")
 	e := newEnv(t)
 	starts := filepath.Join(e.dir, "starts")
 	e.writeConfig(fmt.Sprintf(`[[job]]

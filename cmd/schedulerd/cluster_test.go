@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/proctest"
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -280,9 +281,7 @@ func ticksFinished(t *testing.T, st store.Store, job string, from, to time.Time)
 // SIGKILLed and restarted at random for a minute: no tick fires twice, none
 // is missed (catchup = "all"), and no run is left unfinished.
 func TestClusterChaos(t *testing.T) {
-	if testing.Short() {
-		t.Skip("cluster chaos test of about two minutes")
-	}
+	proctest.Long(t, "three nodes SIGKILLed and restarted at random for a minute")
 	witness := filepath.Join(t.TempDir(), "witness")
 	const njobs = 20
 	c := newCluster(t, 3, witnessJobs(njobs, witness, ""))
@@ -361,6 +360,7 @@ func (c *cluster) triggerLong(id string, n int) []*jobs.Run {
 // another node starts them again within inactive_threshold +
 // heartbeat_interval and a small margin.
 func TestClusterRecoveryAfterKill(t *testing.T) {
+	proctest.Long(t, "a cluster node SIGKILLed, its runs recovered past inactive_threshold")
 	dir := t.TempDir()
 	c := newCluster(t, 2, longJob(dir, "600"))
 	runs := c.triggerLong("node-1", 4)
@@ -425,6 +425,7 @@ func TestClusterRecoveryAfterKill(t *testing.T) {
 // rejected, its local processes are stopped, and it rejoins as a new
 // incarnation.
 func TestClusterStopPastThreshold(t *testing.T) {
+	proctest.Long(t, "a cluster node SIGSTOPped past inactive_threshold")
 	dir := t.TempDir()
 	c := newCluster(t, 2, longJob(dir, "600"))
 	runs := c.triggerLong("node-1", 2)
@@ -505,6 +506,7 @@ func TestClusterStopPastThreshold(t *testing.T) {
 // TestClusterShortStopNoRecovery: a node stopped for less than the threshold
 // keeps its runs.
 func TestClusterShortStopNoRecovery(t *testing.T) {
+	proctest.Long(t, "a cluster node SIGSTOPped for seconds")
 	dir := t.TempDir()
 	c := newCluster(t, 2, longJob(dir, "6"))
 	runs := c.triggerLong("node-1", 1)
@@ -523,6 +525,7 @@ func TestClusterShortStopNoRecovery(t *testing.T) {
 // middle of runs; the nodes reconnect without restarting, nothing is lost,
 // and the ticks due during the outage fire once afterwards.
 func TestClusterPostgresRestart(t *testing.T) {
+	proctest.Long(t, "PostgreSQL stopped for seconds under a cluster")
 	witness := filepath.Join(t.TempDir(), "witness")
 	const njobs = 3
 	c := newCluster(t, 2, witnessJobs(njobs, witness, "; sleep 0.5"))
@@ -563,6 +566,7 @@ func TestClusterPostgresRestart(t *testing.T) {
 // TestClusterRollingRestart: every node in turn gets SIGTERM and comes back,
 // under load: nothing lost, nothing doubled.
 func TestClusterRollingRestart(t *testing.T) {
+	proctest.Long(t, "three cluster nodes restarted in turn")
 	witness := filepath.Join(t.TempDir(), "witness")
 	const njobs = 5
 	c := newCluster(t, 3, witnessJobs(njobs, witness, "; sleep 0.7"))
@@ -696,9 +700,7 @@ func jsonField(t *testing.T, s, field string) string {
 // restarted on its host resolves its previous process's attempts at once,
 // whatever the threshold). Its threshold is 30 s.
 func TestClusterManyResultsSurviveSignals(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test of about half a minute; run without -short")
-	}
+	proctest.Long(t, "6,000 processes on two nodes SIGKILLed and SIGTERMed")
 	const n = 6000
 	c := newClusterTimed(t, 2, 1200, 2*time.Second, 30*time.Second, `[[job]]
 name = "short"

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/proctest"
 	"github.com/schedulerd/schedulerd/store"
 )
 
@@ -22,9 +23,7 @@ import (
 // unknown requests. The daemon stays up, every tick fires on time, and no
 // junk request changes anything.
 func TestFloodAndJunk(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test")
-	}
+	proctest.Long(t, "a flood of connections and junk requests")
 	e := newEnv(t)
 	e.writeConfig(`[[job]]
 name = "tick"

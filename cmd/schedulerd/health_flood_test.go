@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/proctest"
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -84,9 +85,7 @@ func openFiles(pid int) int {
 // jobs run and complete, /readyz answers on a fresh connection, and the
 // control socket serves the triggers.
 func TestHealthFloodKeepsJobsRunning(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test with a flood of connections; run without -short")
-	}
+	proctest.Long(t, "a flood of connections to the health listener")
 	const nofile, idle, runs = 256, 2000, 20
 	e := newEnv(t)
 	addr := freeAddr(t)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/proctest"
 	"github.com/schedulerd/schedulerd/jobs"
 )
 
@@ -43,9 +44,7 @@ func peakRSS(t *testing.T, pid int) int64 {
 // (its peak memory grows far less than the reply; the reply built whole
 // once took gigabytes), and `runs show` reads all of it.
 func TestRunsShowLargeOutput(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test with hundreds of MiB of output; run without -short")
-	}
+	proctest.Long(t, "hundreds of MiB of output through a daemon")
 	const written, limit = 40 << 20, 16 << 20
 	e := newEnv(t)
 	e.writeConfigWith(2, "", fmt.Sprintf(`[[job]]

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/internal/pgtest"
+	"github.com/schedulerd/schedulerd/internal/proctest"
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/postgres"
@@ -292,9 +293,7 @@ func readWitness(t *testing.T, path string) []witnessLine {
 // Execution is at-least-once: an attempt cut by the kill is retried, so a
 // tick may show more than one attempt, but always of the same run.
 func TestKilledAtRandomEveryTickOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test of about a minute; run without -short")
-	}
+	proctest.Long(t, "SIGKILLs a daemon at random for a minute")
 	e := newEnv(t)
 	witness := filepath.Join(e.dir, "witness")
 	e.writeConfig(fmt.Sprintf(`[[job]]
@@ -418,6 +417,7 @@ command = ["/bin/true"]
 // TestBadReloadKeepsRunningConfig: SIGHUP with a broken file keeps the old
 // jobs firing; a good file then swaps them in.
 func TestBadReloadKeepsRunningConfig(t *testing.T) {
+	proctest.Long(t, "jobs firing every second across SIGHUP reloads")
 	e := newEnv(t)
 	witness := filepath.Join(e.dir, "witness")
 	job := func(name string) string {
@@ -506,9 +506,7 @@ command = ["/bin/true"]
 // TestGiBOutputKeepsDaemonMemoryBounded: a job printing 1 GiB costs the
 // daemon bounded memory, and the run keeps head, tail and the byte count.
 func TestGiBOutputKeepsDaemonMemoryBounded(t *testing.T) {
-	if testing.Short() {
-		t.Skip("writes 1 GiB through a pipe")
-	}
+	proctest.Long(t, "1 GiB of output through a daemon")
 	e := newEnv(t)
 	at := time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)
 	e.writeConfig(fmt.Sprintf(`[[job]]

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/schedulerd/schedulerd/internal/proctest"
 	"github.com/schedulerd/schedulerd/store"
 )
 
@@ -23,9 +24,7 @@ import (
 // completed, and every attempt must be of the store's run of its tick.
 // On SQLite and on PostgreSQL.
 func TestKilledInsideRoundLeadEveryTickOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test of about a minute; run without -short")
-	}
+	proctest.Long(t, "SIGKILLs a daemon inside the lead of 1,100-job rounds")
 	t.Run("sqlite", func(t *testing.T) {
 		e := newEnv(t)
 		// A second reader of the daemon's file, for the count of one

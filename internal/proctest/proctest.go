@@ -1,6 +1,7 @@
-// Package proctest tells tests whether processes have exited, from /proc:
-// a zombie, which only waits for whoever inherited it to reap it, counts as
-// exited. Linux only.
+// Package proctest holds what tests of real processes share: whether a
+// process has exited, from /proc (a zombie, which only waits for whoever
+// inherited it to reap it, counts as exited), and Long, which leaves the
+// long process tests out of `go test -short`. Linux only.
 package proctest
 
 import (
