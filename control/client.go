@@ -357,16 +357,17 @@ type request struct {
 // token made too many requests), until budget has passed. A request
 // refused so did nothing.
 //
-// A GET is also sent again, after a short pause, when its connection was
-// closed before any reply: the daemon closes a connection that has sent
-// nothing for a moment when every slot is taken (a flood of silent
-// clients), and on a busy machine a client can be that slow to write. A
-// GET changes nothing, so sending it twice is safe; any other method is
-// not sent again, since the client cannot tell that the daemon did not
-// act on it.
+// A GET is also sent again, up to maxClosedRetries times after pauses
+// from 10 ms doubling, when its connection was closed before any reply:
+// the daemon closes a connection that has sent nothing for a moment when
+// every slot is taken (a flood of silent clients), and on a busy machine
+// a client can be that slow to write. A GET changes nothing, so sending
+// it twice is safe; any other method is not sent again, since the client
+// cannot tell that the daemon did not act on it. Something that hangs up
+// on every request (not a daemon) fails the GET in about 0.6 s.
 func (c *Client) retryBusy(ctx context.Context, budget time.Duration, method string, send func() error) error {
 	start := time.Now()
-	pause := 10 * time.Millisecond
+	pause, closed := 10*time.Millisecond, 0
 	for {
 		err := send()
 		var ae *APIError
@@ -374,8 +375,9 @@ func (c *Client) retryBusy(ctx context.Context, budget time.Duration, method str
 		switch {
 		case errors.As(err, &ae) && (ae.Code == CodeBusy || ae.Code == CodeRateLimited):
 			wait = ae.RetryAfter
-		case method == http.MethodGet && errors.As(err, new(*noReplyError)):
-			wait, pause = pause, min(2*pause, 500*time.Millisecond)
+		case method == http.MethodGet && errors.As(err, new(*noReplyError)) && closed < maxClosedRetries:
+			closed++
+			wait, pause = pause, 2*pause
 		default:
 			return err
 		}
@@ -457,6 +459,10 @@ func (c *Client) send(ctx context.Context, r request, timeout time.Duration) err
 	}
 	return nil
 }
+
+// maxClosedRetries is how many times a GET is sent again after its
+// connection was closed before any reply.
+const maxClosedRetries = 6
 
 // noReplyError is a request whose connection the daemon closed before it
 // sent any reply.

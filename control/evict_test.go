@@ -100,8 +100,8 @@ func (l *dropFirst) Accept() (net.Conn, error) {
 		if err != nil || l.drop.Add(-1) < 0 {
 			return c, err
 		}
+		l.dropped.Add(1) // before the client can see the close
 		c.Close()
-		l.dropped.Add(1)
 	}
 }
 
@@ -141,6 +141,18 @@ func TestClientSendsAGetAgainAfterAnEviction(t *testing.T) {
 	}
 	if n := ln.dropped.Load(); n != 2 {
 		t.Fatalf("%d connections were closed, want 2", n)
+	}
+
+	// Something that hangs up on every request fails a GET after
+	// maxClosedRetries more tries, not at the end of the client's budget.
+	path, ln, _ = serveDropping(t, 1000)
+	c1 := NewClient(path)
+	defer c1.Close()
+	if _, err := c1.Jobs(ctx); err == nil {
+		t.Fatal("a GET to a listener that hangs up on every connection succeeded")
+	}
+	if n := ln.dropped.Load(); n != 1+maxClosedRetries {
+		t.Fatalf("%d connections were closed, want %d", n, 1+maxClosedRetries)
 	}
 
 	path, ln, posts := serveDropping(t, 1)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/control"
+	"github.com/schedulerd/schedulerd/internal/proctest"
 	"github.com/schedulerd/schedulerd/internal/testcert"
 )
 
@@ -434,9 +435,7 @@ func TestTokenNew(t *testing.T) {
 // jobs run and complete, and a request with a token is answered on a
 // fresh connection.
 func TestHTTPAPIFloodKeepsJobsRunning(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test with a flood of connections; run without -short")
-	}
+	proctest.Long(t, "a flood of connections")
 	const nofile, idle, runs = 256, 2000, 20
 	e := newEnv(t)
 	addr := freeAddr(t)

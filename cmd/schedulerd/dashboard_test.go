@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/schedulerd/schedulerd/internal/proctest"
 )
 
 // chromium returns the path of Debian's Chromium, which the dashboard's
@@ -235,9 +236,7 @@ func (b *browser) shoot(name string) {
 // page is shot at a phone's and a desktop's width into
 // $SCHEDULERD_SCREENSHOTS (else the test's temporary directory).
 func TestDashboardInBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a browser and a daemon: not in -short")
-	}
+	proctest.Long(t, "a browser and a daemon")
 	e := newEnv(t)
 	addr := freeAddr(t)
 	operator := newCLIToken(t, e.dir, "ci", "operate")

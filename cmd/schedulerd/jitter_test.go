@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/config"
+	"github.com/schedulerd/schedulerd/internal/proctest"
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -207,6 +208,7 @@ func waitRun(t *testing.T, st store.Store, tick time.Time, what string, timeout 
 // a new daemon) while a run waits for its delay leaves that run waiting:
 // it starts once, at its time, and its tick fires no second run.
 func TestJitterProcess(t *testing.T) {
+	proctest.Long(t, "ticks of real time and a restart")
 	e := newEnv(t)
 	witness := filepath.Join(e.dir, "witness")
 	e.writeConfig(jitterJob(witness))
@@ -289,6 +291,7 @@ func TestJitterProcess(t *testing.T) {
 // tick fires once, and every run's not_before is the delay that the test
 // computes itself: the nodes agree with each other and with it.
 func TestClusterJitter(t *testing.T) {
+	proctest.Long(t, "a cluster firing in turns")
 	witness := filepath.Join(t.TempDir(), "witness")
 	c := newCluster(t, 2, jitterJob(witness))
 	cfg, err := config.Parse("jitter.toml", []byte(jitterJob(witness)))

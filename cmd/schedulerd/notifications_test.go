@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/proctest"
 	notifypkg "github.com/schedulerd/schedulerd/notify"
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -231,9 +232,7 @@ func pendingAfterKill(t *testing.T, e *env) []*store.Notification {
 // 30 s), the other node delivers it, with the same id: the receiver gets
 // it twice at most, and it ends delivered.
 func TestNotifyClusterKilledMidDelivery(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits for a lease to run out (about 35 s)")
-	}
+	proctest.Long(t, "a cluster that waits for a lease to run out")
 	h, srv := newHook(t, "k3y")
 	h.hold = true
 	secret := writeSecret(t, t.TempDir(), 0o600)
