@@ -437,6 +437,17 @@ func TestClusterStopPastThreshold(t *testing.T) {
 			mine = append(mine, r)
 		}
 	}
+	// A run is running once claimed, a moment before its shell has
+	// written its pid: wait for the pids, read after the stop below.
+	pidFile := func(r *jobs.Run) string { return filepath.Join(dir, fmt.Sprintf("pid.%s.1", r.ID)) }
+	waitFor(t, "the stopped node's attempts to write their pids", 20*time.Second, func() bool {
+		for _, r := range mine {
+			if b, err := os.ReadFile(pidFile(r)); err != nil || !strings.HasSuffix(string(b), "\n") {
+				return false
+			}
+		}
+		return true
+	})
 	d := c.node(victim).d
 	d.signal(syscall.SIGSTOP)
 	waitFor(t, "the stopped node's runs to run elsewhere", 30*time.Second, func() bool {
@@ -450,8 +461,7 @@ func TestClusterStopPastThreshold(t *testing.T) {
 	d.signal(syscall.SIGCONT)
 	// The old attempts' processes are stopped by the fenced node.
 	for _, r := range mine {
-		pidFile := filepath.Join(dir, fmt.Sprintf("pid.%s.1", r.ID))
-		b, err := os.ReadFile(pidFile)
+		b, err := os.ReadFile(pidFile(r))
 		if err != nil {
 			t.Fatal(err)
 		}
