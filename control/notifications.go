@@ -61,13 +61,8 @@ func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, "state: want pending, delivered or failed, got "+clip(strconv.Quote(string(st))))
 		return
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 10000 {
-			writeError(w, http.StatusBadRequest, CodeBadRequest, "limit: want a number from 1 to 10000, got "+clip(strconv.Quote(v)))
-			return
-		}
-		f.Limit = n
+	if !queryLimit(w, q, &f.Limit) {
+		return
 	}
 	ns, err := s.cfg.Store.NotificationsList(r.Context(), f)
 	if err != nil {

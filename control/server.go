@@ -471,13 +471,8 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Status = st
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 10000 {
-			writeError(w, http.StatusBadRequest, CodeBadRequest, "limit: want a number from 1 to 10000, got "+clip(strconv.Quote(v)))
-			return
-		}
-		f.Limit = n
+	if !queryLimit(w, q, &f.Limit) {
+		return
 	}
 	runs, err := s.cfg.Store.RunsList(r.Context(), f)
 	if err != nil {
@@ -868,4 +863,20 @@ func userName(uid uint32) string {
 		return ""
 	}
 	return u.Username
+}
+
+// queryLimit reads the query's limit, 1 to 10000, into *limit when it is
+// given; a bad one gets 400 and false.
+func queryLimit(w http.ResponseWriter, q url.Values, limit *int) bool {
+	v := q.Get("limit")
+	if v == "" {
+		return true
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 10000 {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, "limit: want a number from 1 to 10000, got "+clip(strconv.Quote(v)))
+		return false
+	}
+	*limit = n
+	return true
 }
