@@ -65,11 +65,11 @@ func openStore(ctx context.Context, d config.Daemon, lock bool, logger *slog.Log
 	return st, nil
 }
 
+// cmdRun is `schedulerd run`: the daemon, in named steps. Every signal
+// handler is installed before anything else, so that a SIGHUP that comes
+// early (systemctl reload right after the start) is a reload once the
+// daemon runs, never the default action, which would end the process.
 func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
-	// Every signal handler is installed before anything else, so that a
-	// SIGHUP that comes early (systemctl reload right after the start) is
-	// a reload once the daemon runs, never the default action, which
-	// would end the process.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -81,12 +81,65 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	hardenProcess(stderr)
 	leanGC()
-	cfg, err := loadConfig(*cfgPath)
+	n, err := configure(*cfgPath, stderr)
 	if err != nil {
 		return err
 	}
+	if n.st, err = openStore(ctx, n.cfg.Daemon, true, n.logger); err != nil {
+		return err
+	}
+	defer n.st.Close()
+	if err := n.newEngine(); err != nil {
+		return err
+	}
+	// The sockets are bound before the scheduler starts, so that a clash
+	// stops the start before any run is claimed; they serve once it runs.
+	// They close after the scheduler stops, so that runs can be watched
+	// and cancelled while it drains.
+	defer n.closeServers()
+	if err := n.listen(); err != nil {
+		return err
+	}
+	if err := n.start(ctx); err != nil {
+		return err
+	}
+	n.serve(ctx, hup)
+	return nil
+}
+
+// daemonNode is the running `schedulerd run`: what cmdRun's steps make
+// and the reload changes.
+type daemonNode struct {
+	cfgPath string
+	// cfg is the config the daemon started with: its [daemon] settings
+	// stay in force until a restart.
+	cfg     *config.Config
+	logger  *slog.Logger
+	targets map[string]*notifypkg.Target
+
+	st        store.Store
+	sched     *scheduler.Scheduler
+	deliverer *notifypkg.Deliverer
+
+	ctl    *control.Server
+	health *control.HealthServer
+	api    *control.APIServer // nil without api_listen
+	// closers stop the servers that listen, in the order they were bound.
+	closers []func(context.Context) error
+
+	// reloadMu makes SIGHUP and `schedulerd reload` one reload at a time.
+	reloadMu sync.Mutex
+}
+
+// configure loads and checks the config and makes the logger: everything
+// that can refuse the start before the store is opened.
+func configure(cfgPath string, stderr io.Writer) (*daemonNode, error) {
+	cfg, err := loadConfig(cfgPath)
+	if err != nil {
+		return nil, err
+	}
 	if err := checkJobUsers(cfg); err != nil {
-		return usageError{fmt.Errorf("config: %w", err)}
+		return nil, usageError{fmt.Errorf("config: %w", err)}
 	}
 	logger := newLogger(stderr, cfg.Daemon)
 	slog.SetDefault(logger)
@@ -95,24 +148,23 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	targets, warnings, err := notifyTargets(cfg)
 	if err != nil {
-		return usageError{fmt.Errorf("config: %w", err)}
+		return nil, usageError{fmt.Errorf("config: %w", err)}
 	}
 	for _, w := range warnings {
 		logger.Warn(w)
 	}
+	return &daemonNode{cfgPath: cfgPath, cfg: cfg, logger: logger, targets: targets}, nil
+}
 
-	st, err := openStore(ctx, cfg.Daemon, true, logger)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-
-	d := cfg.Daemon
+// newEngine makes the scheduler on the open store, and the deliverer of
+// its notifications beside it, never in its loop.
+func (n *daemonNode) newEngine() error {
+	d := n.cfg.Daemon
 	sc := scheduler.Config{
 		NodeID: d.NodeID, Concurrency: d.Concurrency,
 		HeartbeatInterval: d.HeartbeatInterval, InactiveThreshold: d.InactiveThreshold,
 		ShutdownGrace: d.ShutdownGrace, History: d.History,
-		Version: version, SocketPath: d.Socket, Logger: logger,
+		Version: version, SocketPath: d.Socket, Logger: n.logger,
 		// SQLite: the lock is held, so no earlier process of this node
 		// lives, and the machine clock is the store's. PostgreSQL: the
 		// database clock judges leases, windows and liveness.
@@ -125,110 +177,132 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if err == nil && wd > 0 {
 		sc.PollInterval = min(10*time.Second, wd/3)
 	}
-	sched, err := scheduler.New(st, sc, cfg.Jobs)
+	n.sched, err = scheduler.New(n.st, sc, n.cfg.Jobs)
 	if err != nil {
 		return err
 	}
 	if wd > 0 {
-		sched.OnLoop = func() { notify(daemon.SdNotifyWatchdog) }
+		n.sched.OnLoop = func() { notify(daemon.SdNotifyWatchdog) }
 	}
-	// Notifications are delivered beside the scheduling loop, never in it.
-	deliverer := notifypkg.New(notifypkg.Config{
-		Store: st, Node: d.NodeID, Incarnation: sched.Incarnation, StoreClock: d.IsPostgres(),
-		Logger: logger, Version: version,
-	}, targets)
-	sched.OnNotify = deliverer.Wake
+	n.deliverer = notifypkg.New(notifypkg.Config{
+		Store: n.st, Node: d.NodeID, Incarnation: n.sched.Incarnation, StoreClock: d.IsPostgres(),
+		Logger: n.logger, Version: version,
+	}, n.targets)
+	n.sched.OnNotify = n.deliverer.Wake
+	return nil
+}
 
-	// SIGHUP and `schedulerd reload` share one reload, one at a time.
-	var (
-		reloadMu sync.Mutex
-		api      *control.APIServer // set before anything can reload
-	)
-	// actor is who asked through the control API (control.Caller.Actor);
-	// empty for SIGHUP.
-	reloadConfig := func(ctx context.Context, actor string) error {
-		reloadMu.Lock()
-		defer reloadMu.Unlock()
-		notify(daemon.SdNotifyReloading, "MONOTONIC_USEC="+strconv.FormatInt(monotonicUsec(), 10))
-		leanGC()
-		log := logger
-		if actor != "" {
-			log = logger.With("actor", actor)
-		}
-		err := reload(ctx, log, *cfgPath, cfg, sched, api, deliverer)
-		settleMemory()
-		notify(daemon.SdNotifyReady, fmt.Sprintf("STATUS=running %d jobs", len(sched.Jobs())))
-		return err
-	}
-	// The sockets are bound before the scheduler starts, so that a clash
-	// stops the start before any run is claimed; they serve once it runs.
-	eng := &engine{sched: sched, st: st, reload: reloadConfig}
+// listen binds the control socket, and the health and HTTP API listeners
+// when configured, with the dashboard on the API; none serves yet.
+func (n *daemonNode) listen() error {
+	d := n.cfg.Daemon
+	eng := &engine{sched: n.sched, st: n.st, reload: n.reload}
 	runtimeDir, _, _ := strings.Cut(os.Getenv("RUNTIME_DIRECTORY"), ":")
 	ctl, err := control.Listen(control.ServerConfig{
-		Path: d.Socket, Group: d.SocketGroup, Logger: logger, Engine: eng, Store: st,
+		Path: d.Socket, Group: d.SocketGroup, Logger: n.logger, Engine: eng, Store: n.st,
 		InactiveThreshold: d.InactiveThreshold,
 		DirOwned:          runtimeDir != "" && filepath.Dir(d.Socket) == filepath.Clean(runtimeDir),
 	})
 	if err != nil {
 		return err
 	}
-	defer closeServer(ctl.Close)
-	var hs *control.HealthServer
+	n.ctl = ctl
+	n.closers = append(n.closers, ctl.Close)
 	if d.HealthListen != "" {
-		if hs, err = control.ListenHealth(d.HealthListen, eng, logger); err != nil {
+		if n.health, err = control.ListenHealth(d.HealthListen, eng, n.logger); err != nil {
 			return err
 		}
-		defer closeServer(hs.Close)
+		n.closers = append(n.closers, n.health.Close)
 	}
-	if d.APIListen != "" {
-		api, err = control.ListenAPI(control.APIConfig{
-			Addr: d.APIListen, TLSCert: d.APITLSCert, TLSKey: d.APITLSKey, Tokens: apiTokens(cfg.Tokens),
-			Server: control.ServerConfig{Logger: logger, Engine: eng, Store: st, InactiveThreshold: d.InactiveThreshold},
-		})
-		if err != nil {
-			return err
-		}
-		defer closeServer(api.Close)
-		ui, err := dashboard.New(dashboard.Config{API: api, Engine: eng, Store: st, InactiveThreshold: d.InactiveThreshold, Logger: logger})
-		if err != nil {
-			return err
-		}
-		api.MountUI(ui)
+	if d.APIListen == "" {
+		return nil
 	}
-	if err := sched.Start(ctx); err != nil {
+	api, err := control.ListenAPI(control.APIConfig{
+		Addr: d.APIListen, TLSCert: d.APITLSCert, TLSKey: d.APITLSKey, Tokens: apiTokens(n.cfg.Tokens),
+		Server: control.ServerConfig{Logger: n.logger, Engine: eng, Store: n.st, InactiveThreshold: d.InactiveThreshold},
+	})
+	if err != nil {
 		return err
 	}
-	if err := deliverer.Start(ctx); err != nil {
+	n.closers = append(n.closers, api.Close)
+	ui, err := dashboard.New(dashboard.Config{API: api, Engine: eng, Store: n.st, InactiveThreshold: d.InactiveThreshold, Logger: n.logger})
+	if err != nil {
 		return err
 	}
-	ctl.Start()
-	if hs != nil {
-		hs.Start()
+	api.MountUI(ui)
+	// Set last: a reload needs the API only once it can be asked for.
+	n.api = api
+	return nil
+}
+
+// closeServers stops the servers, the last bound first.
+func (n *daemonNode) closeServers() {
+	for i := len(n.closers) - 1; i >= 0; i-- {
+		closeServer(n.closers[i])
 	}
-	if api != nil {
-		api.Start()
+}
+
+// start starts the scheduler, the deliverer and then the servers, and
+// tells systemd the daemon is ready.
+func (n *daemonNode) start(ctx context.Context) error {
+	if err := n.sched.Start(ctx); err != nil {
+		return err
 	}
-	logger.Info("schedulerd running", "version", version, "config", cfg.Path, "node", d.NodeID,
-		"store", storeLogValue(d), "jobs", len(cfg.Jobs))
+	if err := n.deliverer.Start(ctx); err != nil {
+		return err
+	}
+	n.ctl.Start()
+	if n.health != nil {
+		n.health.Start()
+	}
+	if n.api != nil {
+		n.api.Start()
+	}
+	d := n.cfg.Daemon
+	n.logger.Info("schedulerd running", "version", version, "config", n.cfg.Path, "node", d.NodeID,
+		"store", storeLogValue(d), "jobs", len(n.cfg.Jobs))
 	// READY=1 as soon as the scheduler runs and the sockets serve: the
 	// collection that hands the start's garbage back comes after it, so
 	// that systemd does not count that time, or an attempt that ends the
 	// process meanwhile, against the start.
-	notify(daemon.SdNotifyReady, fmt.Sprintf("STATUS=running %d jobs", len(cfg.Jobs)))
+	notify(daemon.SdNotifyReady, fmt.Sprintf("STATUS=running %d jobs", len(n.cfg.Jobs)))
 	settleMemory()
+	return nil
+}
 
+// serve reloads on SIGHUP until ctx ends, then stops the scheduler (which
+// waits for running attempts up to shutdown_grace) and the deliverer.
+func (n *daemonNode) serve(ctx context.Context, hup <-chan os.Signal) {
 	for {
 		select {
 		case <-hup:
-			_ = reloadConfig(ctx, "")
+			_ = n.reload(ctx, "")
 		case <-ctx.Done():
 			notify(daemon.SdNotifyStopping, "STATUS=stopping: waiting for running attempts")
-			logger.Info("stopping", "running", sched.Running(), "shutdown_grace", d.ShutdownGrace)
-			sched.Stop(context.Background())
-			deliverer.Stop()
-			return nil
+			n.logger.Info("stopping", "running", n.sched.Running(), "shutdown_grace", n.cfg.Daemon.ShutdownGrace)
+			n.sched.Stop(context.Background())
+			n.deliverer.Stop()
+			return
 		}
 	}
+}
+
+// reload is SIGHUP's and `schedulerd reload`'s, one at a time. actor is
+// who asked through the control API (control.Caller.Actor); empty for
+// SIGHUP.
+func (n *daemonNode) reload(ctx context.Context, actor string) error {
+	n.reloadMu.Lock()
+	defer n.reloadMu.Unlock()
+	notify(daemon.SdNotifyReloading, "MONOTONIC_USEC="+strconv.FormatInt(monotonicUsec(), 10))
+	leanGC()
+	log := n.logger
+	if actor != "" {
+		log = n.logger.With("actor", actor)
+	}
+	err := reload(ctx, log, n.cfgPath, n.cfg, n.sched, n.api, n.deliverer)
+	settleMemory()
+	notify(daemon.SdNotifyReady, fmt.Sprintf("STATUS=running %d jobs", len(n.sched.Jobs())))
+	return err
 }
 
 // checkJobUsers refuses the jobs whose user this daemon cannot switch to
@@ -250,8 +324,7 @@ func checkJobUsers(cfg *config.Config) error {
 	return errors.Join(errs...)
 }
 
-// closeServer stops a socket server at the end of cmdRun, after the
-// scheduler, so that runs can be watched and cancelled while it drains.
+// closeServer stops a socket server, giving it 5 s.
 func closeServer(stop func(context.Context) error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
