@@ -182,12 +182,11 @@ func (s *Scheduler) startAt(t time.Time, rs *roundStart) <-chan struct{} {
 		s.results.starting.Store(rs)
 		close(start)
 	}
-	d := t.Sub(s.clock.Now())
-	if d <= 0 {
+	if !t.After(s.clock.Now()) {
 		open()
 		return start
 	}
-	tm := s.clock.NewTimer(d)
+	tm := s.clock.TimerAt(t)
 	go func() {
 		select {
 		case <-tm.C():

@@ -7,6 +7,11 @@ type Clock interface {
 	Now() time.Time
 	// NewTimer returns a timer that fires once after d.
 	NewTimer(d time.Duration) Timer
+	// TimerAt returns a timer that fires once the clock reaches deadline,
+	// at once if it has. The loops wait on absolute deadlines with it: a
+	// duration computed from an earlier Now would be late by as much as
+	// the clock moved between that Now and the timer's start.
+	TimerAt(deadline time.Time) Timer
 	// AfterFunc calls f in its own goroutine after d, unless stop is
 	// called first; stop reports whether it prevented the call.
 	AfterFunc(d time.Duration, f func()) (stop func() bool)
@@ -28,6 +33,11 @@ func (RealClock) Now() time.Time { return time.Now() }
 
 // NewTimer returns a time.Timer.
 func (RealClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+// TimerAt returns a time.Timer for the time until deadline.
+func (RealClock) TimerAt(deadline time.Time) Timer {
+	return realTimer{time.NewTimer(time.Until(deadline))}
+}
 
 // AfterFunc is time.AfterFunc: no goroutine waits for it.
 func (RealClock) AfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }

@@ -28,7 +28,7 @@ func (s *Scheduler) heartbeatLoop(start time.Time) {
 	for {
 		// Absolute deadlines: a late timer fires at once and never drifts.
 		next = next.Add(s.cfg.HeartbeatInterval)
-		t := s.clock.NewTimer(next.Sub(s.clock.Now()))
+		t := s.clock.TimerAt(next)
 		select {
 		case <-ctx.Done():
 			t.Stop()

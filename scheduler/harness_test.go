@@ -40,14 +40,18 @@ type harness struct {
 	wrap func(store.Store) store.Store
 }
 
-// iterTracker records the newest finished loop iteration.
+// iterTracker records the newest finished loop iteration, or heartbeat
+// round (what names which).
 type iterTracker struct {
+	what string
 	mu   sync.Mutex
 	last int64
 	ch   chan struct{} // closed and replaced at every finished iteration
 }
 
-func newIterTracker() *iterTracker { return &iterTracker{ch: make(chan struct{})} }
+func newIterTracker(what string) *iterTracker {
+	return &iterTracker{what: what, ch: make(chan struct{})}
+}
 
 func (tr *iterTracker) done(seq int64) {
 	tr.mu.Lock()
@@ -78,7 +82,7 @@ func (tr *iterTracker) waitAfter(t *testing.T, seq int64) {
 		select {
 		case <-ch:
 		case <-timeout:
-			t.Fatalf("no scheduling loop iteration after #%d (last finished #%d)", seq, last)
+			t.Fatalf("no %s after #%d (last finished #%d)", tr.what, seq, last)
 		}
 	}
 }
@@ -166,9 +170,9 @@ func (h *harness) start(defs []*jobs.Definition) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.iters = newIterTracker()
+	h.iters = newIterTracker("scheduling loop iteration")
 	s.testSignals.iterDone = h.iters.done
-	h.beats = newIterTracker()
+	h.beats = newIterTracker("heartbeat round")
 	s.testSignals.hbDone = h.beats.done
 	s.testSignals.attemptDone = make(chan int64, 10000)
 	results := make(chan struct{}, 1)

@@ -33,7 +33,7 @@ func (s *Scheduler) tickLoop() {
 		s.testSignals.iterationDone(seq)
 		// The deadline is absolute: if the clock moved meanwhile, the timer
 		// fires at once.
-		t := s.clock.NewTimer(deadline.Sub(s.clock.Now()))
+		t := s.clock.TimerAt(deadline)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -422,7 +422,7 @@ func (s *Scheduler) pruneLoop(start time.Time) {
 			s.log.InfoContext(ctx, "pruned finished notifications", "count", n, "history", s.cfg.History)
 		}
 		next = next.Add(s.cfg.PruneInterval)
-		t := s.clock.NewTimer(next.Sub(s.clock.Now()))
+		t := s.clock.TimerAt(next)
 		select {
 		case <-ctx.Done():
 			t.Stop()

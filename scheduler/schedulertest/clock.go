@@ -43,14 +43,26 @@ func (c *FakeClock) TimerAdded() <-chan struct{} { return c.added }
 // NewTimer returns a timer on the fake time.
 func (c *FakeClock) NewTimer(d time.Duration) Timer {
 	c.mu.Lock()
-	t := &fakeTimer{c: c, at: c.now.Add(d), ch: make(chan time.Time, 1)}
-	if d <= 0 {
+	defer c.mu.Unlock()
+	return c.timerAt(c.now.Add(d))
+}
+
+// TimerAt returns a timer that fires once the fake time reaches deadline.
+func (c *FakeClock) TimerAt(deadline time.Time) Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.timerAt(deadline)
+}
+
+// timerAt makes a timer for at; c.mu is held.
+func (c *FakeClock) timerAt(at time.Time) Timer {
+	t := &fakeTimer{c: c, at: at, ch: make(chan time.Time, 1)}
+	if !at.After(c.now) {
 		t.fired = true
 		t.ch <- c.now
 	} else {
 		c.timers = append(c.timers, t)
 	}
-	c.mu.Unlock()
 	select {
 	case c.added <- struct{}{}:
 	default:
