@@ -59,7 +59,7 @@ func init() {
 			return cmdCheckConfig(args, stdout, stderr)
 		},
 			forms: []form{{"check-config [--config F] [-n N]", "validate the config, print jobs and next fire times"}},
-			about: "Offline: it reads the file and says what is wrong with it, with file, line and key, or prints each job with its next fire times. It opens no store and needs no daemon."},
+			about: "Offline: it reads the file and says what is wrong with it, with file, line and key, or prints each job with its next fire times. It checks the notifiers' secret files as the daemon does at start, as the user that runs it. It opens no store and needs no daemon."},
 		{name: "next", run: func(_ context.Context, args []string, stdout, _ io.Writer) error { return cmdNext(args, stdout) },
 			forms: []form{
 				{"next --schedule SPEC [--timezone TZ] [--job NAME --jitter D] [--from TIME] [-n N] [--json]", "preview fire times"},

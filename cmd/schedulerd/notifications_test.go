@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -262,5 +263,128 @@ func TestNotifyClusterKilledMidDelivery(t *testing.T) {
 	_, ids, bad := h.snapshot()
 	if len(ids) != 2 || ids[0] != id || ids[1] != id || bad != 0 {
 		t.Errorf("requests with ids %q (bad signatures %d); want %s twice: the cut delivery and the other node's", ids, bad, id)
+	}
+}
+
+// TestCheckConfigSecretFile: check-config checks each notifier's
+// secret_file as run does at start: a missing file and one that every user
+// may read are errors (exit 2) with the line run prints, naming the config,
+// the notifier and the file; a file its group may read draws run's warning;
+// a good one passes quietly.
+func TestCheckConfigSecretFile(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		mode    os.FileMode // 0: no file
+		code    int
+		want    string // in the error, or the warning when code is 0
+		warning bool
+	}{
+		{name: "good", mode: 0o600},
+		{name: "missing", code: exitUsage, want: "no such file or directory"},
+		{name: "readable by all", mode: 0o644, code: exitUsage, want: "may be read or written by every user (mode 0644)"},
+		{name: "readable by its group", mode: 0o640, want: "is readable by its group (mode 0640)", warning: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			path := filepath.Join(e.dir, "ops.secret")
+			if tt.mode != 0 {
+				path = writeSecret(t, e.dir, tt.mode)
+			}
+			e.writeConfig(notifyConfig("http://127.0.0.1:9", path))
+			r := e.cli("check-config")
+			if r.code != tt.code {
+				t.Fatalf("check-config: exit %d, want %d\n%s%s", r.code, tt.code, r.stdout, r.stderr)
+			}
+			prefix := `notifier "ops": secret_file: ` + path
+			switch {
+			case tt.code != 0:
+				line := "schedulerd: config: " + e.config + `: notifier "ops": secret_file: `
+				if !strings.HasPrefix(r.stderr, line) || !strings.Contains(r.stderr, path) || !strings.Contains(r.stderr, tt.want) {
+					t.Fatalf("check-config: stderr %q, want %q, the file and %q", r.stderr, line, tt.want)
+				}
+				out, _ := exec.Command(binary, "run", "--config", e.config).CombinedOutput()
+				if !strings.Contains(string(out), strings.TrimSpace(r.stderr)) {
+					t.Errorf("run says\n%s\ncheck-config says\n%s", out, r.stderr)
+				}
+			case tt.warning:
+				if want := "schedulerd: warning: " + prefix; !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, tt.want) {
+					t.Errorf("check-config: stderr %q, want %q ... %q", r.stderr, want, tt.want)
+				}
+			default:
+				if r.stderr != "" || !strings.Contains(r.stdout, ": ok, 1 jobs") {
+					t.Errorf("check-config of a good secret file:\n%s%s", r.stdout, r.stderr)
+				}
+			}
+			if strings.Contains(r.stdout+r.stderr, "k3y") {
+				t.Errorf("check-config shows the secret:\n%s%s", r.stdout, r.stderr)
+			}
+		})
+	}
+}
+
+// TestCheckConfigSecretFileOfAnotherUser: check-config may run as another
+// user than the daemon (root, while the packaged unit runs as schedulerd).
+// Where the answer depends on the daemon's user, it warns instead of
+// refusing: a file owned by another user, which run as root refuses, and a
+// file it may not open, whose mode it still checks.
+func TestCheckConfigSecretFileOfAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("files of another user, and check-config run as one, need root")
+	}
+	const nobody = 65534
+	e := newEnv(t)
+	for _, dir := range []string{filepath.Dir(e.dir), e.dir} {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := writeSecret(t, e.dir, 0o600)
+	e.writeConfig(notifyConfig("http://127.0.0.1:9", path))
+	prefix := `notifier "ops": secret_file: ` + path
+
+	// Owned by nobody: the daemon accepts it only when it runs as nobody.
+	if err := os.Chown(path, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	r := e.cli("check-config")
+	if want := prefix + " is owned by uid 65534, neither root nor uid 0, which runs check-config: the daemon accepts it only if it runs as uid 65534"; r.code != 0 ||
+		!strings.Contains(r.stderr, "schedulerd: warning: "+want) {
+		t.Errorf("check-config as root of a file of nobody: exit %d\n%s%s\nwant the warning %q", r.code, r.stdout, r.stderr, want)
+	}
+	out, err := exec.Command(binary, "run", "--config", e.config).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitUsage || !strings.Contains(string(out), prefix+" is owned by uid 65534, neither root nor the daemon's user") {
+		t.Errorf("run as root with a secret file of nobody: %v\n%s", err, out)
+	}
+
+	// Run by nobody, of a file of root: its mode is checked, not its content.
+	if err := os.Chown(path, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	bin := publicBinary(t)
+	asNobody := func() cliResult {
+		cmd := exec.Command(bin, "check-config", "--config", e.config)
+		cmd.Env = []string{"PATH=/usr/bin:/bin"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return cliResult{stdout: stdout.String(), stderr: stderr.String(), code: code}
+	}
+	r = asNobody()
+	if want := prefix + " cannot be read by uid 65534, which runs check-config"; r.code != 0 || !strings.Contains(r.stderr, "schedulerd: warning: "+want) {
+		t.Errorf("check-config as nobody of a 0600 file of root: exit %d\n%s%s\nwant the warning %q", r.code, r.stdout, r.stderr, want)
+	}
+	if err := os.Chmod(path, 0o602); err != nil { // written by all, read by none but root
+		t.Fatal(err)
+	}
+	r = asNobody()
+	if want := prefix + " may be read or written by every user (mode 0602)"; r.code != exitUsage || !strings.Contains(r.stderr, want) {
+		t.Errorf("check-config as nobody of a 0602 file of root: exit %d\n%s%s\nwant %q", r.code, r.stdout, r.stderr, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"syscall"
 
@@ -38,13 +39,11 @@ func notifyTargets(cfg *config.Config) (map[string]*notifypkg.Target, []string, 
 			t.Body = tmpl
 		}
 		if n.SecretFile != "" {
-			secret, warn, err := readSecretFile(n.SecretFile)
+			secret, warns, err := notifierSecret(cfg, n, false)
+			warnings = append(warnings, warns...)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: notifier %q: secret_file: %w", cfg.Path, n.Name, err))
+				errs = append(errs, err)
 				continue
-			}
-			if warn != "" {
-				warnings = append(warnings, fmt.Sprintf("notifier %q: secret_file: %s", n.Name, warn))
 			}
 			t.Secret = secret
 		}
@@ -59,49 +58,116 @@ func notifyTargets(cfg *config.Config) (map[string]*notifypkg.Target, []string, 
 	return targets, warnings, errors.Join(errs...)
 }
 
+// notifierSecret reads notifier n's secret_file, by the daemon's rules, or
+// by check-config's (offline): its errors and warnings name the config file
+// and the notifier.
+func notifierSecret(cfg *config.Config, n *config.Notifier, offline bool) ([]byte, []string, error) {
+	secret, warns, err := readSecretFile(n.SecretFile, offline)
+	for i, w := range warns {
+		warns[i] = fmt.Sprintf("notifier %q: secret_file: %s", n.Name, w)
+	}
+	if err != nil {
+		return nil, warns, fmt.Errorf("%s: notifier %q: secret_file: %w", cfg.Path, n.Name, err)
+	}
+	return secret, warns, nil
+}
+
+// checkSecretFiles checks the secret files of the config's notifiers for
+// check-config, as the daemon reads them at start (see readSecretFile).
+func checkSecretFiles(cfg *config.Config) ([]string, error) {
+	var (
+		errs     []error
+		warnings []string
+	)
+	for i := range cfg.Notifiers {
+		if n := &cfg.Notifiers[i]; n.SecretFile != "" {
+			_, warns, err := notifierSecret(cfg, n, true)
+			warnings = append(warnings, warns...)
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return warnings, errors.Join(errs...)
+}
+
 // readSecretFile reads the key of a webhook's signatures: the file's
 // content without its final line end. It must be a regular file (a
 // symbolic link is not followed), owned by the daemon's user or root, and
 // neither readable nor writable by every user: the key forges signatures.
 // A file its group may read draws a warning.
-func readSecretFile(path string) (secret []byte, warning string, err error) {
+//
+// Offline (check-config) it checks the same, as the user that runs
+// check-config, who may not be the daemon's: where the answer depends on
+// that user, it warns instead of refusing. A file owned by another user is
+// fine if the daemon runs as that one (the packaged unit runs as
+// schedulerd, check-config is often run by root), and a file this user may
+// not open is checked by its metadata only.
+func readSecretFile(path string, offline bool) (secret []byte, warnings []string, err error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, "", fmt.Errorf("%s is a symbolic link; name the file itself", path)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, nil, fmt.Errorf("%s is a symbolic link; name the file itself", path)
+	}
+	if offline && errors.Is(err, fs.ErrPermission) {
+		unread := fmt.Sprintf("%s cannot be read by uid %d, which runs check-config: its content is not checked; run check-config as the daemon's user to check it",
+			path, os.Geteuid())
+		fi, lerr := os.Lstat(path)
+		if lerr != nil { // a directory on the way that this user may not search
+			return nil, []string{unread}, nil
 		}
-		return nil, "", err
+		if warnings, err = checkSecretMode(path, fi, offline); err != nil {
+			return nil, nil, err
+		}
+		return nil, append(warnings, unread), nil
+	}
+	if err != nil {
+		return nil, nil, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
-	perm := fi.Mode().Perm()
-	switch {
-	case !fi.Mode().IsRegular():
-		return nil, "", fmt.Errorf("%s is not a regular file", path)
-	case perm&0o006 != 0:
-		return nil, "", fmt.Errorf("%s may be read or written by every user (mode %04o): the secret signs notifications; chmod 600 it", path, perm)
-	case perm&0o020 != 0:
-		return nil, "", fmt.Errorf("%s may be written by its group (mode %04o); chmod 600 it", path, perm)
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Geteuid() {
-		return nil, "", fmt.Errorf("%s is owned by uid %d, neither root nor the daemon's user: whoever owns it controls the secret", path, st.Uid)
-	}
-	if perm&0o040 != 0 {
-		warning = fmt.Sprintf("%s is readable by its group (mode %04o): every member can sign notifications", path, perm)
+	if warnings, err = checkSecretMode(path, fi, offline); err != nil {
+		return nil, nil, err
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r"))
 	switch {
 	case len(b) > maxSecretFile:
-		return nil, "", fmt.Errorf("%s is larger than %d bytes", path, maxSecretFile)
+		return nil, nil, fmt.Errorf("%s is larger than %d bytes", path, maxSecretFile)
 	case len(b) == 0:
-		return nil, "", fmt.Errorf("%s is empty", path)
+		return nil, nil, fmt.Errorf("%s is empty", path)
 	}
-	return b, warning, nil
+	return b, warnings, nil
+}
+
+// checkSecretMode checks a secret file's type, mode and owner (see
+// readSecretFile).
+func checkSecretMode(path string, fi fs.FileInfo, offline bool) (warnings []string, err error) {
+	perm := fi.Mode().Perm()
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return nil, fmt.Errorf("%s is a symbolic link; name the file itself", path)
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	case perm&0o006 != 0:
+		return nil, fmt.Errorf("%s may be read or written by every user (mode %04o): the secret signs notifications; chmod 600 it", path, perm)
+	case perm&0o020 != 0:
+		return nil, fmt.Errorf("%s may be written by its group (mode %04o); chmod 600 it", path, perm)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Geteuid() {
+		if !offline {
+			return nil, fmt.Errorf("%s is owned by uid %d, neither root nor the daemon's user: whoever owns it controls the secret", path, st.Uid)
+		}
+		warnings = append(warnings, fmt.Sprintf("%s is owned by uid %d, neither root nor uid %d, which runs check-config: the daemon accepts it only if it runs as uid %d",
+			path, st.Uid, os.Geteuid(), st.Uid))
+	}
+	if perm&0o040 != 0 {
+		warnings = append(warnings, fmt.Sprintf("%s is readable by its group (mode %04o): every member can sign notifications", path, perm))
+	}
+	return warnings, nil
 }

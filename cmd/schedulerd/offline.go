@@ -25,10 +25,14 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, msg := range []string{exposedSecret(cfg), exposedAPI(cfg.Daemon)} {
+	secretWarnings, err := checkSecretFiles(cfg)
+	for _, msg := range append([]string{exposedSecret(cfg), exposedAPI(cfg.Daemon)}, secretWarnings...) {
 		if msg != "" {
 			fmt.Fprintln(stderr, "schedulerd: warning:", msg)
 		}
+	}
+	if err != nil { // as run refuses to start
+		return usageError{fmt.Errorf("config: %w", err)}
 	}
 	now := time.Now()
 	api := ""
