@@ -388,3 +388,43 @@ func TestCheckConfigSecretFileOfAnotherUser(t *testing.T) {
 		t.Errorf("check-config as nobody of a 0602 file of root: exit %d\n%s%s\nwant %q", r.code, r.stdout, r.stderr, want)
 	}
 }
+
+// TestCheckConfigUsers: that the daemon may run a job or a notifier as
+// its user depends on the daemon's user, so check-config run by another
+// user than root warns where run would refuse. (An unknown user is a
+// config error, with its line.)
+func TestCheckConfigUsers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("check-config run as another user than root needs root")
+	}
+	jobAs := func(user string) string {
+		return fmt.Sprintf("[[job]]\nname = \"a\"\nshell = \"true\"\nuser = %q\n", user)
+	}
+	notifierAs := func(user string) string {
+		return fmt.Sprintf("[[notifier]]\nname = \"ops\"\nshell = \"cat\"\nuser = %q\n\n[[job]]\nname = \"a\"\nshell = \"true\"\nnotify = [\"ops\"]\n", user)
+	}
+	e := newEnv(t)
+	for _, dir := range []string{filepath.Dir(e.dir), e.dir} {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := publicBinary(t)
+	for _, tt := range []struct{ name, config, want string }{
+		{"job", jobAs("root"), `job "a": user "root"`},
+		{"notifier", notifierAs("root"), `notifier "ops": user "root"`},
+	} {
+		e.writeConfig(tt.config)
+		if r := e.cli("check-config"); r.code != 0 || r.stderr != "" {
+			t.Errorf("%s: check-config as root: exit %d\n%s%s", tt.name, r.code, r.stdout, r.stderr)
+		}
+		cmd := exec.Command(bin, "check-config", "--config", e.config)
+		cmd.Env = []string{"PATH=/usr/bin:/bin"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		want := "schedulerd: warning: " + tt.want + ": the daemon can run it only if it runs as root"
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Errorf("%s: check-config as nobody: %v\n%s\nwant the warning %q", tt.name, err, out, want)
+		}
+	}
+}

@@ -171,3 +171,28 @@ func checkSecretMode(path string, fi fs.FileInfo, offline bool) (warnings []stri
 	}
 	return warnings, nil
 }
+
+// checkUsers checks, for check-config, that the daemon may run the
+// config's jobs and notifiers as their users (config.Load has refused an
+// unknown one, with its line). That depends on the daemon's user, not on
+// the one running check-config: when check-config does not run as root, a
+// user other than its own draws a warning where run would refuse.
+func checkUsers(cfg *config.Config) (warnings []string) {
+	check := func(what, name string) {
+		if name == "" || command.CheckSwitch(name) == nil {
+			return
+		}
+		as := "root"
+		if name != "root" {
+			as = "root or as " + name
+		}
+		warnings = append(warnings, fmt.Sprintf("%s: user %q: the daemon can run it only if it runs as %s", what, name, as))
+	}
+	for _, d := range cfg.Jobs {
+		check(fmt.Sprintf("job %q", d.Name), d.User)
+	}
+	for i := range cfg.Notifiers {
+		check(fmt.Sprintf("notifier %q", cfg.Notifiers[i].Name), cfg.Notifiers[i].User)
+	}
+	return warnings
+}

@@ -26,7 +26,8 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	secretWarnings, err := checkSecretFiles(cfg)
-	for _, msg := range append([]string{exposedSecret(cfg), exposedAPI(cfg.Daemon)}, secretWarnings...) {
+	warnings := append([]string{exposedSecret(cfg), exposedAPI(cfg.Daemon)}, secretWarnings...)
+	for _, msg := range append(warnings, checkUsers(cfg)...) {
 		if msg != "" {
 			fmt.Fprintln(stderr, "schedulerd: warning:", msg)
 		}
