@@ -2,10 +2,10 @@ package scheduler
 
 import (
 	"bufio"
-	"hash/fnv"
 	"io"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -24,52 +24,38 @@ import (
 //
 // This node's: the runs it ended by status, its attempts' durations and
 // start lags, the ticks it skipped. Counters and histograms of the metrics
-// library (VictoriaMetrics/metrics: its PrometheusHistogram has the le
-// buckets that Prometheus and promtool expect), made for a job when this
-// node first has something to count of it, so that a node that declares
-// 100,000 jobs and runs few of them holds few; and removed when a reload
-// removes the job. They are spread over metricShards sets of each family:
-// the library removes a series from a set in time proportional to the
-// set's size, and a scrape writes each set whole into a buffer first, so
-// small sets keep both bounded. The library's own HELP text is empty,
-// which promtool rejects: the families' HELP and TYPE lines are written
-// here, and the sets write their samples only.
+// library (VictoriaMetrics/metrics), made for a job when this node first
+// has something to count of it, so that a node that declares 100,000 jobs
+// and runs few of them holds few; and removed when a reload removes the
+// job. They are in no set of the library: a scrape writes them itself,
+// appending lines to one buffer, because the library's writer formats
+// each line anew (a node that ran 100,000 jobs serves 1.8 million lines) and
+// its help texts are empty, which promtool rejects. The histograms are
+// exposed with le buckets (histogram).
 
-// Buckets of the histograms, in seconds. An attempt runs for anything from
-// milliseconds to hours; a start is late by milliseconds when all is well,
-// and by up to misfire_grace (default 1m) when it is not. Each bucket is a
-// series per job, so they are few.
+// The histograms' le bounds, in seconds: powers of ten (histFamily). An
+// attempt runs for anything from milliseconds to hours; a start is late
+// by milliseconds when all is well, and by up to misfire_grace (default
+// 1m) when it is not. Each bucket is a series per job, so they are few.
 var (
-	durationBuckets = []float64{0.1, 1, 10, 60, 300, 1800, 7200}
-	startLagBuckets = []float64{0.01, 0.1, 1, 10, 60}
+	durationFamily = newHistFamily(family{"schedulerd_job_duration_seconds", "histogram",
+		"How long the job's attempts ran on this node."},
+		0.1, 1, 10, 100, 1000, 10000)
+	startLagFamily = newHistFamily(family{"schedulerd_job_start_lag_seconds", "histogram",
+		"How late the job's attempts started on this node after the time their run was due (its tick, a retry's time, a trigger's time)."},
+		0.01, 0.1, 1, 10, 100)
 )
 
-// metricShards is the number of sets each family of this node's series is
-// spread over.
-const metricShards = 64
-
-// The families of this node's series, in the order a scrape writes them.
-const (
-	familyRuns = iota
-	familyDuration
-	familyStartLag
-	familyTicksSkipped
-	familyCount
+// The counter families of this node's series.
+var (
+	runsFamily = family{"schedulerd_job_runs_total", "counter",
+		"Runs of the job that this node ended, by the status they ended in (completed, dead_letter, cancelled)."}
+	ticksSkippedFamily = family{"schedulerd_job_ticks_skipped_total", "counter",
+		"Ticks of the job that this node skipped: missed by more than misfire_grace and not caught up, or skipped by overlap = skip."}
 )
 
 // family is the name, type and help text of a metric family.
 type family struct{ name, kind, help string }
-
-var nodeFamilies = [familyCount]family{
-	familyRuns: {"schedulerd_job_runs_total", "counter",
-		"Runs of the job that this node ended, by the status they ended in (completed, dead_letter, cancelled)."},
-	familyDuration: {"schedulerd_job_duration_seconds", "histogram",
-		"How long the job's attempts ran on this node."},
-	familyStartLag: {"schedulerd_job_start_lag_seconds", "histogram",
-		"How late the job's attempts started on this node after the time their run was due (its tick, a retry's time, a trigger's time)."},
-	familyTicksSkipped: {"schedulerd_job_ticks_skipped_total", "counter",
-		"Ticks of the job that this node skipped: missed by more than misfire_grace and not caught up, or skipped by overlap = skip."},
-}
 
 // clusterFamilies are the per-job gauges whose values are the cluster's,
 // read from each declared job's jobState (absent while the value is).
@@ -91,37 +77,40 @@ var overdueFamily = family{"schedulerd_job_overdue", "gauge",
 	"1 while no run of the job completed within its expect_success_within (cluster-wide), else 0; only jobs with expect_success_within."}
 
 // endStatuses are the statuses runs end in, as schedulerd_job_runs_total
-// counts them.
-var endStatuses = [...]jobs.Status{jobs.StatusCompleted, jobs.StatusDeadLetter, jobs.StatusCancelled}
+// counts them; statusLabels their labels.
+var (
+	endStatuses  = [...]jobs.Status{jobs.StatusCompleted, jobs.StatusDeadLetter, jobs.StatusCancelled}
+	statusLabels = func() (l [len(endStatuses)]string) {
+		for i, st := range endStatuses {
+			l[i] = `,status="` + string(st) + `"`
+		}
+		return l
+	}()
+)
 
-// jobMetrics are this node's per-job series. Scheduler.mu guards series,
-// and the making and removal of series in the sets.
+// jobMetrics are this node's per-job series, by job. Scheduler.mu guards
+// the map, and the making of a job's attempts series.
 type jobMetrics struct {
 	series map[string]*jobSeries
-	sets   [familyCount][metricShards]*metrics.Set
 }
 
 func newJobMetrics() *jobMetrics {
-	m := &jobMetrics{series: map[string]*jobSeries{}}
-	for f := range m.sets {
-		for i := range m.sets[f] {
-			m.sets[f][i] = metrics.NewSet()
-		}
-	}
-	return m
+	return &jobMetrics{series: map[string]*jobSeries{}}
 }
 
-// jobSeries are the series of one job, each made at its first count:
-// the histograms when an attempt of the job is claimed (attempted).
+// jobSeries are the series of one job. A scrape reads them without
+// Scheduler.mu: the counters are atomic, and a counter is written once it
+// is not zero (it only grows); the attempts' histograms from when the
+// first attempt of the job is claimed.
 type jobSeries struct {
-	shard             int
-	label             string // job="...", escaped
-	duration, lag     *metrics.PrometheusHistogram
-	runs              [len(endStatuses)]*metrics.Counter
-	skipped           *metrics.Counter
-	sets              *[familyCount][metricShards]*metrics.Set
-	durationN, startN string // the histograms' series names
+	label    string // job="...", escaped
+	runs     [len(endStatuses)]metrics.Counter
+	skipped  metrics.Counter
+	attempts atomic.Pointer[attemptSeries]
 }
+
+// attemptSeries are the histograms of a job's attempts.
+type attemptSeries struct{ duration, startLag histogram }
 
 // of returns the series of job, made (with none yet) if it has none.
 // Scheduler.mu is held, and the job is declared.
@@ -129,79 +118,37 @@ func (m *jobMetrics) of(job string) *jobSeries {
 	if js := m.series[job]; js != nil {
 		return js
 	}
-	h := fnv.New32a()
-	h.Write([]byte(job))
-	js := &jobSeries{shard: int(h.Sum32() % metricShards), label: `job="` + escapeLabel(job) + `"`, sets: &m.sets}
-	js.durationN = nodeFamilies[familyDuration].name + "{" + js.label + "}"
-	js.startN = nodeFamilies[familyStartLag].name + "{" + js.label + "}"
+	js := &jobSeries{label: `job="` + escapeLabel(job) + `"`}
 	m.series[job] = js
 	return js
 }
 
-// attempted makes the histograms of the job's attempts, when an attempt
-// of it is claimed; the attempt observes them without Scheduler.mu.
-// Scheduler.mu is held.
-func (js *jobSeries) attempted() *jobSeries {
-	if js.duration == nil {
-		js.duration = js.sets[familyDuration][js.shard].GetOrCreatePrometheusHistogramExt(js.durationN, durationBuckets)
-		js.lag = js.sets[familyStartLag][js.shard].GetOrCreatePrometheusHistogramExt(js.startN, startLagBuckets)
+// attempted returns the histograms of the job's attempts, made when the
+// first attempt of it is claimed; the attempt observes them without
+// Scheduler.mu. Scheduler.mu is held.
+func (js *jobSeries) attempted() *attemptSeries {
+	as := js.attempts.Load()
+	if as == nil {
+		as = new(attemptSeries)
+		js.attempts.Store(as)
 	}
-	return js
+	return as
 }
 
-// runEnded counts a run of the job that ended with status. Scheduler.mu
-// is held.
+// runEnded counts a run of the job that ended with status.
 func (js *jobSeries) runEnded(status jobs.Status) {
 	for i, st := range endStatuses {
-		if st != status {
-			continue
+		if st == status {
+			js.runs[i].Inc()
 		}
-		if js.runs[i] == nil {
-			js.runs[i] = js.sets[familyRuns][js.shard].GetOrCreateCounter(js.runsName(i))
-		}
-		js.runs[i].Inc()
-	}
-}
-
-func (js *jobSeries) runsName(i int) string {
-	return nodeFamilies[familyRuns].name + "{" + js.label + `,status="` + string(endStatuses[i]) + `"}`
-}
-
-func (js *jobSeries) skippedName() string {
-	return nodeFamilies[familyTicksSkipped].name + "{" + js.label + "}"
-}
-
-// ticksSkipped counts n ticks of the job skipped. Scheduler.mu is held.
-func (js *jobSeries) ticksSkipped(n int) {
-	if js.skipped == nil {
-		js.skipped = js.sets[familyTicksSkipped][js.shard].GetOrCreateCounter(js.skippedName())
-	}
-	js.skipped.Add(n)
-}
-
-// remove removes the job's series from the sets.
-func (js *jobSeries) remove() {
-	sets := js.sets
-	if js.duration != nil {
-		sets[familyDuration][js.shard].UnregisterMetric(js.durationN)
-		sets[familyStartLag][js.shard].UnregisterMetric(js.startN)
-	}
-	for i, c := range js.runs {
-		if c != nil {
-			sets[familyRuns][js.shard].UnregisterMetric(js.runsName(i))
-		}
-	}
-	if js.skipped != nil {
-		sets[familyTicksSkipped][js.shard].UnregisterMetric(js.skippedName())
 	}
 }
 
 // retain removes the series of the jobs for which keep is false.
 // Scheduler.mu is held.
 func (m *jobMetrics) retain(keep func(job string) bool) {
-	for job, js := range m.series {
+	for job := range m.series {
 		if !keep(job) {
-			js.remove()
 			delete(m.series, job)
 		}
 	}
@@ -250,7 +197,7 @@ func (s *Scheduler) noteTicksSkipped(job string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if js := s.seriesOf(job); js != nil {
-		js.ticksSkipped(n)
+		js.skipped.Add(n)
 	}
 }
 
@@ -277,7 +224,8 @@ func (s *Scheduler) applyResults(rs []store.JobResult) {
 
 // WriteJobMetrics writes the per-job metric families in the Prometheus
 // text format: the cluster's values for every declared job, then this
-// node's series. It reads memory only.
+// node's series, each family's in the declared jobs' order. It reads
+// memory only, and holds Scheduler.mu only to copy what it writes.
 func (s *Scheduler) WriteJobMetrics(w io.Writer) {
 	type values struct {
 		label string
@@ -286,6 +234,7 @@ func (s *Scheduler) WriteJobMetrics(w io.Writer) {
 	s.mu.Lock()
 	vals := make([]values, 0, len(s.declared.all))
 	var overdue []values // v[0]: 1 or 0
+	series := make([]*jobSeries, 0, len(s.perJob.series))
 	for _, j := range s.declared.all {
 		if j.def.ExpectSuccessWithin > 0 {
 			o := values{label: j.def.Name}
@@ -302,6 +251,9 @@ func (s *Scheduler) WriteJobMetrics(w io.Writer) {
 		}
 		if any {
 			vals = append(vals, values{label: j.def.Name, v: v})
+		}
+		if js := s.perJob.series[j.def.Name]; js != nil {
+			series = append(series, js)
 		}
 	}
 	s.mu.Unlock()
@@ -334,12 +286,55 @@ func (s *Scheduler) WriteJobMetrics(w io.Writer) {
 		line = append(line, '\n')
 		bw.Write(line)
 	}
-	for f := range nodeFamilies {
-		writeFamilyHeader(bw, nodeFamilies[f])
-		for _, set := range s.perJob.sets[f] {
-			set.WritePrometheus(bw)
+	writeNodeSeries(bw, series)
+}
+
+// writeNodeSeries writes the families of this node's series, each of
+// series in turn within each family. Each job's lines are appended to the
+// writer's free buffer and written from there, so that a scrape formats
+// without allocating.
+func writeNodeSeries(bw *bufio.Writer, series []*jobSeries) {
+	writeFamilyHeader(bw, runsFamily)
+	for _, js := range series {
+		b := bw.AvailableBuffer()
+		for i := range js.runs {
+			if n := js.runs[i].Get(); n > 0 {
+				b = appendCounter(b, runsFamily.name, js.label, statusLabels[i], n)
+			}
+		}
+		bw.Write(b)
+	}
+	for _, f := range [...]struct {
+		*histFamily
+		of func(*attemptSeries) *histogram
+	}{
+		{&durationFamily, func(as *attemptSeries) *histogram { return &as.duration }},
+		{&startLagFamily, func(as *attemptSeries) *histogram { return &as.startLag }},
+	} {
+		writeFamilyHeader(bw, f.family)
+		for _, js := range series {
+			if as := js.attempts.Load(); as != nil {
+				bw.Write(f.appendSeries(bw.AvailableBuffer(), js.label, f.of(as)))
+			}
 		}
 	}
+	writeFamilyHeader(bw, ticksSkippedFamily)
+	for _, js := range series {
+		if n := js.skipped.Get(); n > 0 {
+			bw.Write(appendCounter(bw.AvailableBuffer(), ticksSkippedFamily.name, js.label, "", n))
+		}
+	}
+}
+
+// appendCounter appends the line of a counter: name{label more} n.
+func appendCounter(b []byte, name, label, more string, n uint64) []byte {
+	b = append(b, name...)
+	b = append(b, '{')
+	b = append(b, label...)
+	b = append(b, more...)
+	b = append(b, "} "...)
+	b = strconv.AppendUint(b, n, 10)
+	return append(b, '\n')
 }
 
 func writeFamilyHeader(w io.Writer, f family) {
@@ -353,6 +348,8 @@ func appendSeconds(b []byte, us int64) []byte {
 		us = -us
 	}
 	b = strconv.AppendInt(b, us/1e6, 10)
-	frac := strconv.FormatInt(us%1e6+1e6, 10) // 1xxxxxx: six digits after the 1
-	return append(b, '.', frac[1], frac[2], frac[3], frac[4], frac[5], frac[6])
+	b = append(b, '.')
+	n := len(b)
+	b = strconv.AppendInt(b, us%1e6+1e6, 10) // 1xxxxxx: six digits after the 1
+	return append(b[:n], b[n+1:]...)
 }

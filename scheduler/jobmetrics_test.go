@@ -1,10 +1,12 @@
 package scheduler
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,9 +111,9 @@ func TestJobMetrics(t *testing.T) {
 		// moved the clock on by 90 s, came 40 s late. The cursor counts
 		// the same.
 		`schedulerd_job_ticks_skipped_total{job="minutely"}`: float64(h.cursor("minutely").Skipped),
-		// 90 s: above 60, within 300.
-		`schedulerd_job_duration_seconds_bucket{job="ok",le="60"}`:   0,
-		`schedulerd_job_duration_seconds_bucket{job="ok",le="300"}`:  1,
+		// 90 s: above 10, within 100.
+		`schedulerd_job_duration_seconds_bucket{job="ok",le="10"}`:   0,
+		`schedulerd_job_duration_seconds_bucket{job="ok",le="100"}`:  1,
 		`schedulerd_job_duration_seconds_bucket{job="ok",le="+Inf"}`: 1,
 		`schedulerd_job_duration_seconds_sum{job="ok"}`:              90,
 		`schedulerd_job_duration_seconds_count{job="ok"}`:            1,
@@ -221,20 +223,21 @@ func TestJobResultsFollowTheStore(t *testing.T) {
 
 // TestJobSeriesLabels: job names that the text format must escape (the
 // config allows none, but the engine's library users may name jobs
-// anything) make valid series, which the metrics library accepts.
+// anything) make valid series; a reload that removes every job removes
+// every series.
 func TestJobSeriesLabels(t *testing.T) {
 	m := newJobMetrics()
+	var series []*jobSeries
 	for _, name := range []string{`a"b`, `c\`, "d\ne", "f\xffg", "plain-1.2_x"} {
-		js := m.of(name).attempted()
+		js := m.of(name)
+		js.attempted().duration.observe(1)
 		js.runEnded(jobs.StatusCompleted)
-		js.duration.Update(1)
+		series = append(series, js)
 	}
 	var b strings.Builder
-	for f := range nodeFamilies {
-		for _, set := range m.sets[f] {
-			set.WritePrometheus(&b)
-		}
-	}
+	bw := bufio.NewWriter(&b)
+	writeNodeSeries(bw, series)
+	bw.Flush()
 	for _, want := range []string{
 		`schedulerd_job_runs_total{job="a\"b",status="completed"} 1`,
 		`schedulerd_job_runs_total{job="c\\",status="completed"} 1`,
@@ -247,14 +250,8 @@ func TestJobSeriesLabels(t *testing.T) {
 		}
 	}
 	m.retain(func(string) bool { return false })
-	b.Reset()
-	for f := range nodeFamilies {
-		for _, set := range m.sets[f] {
-			set.WritePrometheus(&b)
-		}
-	}
-	if b.Len() != 0 || len(m.series) != 0 {
-		t.Fatalf("series left after all were removed:\n%s", b.String())
+	if len(m.series) != 0 {
+		t.Fatalf("series left after all were removed: %v", m.series)
 	}
 }
 
@@ -283,5 +280,77 @@ func TestJobRunsEndedByCancelAndExpiry(t *testing.T) {
 	}
 	if _, ok := m[`schedulerd_job_duration_seconds_count{job="later"}`]; ok {
 		t.Fatalf("a job none of whose attempts started has a duration: %v", m)
+	}
+}
+
+// TestJobMetricsExposition: the lines of a job's own series, exactly: its
+// runs, and its attempts' durations and start lags as le buckets whose
+// bounds are powers of ten. A value on a bound counts in that bucket, 0
+// in the first, a value above the last bound in +Inf only; the label is
+// escaped.
+func TestJobMetricsExposition(t *testing.T) {
+	const name = "q\"uo\\te\nd"
+	// The attempts run for these, in turn, on the fake clock.
+	durations := []time.Duration{time.Second, 0, 5 * time.Hour, 250 * time.Millisecond}
+	var calls atomic.Int32
+	h := newHarness(t, func(h *harness) []*jobs.Definition {
+		return []*jobs.Definition{job(name, func(ctx context.Context) error {
+			h.clock.Advance(durations[calls.Add(1)-1])
+			return nil
+		})}
+	})
+	ctx := context.Background()
+	// The first run is due in a minute and claimed 10 s after: it starts
+	// 10 s late. The others start when they are triggered.
+	if _, err := h.s.Trigger(ctx, name, TriggerParams{NotBefore: t0.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	h.advanceTo(t0.Add(time.Minute + 10*time.Second))
+	h.attemptsDone(1)
+	for range durations[1:] {
+		if _, err := h.s.Trigger(ctx, name, TriggerParams{}); err != nil {
+			t.Fatal(err)
+		}
+		h.loop()
+		h.attemptsDone(1)
+	}
+	var out string
+	h.resultsUntil("four runs counted", func() bool {
+		var b strings.Builder
+		h.s.WriteJobMetrics(&b)
+		out = b.String()
+		return strings.Contains(out, `schedulerd_job_runs_total{job="q\"uo\\te\nd",status="completed"} 4`+"\n")
+	})
+	var got []string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "schedulerd_job_") && !strings.HasPrefix(line, "schedulerd_job_last_") {
+			got = append(got, line)
+		}
+	}
+	const l = `job="q\"uo\\te\nd"`
+	want := []string{
+		`schedulerd_job_runs_total{` + l + `,status="completed"} 4`,
+		// 1 s, 0, 5 h, 0.25 s.
+		`schedulerd_job_duration_seconds_bucket{` + l + `,le="0.1"} 1`,
+		`schedulerd_job_duration_seconds_bucket{` + l + `,le="1"} 3`,
+		`schedulerd_job_duration_seconds_bucket{` + l + `,le="10"} 3`,
+		`schedulerd_job_duration_seconds_bucket{` + l + `,le="100"} 3`,
+		`schedulerd_job_duration_seconds_bucket{` + l + `,le="1000"} 3`,
+		`schedulerd_job_duration_seconds_bucket{` + l + `,le="10000"} 3`,
+		`schedulerd_job_duration_seconds_bucket{` + l + `,le="+Inf"} 4`,
+		`schedulerd_job_duration_seconds_sum{` + l + `} 18001.25`,
+		`schedulerd_job_duration_seconds_count{` + l + `} 4`,
+		// 10 s, then 0 three times.
+		`schedulerd_job_start_lag_seconds_bucket{` + l + `,le="0.01"} 3`,
+		`schedulerd_job_start_lag_seconds_bucket{` + l + `,le="0.1"} 3`,
+		`schedulerd_job_start_lag_seconds_bucket{` + l + `,le="1"} 3`,
+		`schedulerd_job_start_lag_seconds_bucket{` + l + `,le="10"} 4`,
+		`schedulerd_job_start_lag_seconds_bucket{` + l + `,le="100"} 4`,
+		`schedulerd_job_start_lag_seconds_bucket{` + l + `,le="+Inf"} 4`,
+		`schedulerd_job_start_lag_seconds_sum{` + l + `} 10`,
+		`schedulerd_job_start_lag_seconds_count{` + l + `} 4`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the job's series:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -51,10 +51,10 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 	s.mu.Lock()
 	var (
 		d  *jobs.Definition
-		js *jobSeries
+		as *attemptSeries
 	)
 	if j := s.declared.job(r.Job); j != nil {
-		d, js = j.def, s.perJob.of(r.Job).attempted()
+		d, as = j.def, s.perJob.of(r.Job).attempted()
 	}
 	f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}
 	ctx, cancel := context.WithCancelCause(s.life.runCtx)
@@ -85,9 +85,9 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 		default:
 			s.count.attemptsStarted.Add(1)
 			began := s.clock.Now()
-			js.lag.Update(max(began.Sub(r.NotBefore).Seconds(), 0))
+			as.startLag.observe(max(began.Sub(r.NotBefore).Seconds(), 0))
 			res = s.execute(ctx, cancel, r, d)
-			js.duration.Update(max(s.clock.Now().Sub(began).Seconds(), 0))
+			as.duration.observe(max(s.clock.Now().Sub(began).Seconds(), 0))
 		}
 		cancel(nil)
 		if res.Reason == "" && !res.Ok() {
