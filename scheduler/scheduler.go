@@ -58,8 +58,12 @@ type Config struct {
 	// SQLite lock): any earlier incarnation of the node is then gone, and
 	// the node takes over its id without judging its liveness.
 	ExclusiveStore bool
-	Clock          Clock
-	Logger         *slog.Logger
+	// Notifiers are the notifiers of the config ([[notifier]]), by which
+	// the notifier names of the expectations of jobs this node does not
+	// declare are resolved (see Retired); SetNotifiers replaces them.
+	Notifiers []jobs.NotifyTarget
+	Clock     Clock
+	Logger    *slog.Logger
 	// Rand returns floats in [0, 1) for backoff jitter.
 	Rand func() float64
 }
@@ -145,6 +149,10 @@ type Scheduler struct {
 	ahead    aheadTicks
 	attempts attemptSet
 	perJob   *jobMetrics
+	// retired are the expectations of jobs this node does not declare
+	// (expect.go), and notifiers the notifiers they name, by name.
+	retired   retiredSet
+	notifiers map[string]jobs.NotifyTarget
 
 	loop    loopState
 	wake    chan struct{}
@@ -242,6 +250,9 @@ type loopState struct {
 	// overdueAt is when the loop last checked for overdue jobs, and
 	// overdueNext the next time a job may become overdue (zero: none).
 	overdueAt, overdueNext time.Time
+	// retiredReadAt is when the loop last read the expectations of the
+	// retired jobs.
+	retiredReadAt time.Time
 }
 
 // lifecycle is the engine's start and stop (Start, Stop): the contexts
@@ -298,6 +309,7 @@ func New(st store.Store, cfg Config, defs []*jobs.Definition) (*Scheduler, error
 	if err := s.setJobs(defs); err != nil {
 		return nil, err
 	}
+	s.SetNotifiers(cfg.Notifiers)
 	return s, nil
 }
 
@@ -561,6 +573,9 @@ func (s *Scheduler) syncJobs(ctx context.Context, now time.Time) error {
 		}
 	}
 	if err := s.readResults(ctx, names); err != nil {
+		return err
+	}
+	if err := s.syncExpectations(ctx, now); err != nil {
 		return err
 	}
 	cursors, err := s.st.ScheduleCursors(ctx, cron)

@@ -19,7 +19,7 @@ type Expectations interface {
 	// every expectation, sorted by job.
 	ExpectationsSync(ctx context.Context, p ExpectationsSyncParams) ([]*Expectation, error)
 	// ExpectationsList returns the expectations of the named jobs that
-	// have one, sorted by job.
+	// have one, or every one when jobNames is nil, sorted by job.
 	ExpectationsList(ctx context.Context, jobNames []string) ([]*Expectation, error)
 	// ExpectationForget deletes the expectation of job and ends its
 	// overdue state (and, unless the job is failing, forgets the

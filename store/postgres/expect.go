@@ -58,13 +58,19 @@ func (s *Store) ExpectationsSync(ctx context.Context, p store.ExpectationsSyncPa
 	return out, nil
 }
 
-// ExpectationsList returns the expectations of the named jobs.
+// ExpectationsList returns the expectations of the named jobs, or all
+// of them when jobNames is nil.
 func (s *Store) ExpectationsList(ctx context.Context, jobNames []string) ([]*store.Expectation, error) {
-	if len(jobNames) == 0 {
+	q, args := `SELECT job, within_us, notify, since FROM job_expect ORDER BY job`, []any{}
+	switch {
+	case jobNames == nil:
+	case len(jobNames) == 0:
 		return nil, nil
+	default:
+		q = `SELECT job, within_us, notify, since FROM job_expect WHERE job = ANY($1::text[]) ORDER BY job`
+		args = append(args, textsOf(jobNames))
 	}
-	out, err := scanExpectations(s.read().query(ctx, `SELECT job, within_us, notify, since FROM job_expect
-		WHERE job = ANY($1::text[]) ORDER BY job`, textsOf(jobNames)))
+	out, err := scanExpectations(s.read().query(ctx, q, args...))
 	if err != nil {
 		return nil, fail("list expectations", err)
 	}

@@ -69,8 +69,13 @@ func testExpectations(t *testing.T, s store.Store) {
 	if d := describeExpectations(list); d != want {
 		t.Fatalf("list:\n%s\nwant\n%s", d, want)
 	}
-	if list, err := s.ExpectationsList(t.Context(), nil); err != nil || len(list) != 0 {
+	if list, err := s.ExpectationsList(t.Context(), []string{}); err != nil || len(list) != 0 {
 		t.Fatalf("list of no names: %v, %v", list, err)
+	}
+	list, err = s.ExpectationsList(t.Context(), nil)
+	want = "backup 1h0m0s [] 2026-03-01T15:00:00Z\nnightly 2h0m0s [ops chat] 2026-03-01T12:00:00Z\nweekly 200h0m0s [] 2026-03-01T14:00:00Z\n"
+	if d := describeExpectations(list); err != nil || d != want {
+		t.Fatalf("list of all: %v\n%s\nwant\n%s", err, d, want)
 	}
 }
 
