@@ -138,3 +138,100 @@ func TestExpectationEndedByConfig(t *testing.T) {
 		t.Fatal("not overdue an hour after the key was added back")
 	}
 }
+
+// retiredHarness starts a node that declares nightly (expect within an
+// hour, notifier ops) and reloads it without it at t0, so that nightly
+// is retired: expected, never succeeded, due at t0 + 1h.
+func retiredHarness(t *testing.T) (*harness, jobs.NotifyTarget) {
+	t.Helper()
+	ops := jobs.NotifyTarget{Notifier: "ops", Events: jobs.DefaultNotifyEvents}
+	h := newHarnessWith(t, func(h *harness) { h.cfg.Notifiers = []jobs.NotifyTarget{ops} }, func(h *harness) []*jobs.Definition {
+		return []*jobs.Definition{job("nightly", h.succeed, func(d *jobs.Definition) {
+			d.ExpectSuccessWithin = time.Hour
+			d.Notify = []jobs.NotifyTarget{ops}
+		})}
+	})
+	if err := h.s.Reload(context.Background(), []*jobs.Definition{job("other", h.succeed)}); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.s.Retired(); len(r) != 1 || r[0].Job != "nightly" || !r[0].Since.Equal(t0) {
+		t.Fatalf("retired: %+v", r)
+	}
+	return h, ops
+}
+
+// TestRetiredJobResolvedByAnotherNode: a retired job that is overdue is
+// resolved by a success of a run that another node (one that still
+// declares it) ends: this node learns it from the store's feed of
+// results, and its window counts from that success.
+func TestRetiredJobResolvedByAnotherNode(t *testing.T) {
+	h, ops := retiredHarness(t)
+	ctx := context.Background()
+	h.advanceTo(t0.Add(time.Hour))
+	if !h.s.Overdue("nightly") {
+		t.Fatal("not overdue at the end of its window")
+	}
+	wantJobNotifications(t, h, "nightly", "ops overdue")
+
+	// node-b declares nightly, runs it and records the success.
+	at := t0.Add(2 * time.Hour)
+	h.clock.Set(at)
+	if _, err := h.st.RunInsert(ctx, store.RunInsertParams{Job: "nightly", Trigger: jobs.TriggerManual, ScheduledAt: at, NotBefore: at,
+		Retry: jobs.RetryPolicy{MaxAttempts: 1}, Node: "node-b", Now: at}); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := h.st.RunsClaim(ctx, store.ClaimParams{Node: "node-b", Incarnation: "inc-b", Jobs: map[string]int{"nightly": 0}, Limit: 1, Now: at})
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("claim on node-b: %v, %v", rs, err)
+	}
+	tr := jobs.Complete(jobs.Fence{RunID: rs[0].ID, Attempt: rs[0].Attempt, Incarnation: "inc-b"}, "node-b", jobs.Result{ExitCode: new(int)}, at)
+	tr.Notify = []jobs.NotifyTarget{ops}
+	if _, err := h.st.RunTransition(ctx, tr); err != nil {
+		t.Fatal(err)
+	}
+	h.resultsUntil("the success on node-b", func() bool { return !h.s.Overdue("nightly") })
+	wantJobNotifications(t, h, "nightly", "ops overdue", "ops resolved")
+	if r := h.s.Retired(); len(r) != 1 || !r[0].LastSuccess.Equal(at) || r[0].Overdue {
+		t.Fatalf("retired after the success: %+v", r)
+	}
+	h.advanceTo(at.Add(time.Hour - time.Second))
+	if h.s.Overdue("nightly") {
+		t.Fatal("overdue before the window from the success ended")
+	}
+	h.advanceTo(at.Add(time.Hour))
+	if !h.s.Overdue("nightly") {
+		t.Fatal("not overdue an hour after the success")
+	}
+	wantJobNotifications(t, h, "nightly", "ops overdue", "ops resolved", "ops overdue")
+}
+
+// TestRetiredJobForgottenByAnotherNode: a retired job forgotten through
+// another node goes from this one too: before its window ends, at the
+// next reading of the retired jobs' expectations (a minute at most), and
+// it never becomes overdue; a node that asks the store to make it overdue
+// meanwhile is told it is not expected, and writes nothing.
+func TestRetiredJobForgottenByAnotherNode(t *testing.T) {
+	h, _ := retiredHarness(t)
+	ctx := context.Background()
+	h.advanceTo(t0.Add(time.Minute)) // a reading of the expectations
+	if err := h.st.ExpectationForget(ctx, "nightly"); err != nil {
+		t.Fatal(err)
+	}
+	h.advanceTo(t0.Add(2 * time.Minute))
+	if r := h.s.Retired(); len(r) != 0 || overdueMetric(h.s, "nightly") != "" {
+		t.Fatalf("forgotten elsewhere, still retired here: %+v, metric %q", r, overdueMetric(h.s, "nightly"))
+	}
+
+	// Forgotten between two readings (the last at t0 + 59m30s, the next
+	// due a minute later), at the end of its window.
+	h2, _ := retiredHarness(t)
+	h2.advanceTo(t0.Add(59*time.Minute + 30*time.Second))
+	if err := h2.st.ExpectationForget(ctx, "nightly"); err != nil {
+		t.Fatal(err)
+	}
+	h2.advanceTo(t0.Add(time.Hour))
+	if r := h2.s.Retired(); len(r) != 0 || h2.s.Overdue("nightly") {
+		t.Fatalf("forgotten elsewhere, overdue here: %+v", r)
+	}
+	wantJobNotifications(t, h2, "nightly")
+}
