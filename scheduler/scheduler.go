@@ -559,9 +559,10 @@ func (s *Scheduler) failAttempts(ctx context.Context, runs []*jobs.Run, res jobs
 	return ended, err
 }
 
-// syncJobs reads the results of the jobs and the cursors of cron jobs
-// (creating missing ones at now, so a new job does not catch up on the
-// past), and makes the runs of one-off jobs.
+// syncJobs reads the results of the jobs, syncs the expectations
+// (syncExpectations) and reads the cursors of cron jobs (creating missing
+// ones at now, so a new job does not catch up on the past), and makes the
+// runs of one-off jobs.
 func (s *Scheduler) syncJobs(ctx context.Context, now time.Time) error {
 	defs := s.Jobs()
 	var cron []string
@@ -650,7 +651,9 @@ func (s *Scheduler) syncJobs(ctx context.Context, now time.Time) error {
 }
 
 // Reload swaps in a new set of jobs. The caller validated them; attempts
-// that are running go on with the definition they started with.
+// that are running go on with the definition they started with. A job
+// with expect_success_within that the new set does not declare is still
+// expected (expect.go) until Forget.
 func (s *Scheduler) Reload(ctx context.Context, defs []*jobs.Definition) error {
 	old := s.Jobs()
 	now := s.clock.Now()
