@@ -23,7 +23,12 @@ type Engine interface {
 	// Pause and Resume stop and restart a cron job's schedule.
 	Pause(ctx context.Context, job string) error
 	Resume(ctx context.Context, job string) error
-	// Jobs describes the declared jobs, in declaration order.
+	// Forget ends the expectation (expect_success_within) that the
+	// cluster keeps of a job this node does not declare: ErrJobDeclared
+	// when it declares it, ErrNotExpected when there is none.
+	Forget(ctx context.Context, job string) error
+	// Jobs describes the declared jobs, in declaration order, then the
+	// jobs the cluster expects that this node does not declare, by name.
 	Jobs(ctx context.Context) ([]JobInfo, error)
 	// Health says whether this node works.
 	Health(ctx context.Context) Health
@@ -75,6 +80,12 @@ var (
 	ErrInvalidTransition = errors.New("invalid transition")
 	// ErrNoSchedule: pause or resume of a job without a schedule (409 no_schedule).
 	ErrNoSchedule = errors.New("job has no schedule")
+	// ErrJobDeclared: forget of a job that this node declares; its
+	// expectation is its config's (409 declared).
+	ErrJobDeclared = errors.New("job is declared")
+	// ErrNotExpected: forget of a job the cluster keeps no expectation of
+	// (404 not_expected).
+	ErrNotExpected = errors.New("job is not expected")
 	// ErrReloadRejected: the config did not load; the running one stays
 	// (422 reload_rejected).
 	ErrReloadRejected = errors.New("reload rejected")
@@ -111,6 +122,8 @@ const (
 	CodeFenced            = "fenced"
 	CodeInvalidTransition = "invalid_transition"
 	CodeNoSchedule        = "no_schedule"
+	CodeJobDeclared       = "declared"
+	CodeNotExpected       = "not_expected"
 	CodeReloadRejected    = "reload_rejected"
 	CodePermissionDenied  = "permission_denied"
 	CodeUnhealthy         = "unhealthy"
@@ -133,6 +146,8 @@ var codeKinds = map[string]error{
 	CodeFenced:            ErrFenced,
 	CodeInvalidTransition: ErrInvalidTransition,
 	CodeNoSchedule:        ErrNoSchedule,
+	CodeJobDeclared:       ErrJobDeclared,
+	CodeNotExpected:       ErrNotExpected,
 	CodeReloadRejected:    ErrReloadRejected,
 	CodePermissionDenied:  ErrPermissionDenied,
 	CodeBusy:              ErrBusy,
@@ -313,6 +328,14 @@ type JobInfo struct {
 	// Overdue says that no run of the job completed within its
 	// expect_success_within (cluster-wide); always false without it.
 	Overdue bool `json:"overdue"`
+	// Declared is false for a job that this node's config does not
+	// declare but that the cluster still expects to succeed (a reload
+	// removed it): it has no kind, schedule or next fire, and
+	// `schedulerd forget` ends its expectation.
+	Declared bool `json:"declared"`
+	// ExpectSuccessWithin is the job's expect_success_within as a Go
+	// duration ("26h0m0s"); "" without it.
+	ExpectSuccessWithin string `json:"expect_success_within"`
 }
 
 // Health says whether this node works.
@@ -365,6 +388,12 @@ func NewNode(n *store.Node, inactive time.Duration) Node {
 type PauseReply struct {
 	Job    string `json:"job"`
 	Paused bool   `json:"paused"`
+}
+
+// ForgetReply is the reply of a forget.
+type ForgetReply struct {
+	Job       string `json:"job"`
+	Forgotten bool   `json:"forgotten"`
 }
 
 // ReloadReply is the reply of a reload that was applied.

@@ -216,7 +216,7 @@ func equalHeaders(a, b http.Header) bool {
 // TestAPIRoles: each role allows its requests and those of the roles
 // below it, and a request its role does not allow gets 403 and reaches
 // nothing: read lists and reads, operate triggers, cancels, reruns,
-// pauses and resumes, admin reloads.
+// pauses, resumes and forgets, admin reloads.
 func TestAPIRoles(t *testing.T) {
 	ta := startAPI(t, nil)
 	type req struct{ method, path string }
@@ -234,7 +234,7 @@ func TestAPIRoles(t *testing.T) {
 		reqs["read"] = []req{{"GET", "/v1/jobs"}, {"GET", "/v1/runs"}, {"GET", "/v1/runs/" + run.ID}, {"GET", "/v1/runs/" + run.ID + "/attempts"},
 			{"GET", "/v1/runs/" + run.ID + "/events"}, {"GET", "/v1/nodes"}, {"GET", "/v1/notifications"}, {"GET", "/v1/health"}, {"GET", "/metrics"}}
 		reqs["operate"] = []req{{"POST", "/v1/jobs/backup/trigger"}, {"POST", "/v1/jobs/backup/pause"}, {"POST", "/v1/jobs/backup/resume"},
-			{"POST", "/v1/runs/" + run.ID + "/rerun"}, {"POST", "/v1/runs/" + run.ID + "/cancel"}}
+			{"POST", "/v1/jobs/retired/forget"}, {"POST", "/v1/runs/" + run.ID + "/rerun"}, {"POST", "/v1/runs/" + run.ID + "/cancel"}}
 		reqs["admin"] = []req{{"POST", "/v1/reload"}}
 		ta.eng.reset()
 		for _, role := range tt.notAllowed {

@@ -20,7 +20,7 @@ const (
 	// nodes, health and metrics.
 	RoleRead Role = "read"
 	// RoleOperate also changes runs and schedules: trigger, cancel, rerun,
-	// pause and resume.
+	// pause, resume and forget.
 	RoleOperate Role = "operate"
 	// RoleAdmin also reloads the config.
 	RoleAdmin Role = "admin"

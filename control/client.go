@@ -156,6 +156,16 @@ func (c *Client) Pause(ctx context.Context, job string) (*PauseReply, error) {
 	return &out, nil
 }
 
+// Forget ends the expectation that the cluster keeps of a job no config
+// declares any more.
+func (c *Client) Forget(ctx context.Context, job string) (*ForgetReply, error) {
+	var out ForgetReply
+	if err := c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(job)+"/forget", nil, nil, &out, 0); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Resume resumes a paused schedule.
 func (c *Client) Resume(ctx context.Context, job string) (*PauseReply, error) {
 	var out PauseReply

@@ -31,10 +31,16 @@
 // Endpoints (all JSON; errors are {"error": "...", "code": "..."}), with
 // the role (below) an API token needs for each:
 //
-//	GET  /v1/jobs                   declared jobs                  {"jobs": [JobInfo]}     read
+//	GET  /v1/jobs                   declared jobs, then the retired {"jobs": [JobInfo]}     read
+//	                                jobs the cluster still expects
 //	POST /v1/jobs/{job}/trigger     make a run now (TriggerRequest) 201 Run                operate
 //	POST /v1/jobs/{job}/pause       pause a cron schedule           {"job", "paused"}      operate
 //	POST /v1/jobs/{job}/resume      resume it                       {"job", "paused"}      operate
+//	POST /v1/jobs/{job}/forget      end the expectation of a job    {"job", "forgotten"}   operate
+//	                                that no config declares (409
+//	                                declared when this node declares
+//	                                it, 404 not_expected when the
+//	                                cluster does not expect it)
 //	GET  /v1/runs?job=&status=&limit=   runs, newest first          {"runs": [Run]}        read
 //	GET  /v1/runs/{id}              one run                         Run                    read
 //	GET  /v1/runs/{id}?wait=60s[&status=S]  long poll: returns when the
@@ -108,7 +114,7 @@
 // on its own. A Run has actor (who made it: trigger, rerun) and
 // cancelled_by (who asked to cancel it); an Event has actor (the
 // creation's, a cancel's, and the end of an attempt stopped by a cancel
-// request). Pause, resume and reload are logged with the actor.
+// request). Pause, resume, forget and reload are logged with the actor.
 //
 // The API serves a handler of its own at /ui/ (MountUI: the web
 // dashboard, which takes its token from a login form and a cookie)

@@ -36,6 +36,8 @@ func FuzzControlRequest(f *testing.F) {
 		{"POST", "/v1/jobs/backup/trigger", `{"payload": "` + strings.Repeat("x", 100) + `"`},
 		{"POST", "/v1/jobs/backup/pause", ""},
 		{"POST", "/v1/jobs/adhoc/resume", "{}"},
+		{"POST", "/v1/jobs/retired/forget", ""},
+		{"POST", "/v1/jobs/backup/forget", `{"unknown": 1}`},
 		{"GET", "/v1/runs?job=backup&status=pending&limit=5", ""},
 		{"GET", "/v1/runs?limit=-1", ""},
 		{"GET", "/v1/runs/x?wait=1ms&status=running", ""},

@@ -123,6 +123,19 @@ func (e *fakeEngine) Resume(ctx context.Context, job string) error {
 	return e.pause(job)
 }
 
+// Forget forgets the job "retired", which the fake cluster expects and
+// the fake node does not declare.
+func (e *fakeEngine) Forget(ctx context.Context, job string) error {
+	e.record("forget %s", job)
+	switch {
+	case known(job):
+		return Mark(fmt.Errorf("job %q is declared in this node's config", job), ErrJobDeclared)
+	case job != "retired":
+		return Mark(fmt.Errorf("no expectation of job %q", job), ErrNotExpected)
+	}
+	return nil
+}
+
 func (e *fakeEngine) Jobs(ctx context.Context) ([]JobInfo, error) { return slices.Clone(fakeJobs), nil }
 
 func (e *fakeEngine) Health(ctx context.Context) Health {

@@ -359,6 +359,7 @@ func (s *Server) routes() http.Handler {
 	handle("POST", "/v1/jobs/{job}/trigger", RoleOperate, s.trigger)
 	handle("POST", "/v1/jobs/{job}/pause", RoleOperate, s.pause(true))
 	handle("POST", "/v1/jobs/{job}/resume", RoleOperate, s.pause(false))
+	handle("POST", "/v1/jobs/{job}/forget", RoleOperate, s.forget)
 	handle("GET", "/v1/runs", RoleRead, s.listRuns)
 	handle("GET", "/v1/runs/{id}", RoleRead, s.getRun)
 	handle("GET", "/v1/runs/{id}/attempts", RoleRead, s.runAttempts)
@@ -455,6 +456,18 @@ func (s *Server) pause(paused bool) http.HandlerFunc {
 		}
 		writeJSON(w, http.StatusOK, PauseReply{Job: job, Paused: paused})
 	}
+}
+
+func (s *Server) forget(w http.ResponseWriter, r *http.Request) {
+	if !checkQuery(w, r) || !decodeBody(w, r, &struct{}{}, true) {
+		return
+	}
+	job := r.PathValue("job")
+	if err := s.cfg.Engine.Forget(r.Context(), job); err != nil {
+		s.engineError(w, r, err, CodeNotExpected)
+		return
+	}
+	writeJSON(w, http.StatusOK, ForgetReply{Job: job, Forgotten: true})
 }
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
@@ -759,6 +772,10 @@ func (s *Server) engineError(w http.ResponseWriter, r *http.Request, err error, 
 		writeError(w, http.StatusConflict, CodeInvalidTransition, msg)
 	case errors.Is(err, ErrNoSchedule):
 		writeError(w, http.StatusConflict, CodeNoSchedule, msg)
+	case errors.Is(err, ErrJobDeclared):
+		writeError(w, http.StatusConflict, CodeJobDeclared, msg)
+	case errors.Is(err, ErrNotExpected):
+		writeError(w, http.StatusNotFound, CodeNotExpected, msg)
 	case errors.Is(err, ErrReloadRejected):
 		writeError(w, http.StatusUnprocessableEntity, CodeReloadRejected, msg)
 	case errors.Is(err, ErrBadRequest):

@@ -188,6 +188,9 @@ func TestEndpoints(t *testing.T) {
 	if r, err := c.Resume(ctx, "backup"); err != nil || r.Paused {
 		t.Fatalf("Resume: %+v %v", r, err)
 	}
+	if r, err := c.Forget(ctx, "retired"); err != nil || !r.Forgotten || r.Job != "retired" {
+		t.Fatalf("Forget: %+v %v", r, err)
+	}
 
 	if _, err := ts.st.NodeRegister(ctx, store.NodeRegisterParams{ID: "n1", Incarnation: "i1", Host: "h", PID: 7, Version: "v", Jobs: []string{"backup"}}); err != nil {
 		t.Fatal(err)
@@ -215,7 +218,7 @@ func TestEndpoints(t *testing.T) {
 		t.Fatalf("Reload: %v", err)
 	}
 	want := []string{"trigger backup", "trigger adhoc", "cancel " + run.ID, "trigger backup", "rerun " + run.ID,
-		"pause backup", "resume backup", "reload"}
+		"pause backup", "resume backup", "forget retired", "reload"}
 	if got := ts.eng.Calls(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("engine calls %v, want %v", got, want)
 	}
@@ -246,6 +249,8 @@ func TestErrorKinds(t *testing.T) {
 		{"events of unknown run", func() error { _, err := c.Events(ctx, "no-such-run"); return err }, ErrUnknownRun, 404, CodeUnknownRun},
 		{"pause unknown job", func() error { _, err := c.Pause(ctx, "nope"); return err }, ErrUnknownJob, 404, CodeUnknownJob},
 		{"pause without schedule", func() error { _, err := c.Pause(ctx, "adhoc"); return err }, ErrNoSchedule, 409, CodeNoSchedule},
+		{"forget a declared job", func() error { _, err := c.Forget(ctx, "backup"); return err }, ErrJobDeclared, 409, CodeJobDeclared},
+		{"forget what is not expected", func() error { _, err := c.Forget(ctx, "nope"); return err }, ErrNotExpected, 404, CodeNotExpected},
 		{"progress of a run that does not run", func() error {
 			return jobClient(ts.Path(), run.ID, 1).Progress(ctx, run.ID, ProgressRequest{Attempt: 1, Percent: 5})
 		}, ErrFenced, 409, CodeFenced},

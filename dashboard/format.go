@@ -229,6 +229,8 @@ func scheduleText(j control.JobInfo) string {
 		return j.Schedule
 	case "once":
 		return "once, at " + utcText(j.At)
+	case "": // not declared here, still expected (control.JobInfo.Declared)
+		return "not declared; expected to succeed within " + j.ExpectSuccessWithin
 	}
 	return "when triggered"
 }
@@ -242,6 +244,8 @@ func kindText(kind string) string {
 		return "one-off"
 	case "trigger":
 		return "on trigger only"
+	case "":
+		return "not declared"
 	}
 	return kind
 }

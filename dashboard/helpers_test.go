@@ -109,6 +109,10 @@ func (e *fakeEngine) Resume(ctx context.Context, job string) error {
 	return e.setPaused(job, false)
 }
 
+func (e *fakeEngine) Forget(ctx context.Context, job string) error {
+	return control.Mark(fmt.Errorf("no expectation of job %q", job), control.ErrNotExpected)
+}
+
 // Jobs reads the last runs from the store, as the daemon's engine does.
 func (e *fakeEngine) Jobs(ctx context.Context) ([]control.JobInfo, error) {
 	last, err := e.st.JobsLastRun(ctx, []string{"backup", "adhoc"})

@@ -202,7 +202,7 @@ func (s *Scheduler) noteTicksSkipped(job string, n int) {
 }
 
 // applyResults records results that the store read or told of in the
-// declared jobs' states, each time kept when newer.
+// declared and retired jobs' states, each time kept when newer.
 func (s *Scheduler) applyResults(rs []store.JobResult) {
 	if len(rs) == 0 {
 		return
@@ -212,6 +212,9 @@ func (s *Scheduler) applyResults(rs []store.JobResult) {
 	for _, r := range rs {
 		j := s.declared.job(r.Job)
 		if j == nil {
+			if rj := s.retired.job(r.Job); rj != nil && micros(r.LastSuccess) > rj.succeeded {
+				rj.succeeded, rj.overdue = micros(r.LastSuccess), false
+			}
 			continue
 		}
 		if micros(r.LastSuccess) > j.succeeded {
@@ -255,6 +258,16 @@ func (s *Scheduler) WriteJobMetrics(w io.Writer) {
 		if js := s.perJob.series[j.def.Name]; js != nil {
 			series = append(series, js)
 		}
+	}
+	for _, r := range s.retired { // expected, not declared (expect.go)
+		if s.declared.job(r.exp.Job) != nil {
+			continue
+		}
+		o := values{label: r.exp.Job}
+		if r.overdue {
+			o.v[0] = 1
+		}
+		overdue = append(overdue, o)
 	}
 	s.mu.Unlock()
 

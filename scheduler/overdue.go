@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"time"
 
 	"github.com/schedulerd/schedulerd/jobs"
@@ -8,28 +9,59 @@ import (
 )
 
 // overdueRecheck is how long after the store found a job not overdue (a
-// success this node had not heard of) the node asks again.
+// success this node had not heard of) the node asks again; and how often
+// a node that has retired jobs reads their expectations again.
 const overdueRecheck = time.Minute
 
-// checkOverdue is the dead man's switch: each declared job with
-// expect_success_within whose last success (or, with none, the time this
-// node began expecting one) is older than the window, and that this node
-// does not know to be overdue, is made overdue in the store, once in the
-// cluster (store.JobOverdue). It reads memory only until a job is due, at
-// most once a second, and returns the next time a job may become due
-// (zero: none).
+// overdueAsk is a job whose window has ended, to be made overdue in the
+// store.
+type overdueAsk struct {
+	job    string
+	within time.Duration
+	since  time.Time
+	notify []jobs.NotifyTarget
+	// retired: this node does not declare the job (retiredJob).
+	retired bool
+}
+
+// dueAt is when a job with window within is to be asked of the store:
+// the end of its window from its newest success succeeded (or, with none,
+// from since), and not before a minute after it was last asked (asked;
+// noTick: never).
+func dueAt(succeeded, since int64, within time.Duration, asked int64) int64 {
+	ref := succeeded
+	if ref == noTick {
+		ref = since
+	}
+	due := ref + within.Microseconds()
+	if asked != noTick {
+		due = max(due, asked+overdueRecheck.Microseconds())
+	}
+	return due
+}
+
+// checkOverdue is the dead man's switch: each job with
+// expect_success_within, declared or retired (expect.go), whose last
+// success (or, with none, the time the cluster began expecting one) is
+// older than the window, and that this node does not know to be overdue,
+// is made overdue in the store, once in the cluster (store.JobOverdue).
+// It reads memory only until a job is due, at most once a second (and,
+// with retired jobs, their expectations once a minute), and returns the
+// next time a job may become due (zero: none).
 func (s *Scheduler) checkOverdue(it *iteration) time.Time {
 	if it.now.Sub(s.loop.overdueAt) < time.Second && !it.now.Before(s.loop.overdueAt) {
 		return s.loop.overdueNext
 	}
 	s.loop.overdueAt = it.now
-	now := it.now.UnixMicro()
-	type ask struct {
-		def   *jobs.Definition
-		since time.Time
+	if it.now.Sub(s.loop.retiredReadAt) >= overdueRecheck || it.now.Before(s.loop.retiredReadAt) {
+		s.loop.retiredReadAt = it.now
+		if err := s.rereadRetired(it.ctx); err != nil {
+			s.loopError(it, "read the expectations of retired jobs", err)
+		}
 	}
+	now := it.now.UnixMicro()
 	var (
-		asks []ask
+		asks []overdueAsk
 		next int64 = noTick
 	)
 	s.mu.Lock()
@@ -41,40 +73,53 @@ func (s *Scheduler) checkOverdue(it *iteration) time.Time {
 		if j.expectSince == noTick {
 			j.expectSince = now
 		}
-		ref := j.succeeded
-		if ref == noTick {
-			ref = j.expectSince
-		}
-		due := ref + within.Microseconds()
-		if j.overdueAsked != noTick {
-			due = max(due, j.overdueAsked+overdueRecheck.Microseconds())
-		}
-		if due > now {
+		if due := dueAt(j.succeeded, j.expectSince, within, j.overdueAsked); due > now {
 			next = earliest(next, due)
 			continue
 		}
 		j.overdueAsked = now
-		asks = append(asks, ask{j.def, time.UnixMicro(j.expectSince).UTC()})
+		asks = append(asks, overdueAsk{job: j.def.Name, within: within, since: fromMicros(j.expectSince), notify: notifyOf(j.def)})
+	}
+	for _, r := range s.retired {
+		if r.overdue || s.declared.job(r.exp.Job) != nil {
+			continue
+		}
+		if due := dueAt(r.succeeded, r.exp.Since.UnixMicro(), r.exp.Within, r.overdueAsked); due > now {
+			next = earliest(next, due)
+			continue
+		}
+		r.overdueAsked = now
+		asks = append(asks, overdueAsk{job: r.exp.Job, within: r.exp.Within, since: r.exp.Since,
+			notify: s.targetsOf(r.exp.Notify), retired: true})
 	}
 	s.mu.Unlock()
 	for _, a := range asks {
 		st, made, err := s.st.JobOverdue(it.ctx, store.JobOverdueParams{
-			Job: a.def.Name, Within: a.def.ExpectSuccessWithin, Since: a.since, Notify: notifyOf(a.def),
+			Job: a.job, Within: a.within, Since: a.since, Notify: a.notify, Retired: a.retired,
 			Node: s.cfg.NodeID, Now: s.storeNow(it.now),
 		})
+		if a.retired && errors.Is(err, store.ErrNotFound) {
+			s.mu.Lock()
+			s.retired = s.retired.without(a.job)
+			s.mu.Unlock()
+			s.log.InfoContext(it.ctx, "expectation of a retired job forgotten by another node", "job", a.job)
+			continue
+		}
 		if err != nil {
 			s.loopError(it, "make job overdue", err)
 			continue
 		}
 		if made {
 			s.log.WarnContext(it.ctx, "job overdue: no run completed within expect_success_within",
-				"job", a.def.Name, "expect_success_within", a.def.ExpectSuccessWithin)
+				"job", a.job, "expect_success_within", a.within, "declared", !a.retired)
 			s.notifyWake()
 		}
 		if !st.OverdueSince.IsZero() {
 			s.mu.Lock()
-			if j := s.declared.job(a.def.Name); j != nil {
+			if j := s.declared.job(a.job); j != nil && !a.retired {
 				j.overdue = true
+			} else if r := s.retired.job(a.job); r != nil && a.retired {
+				r.overdue = true
 			}
 			s.mu.Unlock()
 		} else {
@@ -88,13 +133,16 @@ func (s *Scheduler) checkOverdue(it *iteration) time.Time {
 	return s.loop.overdueNext
 }
 
-// Overdue reports whether the declared job is overdue, cluster-wide, as
-// this node knows.
+// Overdue reports whether the job, declared or retired, is overdue,
+// cluster-wide, as this node knows.
 func (s *Scheduler) Overdue(job string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	j := s.declared.job(job)
-	return j != nil && j.overdue
+	if j := s.declared.job(job); j != nil {
+		return j.overdue
+	}
+	r := s.retired.job(job)
+	return r != nil && r.overdue
 }
 
 // lastSuccess is the newest success of the declared job that this node

@@ -59,12 +59,12 @@ func (s *Scheduler) resultsLoop() {
 }
 
 // takeResults records what the feed brought, and reads the results of
-// every declared job again when it may have missed some.
+// every declared and retired job again when it may have missed some.
 func (s *Scheduler) takeResults(ctx context.Context, feed *store.ResultFeed) error {
 	rs, missed := feed.Take()
 	s.applyResults(rs)
 	if !missed {
 		return nil
 	}
-	return s.readResults(ctx, s.jobNames())
+	return s.readResults(ctx, append(s.jobNames(), s.retiredNames()...))
 }

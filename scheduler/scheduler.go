@@ -58,8 +58,12 @@ type Config struct {
 	// SQLite lock): any earlier incarnation of the node is then gone, and
 	// the node takes over its id without judging its liveness.
 	ExclusiveStore bool
-	Clock          Clock
-	Logger         *slog.Logger
+	// Notifiers are the notifiers of the config ([[notifier]]), by which
+	// the notifier names of the expectations of jobs this node does not
+	// declare are resolved (see Retired); SetNotifiers replaces them.
+	Notifiers []jobs.NotifyTarget
+	Clock     Clock
+	Logger    *slog.Logger
 	// Rand returns floats in [0, 1) for backoff jitter.
 	Rand func() float64
 }
@@ -145,6 +149,10 @@ type Scheduler struct {
 	ahead    aheadTicks
 	attempts attemptSet
 	perJob   *jobMetrics
+	// retired are the expectations of jobs this node does not declare
+	// (expect.go), and notifiers the notifiers they name, by name.
+	retired   retiredSet
+	notifiers map[string]jobs.NotifyTarget
 
 	loop    loopState
 	wake    chan struct{}
@@ -242,6 +250,9 @@ type loopState struct {
 	// overdueAt is when the loop last checked for overdue jobs, and
 	// overdueNext the next time a job may become overdue (zero: none).
 	overdueAt, overdueNext time.Time
+	// retiredReadAt is when the loop last read the expectations of the
+	// retired jobs.
+	retiredReadAt time.Time
 }
 
 // lifecycle is the engine's start and stop (Start, Stop): the contexts
@@ -298,6 +309,7 @@ func New(st store.Store, cfg Config, defs []*jobs.Definition) (*Scheduler, error
 	if err := s.setJobs(defs); err != nil {
 		return nil, err
 	}
+	s.SetNotifiers(cfg.Notifiers)
 	return s, nil
 }
 
@@ -547,9 +559,10 @@ func (s *Scheduler) failAttempts(ctx context.Context, runs []*jobs.Run, res jobs
 	return ended, err
 }
 
-// syncJobs reads the results of the jobs and the cursors of cron jobs
-// (creating missing ones at now, so a new job does not catch up on the
-// past), and makes the runs of one-off jobs.
+// syncJobs reads the results of the jobs, syncs the expectations
+// (syncExpectations) and reads the cursors of cron jobs (creating missing
+// ones at now, so a new job does not catch up on the past), and makes the
+// runs of one-off jobs.
 func (s *Scheduler) syncJobs(ctx context.Context, now time.Time) error {
 	defs := s.Jobs()
 	var cron []string
@@ -561,6 +574,9 @@ func (s *Scheduler) syncJobs(ctx context.Context, now time.Time) error {
 		}
 	}
 	if err := s.readResults(ctx, names); err != nil {
+		return err
+	}
+	if err := s.syncExpectations(ctx, now); err != nil {
 		return err
 	}
 	cursors, err := s.st.ScheduleCursors(ctx, cron)
@@ -635,7 +651,9 @@ func (s *Scheduler) syncJobs(ctx context.Context, now time.Time) error {
 }
 
 // Reload swaps in a new set of jobs. The caller validated them; attempts
-// that are running go on with the definition they started with.
+// that are running go on with the definition they started with. A job
+// with expect_success_within that the new set does not declare is still
+// expected (expect.go) until Forget.
 func (s *Scheduler) Reload(ctx context.Context, defs []*jobs.Definition) error {
 	old := s.Jobs()
 	now := s.clock.Now()

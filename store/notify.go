@@ -51,7 +51,9 @@ type Notifications interface {
 	// or, when none ever did, p.Since is after that, it records the job as
 	// overdue and writes the overdue notifications of p.Notify. It returns
 	// the job's state, and whether this call made it overdue. A success
-	// of the job ends the state (see DecideNotifications).
+	// of the job ends the state (see DecideNotifications). With p.Retired
+	// it writes only while the job has an expectation (Expectations), and
+	// returns ErrNotFound otherwise: a job forgotten meanwhile.
 	JobOverdue(ctx context.Context, p JobOverdueParams) (st *JobNotifyState, made bool, err error)
 	// JobNotifyStates returns the notification state of the named jobs
 	// that have one.
@@ -68,6 +70,9 @@ type JobOverdueParams struct {
 	Notify []jobs.NotifyTarget
 	Node   string
 	Now    time.Time
+	// Retired says that the caller does not declare the job: it knows the
+	// job's expectation from the store alone.
+	Retired bool
 }
 
 // Due reports whether a job whose last success was lastSuccess (zero:

@@ -164,6 +164,7 @@ type Store interface {
 	ResultFeed() *ResultFeed
 
 	Notifications
+	Expectations
 }
 
 // lostPrefix starts the incarnation of a node row marked lost.

@@ -42,7 +42,7 @@ func cliExitCode(err error) (int, bool) {
 		return exitNotRunning, true
 	case errors.Is(err, control.ErrPermissionDenied):
 		return exitPermission, true
-	case errors.Is(err, control.ErrUnknownJob):
+	case errors.Is(err, control.ErrUnknownJob), errors.Is(err, control.ErrNotExpected):
 		return exitUnknownJob, true
 	case errors.Is(err, control.ErrUnknownRun):
 		return exitUnknownRun, true

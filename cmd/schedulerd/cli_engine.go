@@ -40,6 +40,10 @@ func controlError(err error) error {
 		return control.Mark(err, control.ErrUnknownJob)
 	case errors.Is(err, scheduler.ErrInvalidWindow):
 		return control.Mark(err, control.ErrInvalidWindow)
+	case errors.Is(err, scheduler.ErrJobDeclared):
+		return control.Mark(err, control.ErrJobDeclared)
+	case errors.Is(err, scheduler.ErrNotExpected):
+		return control.Mark(err, control.ErrNotExpected)
 	}
 	return err
 }
@@ -88,15 +92,24 @@ func (e *engine) setPaused(ctx context.Context, job string, paused bool) error {
 	return controlError(err)
 }
 
+// Forget ends the expectation of a job that this node does not declare.
+func (e *engine) Forget(ctx context.Context, job string) error {
+	return controlError(e.sched.Forget(ctx, job, actor(ctx)))
+}
+
 func (e *engine) Jobs(ctx context.Context) ([]control.JobInfo, error) {
 	defs := e.sched.Jobs()
-	names := make([]string, len(defs))
+	retired := e.sched.Retired()
+	names := make([]string, len(defs), len(defs)+len(retired))
 	var cron []string
 	for i, d := range defs {
 		names[i] = d.Name
 		if d.Schedule != nil {
 			cron = append(cron, d.Name)
 		}
+	}
+	for _, r := range retired {
+		names = append(names, r.Job)
 	}
 	last, err := e.st.JobsLastRun(ctx, names)
 	if err != nil {
@@ -108,9 +121,12 @@ func (e *engine) Jobs(ctx context.Context) ([]control.JobInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]control.JobInfo, 0, len(defs))
+	out := make([]control.JobInfo, 0, len(defs)+len(retired))
 	for _, d := range defs {
-		j := control.JobInfo{Name: d.Name, Kind: d.Kind(), At: utcPtr(d.At), NextFire: utcPtr(e.sched.NextFire(d.Name))}
+		j := control.JobInfo{Name: d.Name, Kind: d.Kind(), At: utcPtr(d.At), NextFire: utcPtr(e.sched.NextFire(d.Name)), Declared: true}
+		if d.ExpectSuccessWithin > 0 {
+			j.ExpectSuccessWithin = d.ExpectSuccessWithin.String()
+		}
 		if d.Schedule != nil {
 			j.Schedule = d.Schedule.String()
 			if l, ok := d.Schedule.(interface{ Location() *time.Location }); ok && l.Location() != nil {
@@ -132,20 +148,32 @@ func (e *engine) Jobs(ctx context.Context) ([]control.JobInfo, error) {
 			j.NextStart = utcPtr(start)
 		}
 		j.Overdue = d.ExpectSuccessWithin > 0 && e.sched.Overdue(d.Name)
-		if r := last[d.Name]; r != nil {
-			j.LastRunID, j.LastRunStatus = r.ID, r.Status
-			switch {
-			case !r.FinishedAt.IsZero():
-				j.LastRunAt = utcPtr(r.FinishedAt)
-			case !r.StartedAt.IsZero():
-				j.LastRunAt = utcPtr(r.StartedAt)
-			default:
-				j.LastRunAt = utcPtr(r.CreatedAt)
-			}
-		}
+		setLastRun(&j, last[d.Name])
+		out = append(out, j)
+	}
+	// The jobs no config here declares, that the cluster still expects.
+	for _, r := range retired {
+		j := control.JobInfo{Name: r.Job, ExpectSuccessWithin: r.Within.String(), Overdue: r.Overdue}
+		setLastRun(&j, last[r.Job])
 		out = append(out, j)
 	}
 	return out, nil
+}
+
+// setLastRun fills in j's last run from r (nil: none).
+func setLastRun(j *control.JobInfo, r *jobs.Run) {
+	if r == nil {
+		return
+	}
+	j.LastRunID, j.LastRunStatus = r.ID, r.Status
+	switch {
+	case !r.FinishedAt.IsZero():
+		j.LastRunAt = utcPtr(r.FinishedAt)
+	case !r.StartedAt.IsZero():
+		j.LastRunAt = utcPtr(r.StartedAt)
+	default:
+		j.LastRunAt = utcPtr(r.CreatedAt)
+	}
 }
 
 // NextTicks are the coming ticks of a cron job from its next fire time

@@ -10,7 +10,9 @@ import (
 )
 
 // cmdJobs lists the declared jobs with their schedule, next fire time,
-// paused state, last run and skipped ticks.
+// paused state, last run and skipped ticks, then the jobs that no config
+// of this node declares but that the cluster still expects to succeed
+// (expect_success_within), marked "not declared".
 func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("jobs")
 	cf := addClientFlags(fs, stderr)
@@ -42,6 +44,7 @@ func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintln(tw, "JOB\tKIND\tSCHEDULE\tNEXT\tPAUSED\tLAST RUN\tSTATUS\tAT\tSKIPPED")
 	for _, j := range js {
 		sched := "-"
+		kind := j.Kind
 		switch j.Kind {
 		case "cron":
 			sched = j.Schedule
@@ -57,6 +60,9 @@ func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if j.Paused {
 			paused = "yes"
 		}
+		if !j.Declared {
+			sched, paused = "not declared, expected within "+j.ExpectSuccessWithin, "-"
+		}
 		next := when(j.NextFire)
 		if j.NextFire != nil && j.NextStart != nil && j.Kind == "cron" && j.NextStart.After(*j.NextFire) {
 			next += " +" + j.NextStart.Sub(*j.NextFire).String() // the jitter's delay
@@ -65,10 +71,39 @@ func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if j.Overdue {
 			status += " (OVERDUE)" // no run completed within expect_success_within
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", j.Name, j.Kind, sched, next, paused,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", j.Name, orDash(kind), sched, next, paused,
 			orDash(j.LastRunID), status, when(j.LastRunAt), j.Skipped)
 	}
 	return tw.Flush()
+}
+
+// cmdForget ends the expectation (expect_success_within) that the cluster
+// keeps of a job that no config declares any more.
+func cmdForget(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("forget")
+	cf := addClientFlags(fs, stderr)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	job, err := oneArg(pos, "schedulerd forget JOB [--json]")
+	if err != nil {
+		return err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	reply, err := c.Forget(ctx, job)
+	if err != nil {
+		return fmt.Errorf("forget %s: %w", job, err)
+	}
+	if *cf.json {
+		return printJSON(stdout, reply)
+	}
+	fmt.Fprintf(stdout, "job %s forgotten: the cluster no longer expects it to succeed, and it is no longer overdue\n", job)
+	return nil
 }
 
 // cmdPause stops a cron job's schedule, persistently; triggers still work.

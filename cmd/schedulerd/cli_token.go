@@ -23,7 +23,7 @@ const tokenPrefix = "sd_"
 // it by its SHA-256. The token is in no file: the operator keeps it.
 func cmdToken(_ context.Context, args []string, stdout, _ io.Writer) error {
 	fs := newFlags("token")
-	role := fs.String("role", "", "what the token may do, `ROLE`: read (listings, runs, output, metrics), operate (read, and trigger, cancel, rerun, pause, resume) or admin (operate, and reload)")
+	role := fs.String("role", "", "what the token may do, `ROLE`: read (listings, runs, output, metrics), operate (read, and trigger, cancel, rerun, pause, resume, forget) or admin (operate, and reload)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err

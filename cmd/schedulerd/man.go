@@ -66,7 +66,7 @@ var commandPageDescription = []string{
 	"schedulerd runs commands on cron schedules, once at a given time, or when triggered, with retries, time windows, bounded output and a history of every run. `schedulerd run` is the daemon; the state lives in an embedded SQLite database, or in PostgreSQL for a cluster of nodes in which each cron tick fires once.",
 	"The other commands talk to the local daemon over its control socket (HTTP with JSON), except those that work offline: `check-config`, `next`, `migrate`, `version`, `completion`, `man` and `help`. Flags may come before or after the arguments. A client finds the socket from `--socket`, else `$SCHEDULERD_SOCKET`, else the `socket` of the config given by `--config` (default `/etc/schedulerd/schedulerd.toml`), else `/run/schedulerd/schedulerd.sock`.",
 	"With `--api URL --token-file F` (or `$SCHEDULERD_API` and `$SCHEDULERD_TOKEN_FILE`) a client command uses the daemon's HTTP API (`api_listen`) instead, with a bearer token that `token new` makes; `--api` and `--socket` given as flags come before the environment.",
-	"Members of `socket_group` may use the socket, and so run any declared job: treat the group like sudo rights for those jobs. A token of the HTTP API does what its role allows: `read`, `operate` (trigger, cancel, rerun, pause, resume) or `admin` (reload).",
+	"Members of `socket_group` may use the socket, and so run any declared job: treat the group like sudo rights for those jobs. A token of the HTTP API does what its role allows: `read`, `operate` (trigger, cancel, rerun, pause, resume, forget) or `admin` (reload).",
 }
 
 var commandPageService = []string{

@@ -10,12 +10,23 @@ import (
 	"syscall"
 
 	"github.com/schedulerd/schedulerd/config"
+	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/jobs/command"
 	notifypkg "github.com/schedulerd/schedulerd/notify"
 )
 
 // maxSecretFile bounds a notifier's secret_file.
 const maxSecretFile = 4096
+
+// notifierTargets are the config's notifiers as the scheduler resolves
+// the notifier names of expectations by them.
+func notifierTargets(cfg *config.Config) []jobs.NotifyTarget {
+	out := make([]jobs.NotifyTarget, len(cfg.Notifiers))
+	for i := range cfg.Notifiers {
+		out[i] = cfg.Notifiers[i].Target()
+	}
+	return out
+}
 
 // notifyTargets makes the delivery targets of the config's notifiers,
 // reading their secret files and checking their users. Any problem is an

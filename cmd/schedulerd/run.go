@@ -170,6 +170,7 @@ func (n *daemonNode) newEngine() error {
 		// database clock judges leases, windows and liveness.
 		ExclusiveStore: !d.IsPostgres(),
 		StoreClock:     d.IsPostgres(),
+		Notifiers:      notifierTargets(n.cfg),
 	}
 	// The watchdog ping comes from the scheduling loop itself, so a stuck
 	// loop stops the pings; the loop must then wake at least twice per period.
@@ -366,6 +367,7 @@ func reload(ctx context.Context, logger *slog.Logger, path string, running *conf
 		logger.Error("reload rejected: keeping the running config", "config", path, "error", err)
 		return err
 	}
+	sched.SetNotifiers(notifierTargets(cfg))
 	if apiReload != nil {
 		apiReload.Apply()
 	}

@@ -338,6 +338,13 @@ func (s *Store) JobOverdue(ctx context.Context, p store.JobOverdueParams) (*stor
 		if !st.OverdueSince.IsZero() {
 			return nil
 		}
+		if p.Retired {
+			if ok, err := expected(ctx, c, p.Job); err != nil {
+				return err
+			} else if !ok {
+				return fmt.Errorf("expectation of job %q: %w", p.Job, store.ErrNotFound)
+			}
+		}
 		var (
 			last *time.Time
 			at   time.Time

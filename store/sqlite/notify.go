@@ -329,6 +329,13 @@ func (s *Store) JobOverdue(ctx context.Context, p store.JobOverdueParams) (*stor
 		if !st.OverdueSince.IsZero() {
 			return nil
 		}
+		if p.Retired {
+			if ok, err := expected(ctx, c, p.Job); err != nil {
+				return err
+			} else if !ok {
+				return fmt.Errorf("expectation of job %q: %w", p.Job, store.ErrNotFound)
+			}
+		}
 		var last sql.NullInt64
 		err = c.queryRow(ctx, `SELECT last_success_at FROM job_results WHERE job = ?`, p.Job).Scan(&last)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {

@@ -88,6 +88,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NotifyExpire", testNotifyExpire},
 		{"NotifyOverdue", testNotifyOverdue},
 		{"NotifySkipped", testNotifySkipped},
+		{"Expectations", testExpectations},
+		{"ExpectationForget", testExpectationForget},
 	}
 	running := make(chan struct{}, parallelCases)
 	for _, tc := range tests {

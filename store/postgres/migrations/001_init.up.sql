@@ -289,3 +289,16 @@ CREATE TABLE job_notify (
 	overdue_since timestamptz,
 	told          jsonb NOT NULL DEFAULT '{}'
 );
+
+-- job_expect is each job's expect_success_within as the cluster keeps it:
+-- written by the nodes that declare the job with the key (notify: a JSON
+-- array of notifier names), with since, when the cluster first expected
+-- it (by the database clock), kept while the row lives. A node whose
+-- config no longer declares the job keeps the row (the job is retired but
+-- still expected); `schedulerd forget` deletes it.
+CREATE TABLE job_expect (
+	job       text PRIMARY KEY,
+	within_us bigint NOT NULL,
+	notify    jsonb NOT NULL DEFAULT '[]',
+	since     timestamptz NOT NULL
+);

@@ -217,3 +217,16 @@ CREATE TABLE job_notify (
 	overdue_since INTEGER,
 	told          TEXT NOT NULL DEFAULT '{}'
 ) STRICT;
+
+-- job_expect is each job's expect_success_within as the cluster keeps it:
+-- written by the nodes that declare the job with the key (within in
+-- microseconds, notify a JSON array of notifier names), with since, when
+-- the cluster first expected it, kept while the row lives. A node whose
+-- config no longer declares the job keeps the row (the job is retired but
+-- still expected); `schedulerd forget` deletes it.
+CREATE TABLE job_expect (
+	job       TEXT PRIMARY KEY,
+	within_us INTEGER NOT NULL,
+	notify    TEXT NOT NULL DEFAULT '[]',
+	since     INTEGER NOT NULL
+) STRICT;
