@@ -12,23 +12,30 @@ import (
 // replaces the set whole; its slices and map are never changed in place,
 // so a copy of one taken under Scheduler.mu stays valid without it.
 type jobSet struct {
-	// all is the jobs in declaration order, byName the same sorted by
-	// name (a map would cost more memory per job; a node may declare
-	// 100,000), cron those with a schedule.
-	all    []*jobState
-	byName []*jobState
-	cron   []*jobState
+	// all is the jobs in declaration order, cron those with a schedule.
+	all  []*jobState
+	cron []*jobState
 	// limits is each job's concurrency limit, as claims take it.
 	limits map[string]int
-	// names is the job names, sorted: what RunsNextDue reads fastest.
-	names []string
+	// names is the job names, sorted: what RunsNextDue reads fastest, and
+	// how job finds a job, whose index in all is at the same place in
+	// byName (a map, or pointers, would cost more memory per job; a node
+	// may declare 100,000).
+	names  []string
+	byName []int32
 }
 
 // newJobSet validates defs and returns their set.
 func newJobSet(defs []*jobs.Definition) (jobSet, error) {
 	all := make([]*jobState, len(defs))
 	limits := make(map[string]int, len(defs))
-	var cron []*jobState
+	ncron := 0
+	for _, d := range defs {
+		if d.Schedule != nil {
+			ncron++
+		}
+	}
+	cron := make([]*jobState, 0, ncron)
 	states := make([]jobState, len(defs)) // one allocation, not one per job
 	for i, d := range defs {
 		if err := d.Validate(); err != nil {
@@ -44,22 +51,23 @@ func newJobSet(defs []*jobs.Definition) (jobSet, error) {
 			cron = append(cron, all[i])
 		}
 	}
-	byName := slices.Clone(all)
-	slices.SortFunc(byName, func(a, b *jobState) int { return strings.Compare(a.def.Name, b.def.Name) })
-	names := make([]string, len(byName))
-	for i, j := range byName {
-		names[i] = j.def.Name
+	byName := make([]int32, len(all))
+	for i := range byName {
+		byName[i] = int32(i)
 	}
-	return jobSet{all: all, byName: byName, cron: slices.Clip(cron), limits: limits, names: names}, nil
+	slices.SortFunc(byName, func(a, b int32) int { return strings.Compare(all[a].def.Name, all[b].def.Name) })
+	names := make([]string, len(byName))
+	for i, at := range byName {
+		names[i] = all[at].def.Name
+	}
+	return jobSet{all: all, cron: cron, limits: limits, names: names, byName: byName}, nil
 }
 
 // job returns the state of a declared job; nil if none.
 func (js *jobSet) job(name string) *jobState {
-	i, ok := slices.BinarySearchFunc(js.byName, name, func(j *jobState, name string) int {
-		return strings.Compare(j.def.Name, name)
-	})
+	i, ok := slices.BinarySearch(js.names, name)
 	if !ok {
 		return nil
 	}
-	return js.byName[i]
+	return js.all[js.byName[i]]
 }

@@ -318,7 +318,8 @@ func (s *Scheduler) setJobs(defs []*jobs.Definition) error {
 		j.succeeded, j.failed = old.succeeded, old.failed
 		j.expectSince, j.overdue = old.expectSince, old.overdue
 		if j.def.Schedule != nil && old.hasCursor {
-			j.hasCursor, j.paused, j.last = true, old.paused, old.last
+			j.hasCursor, j.paused = true, old.paused
+			j.setLast(old.last)
 		}
 	}
 	s.declared = set
