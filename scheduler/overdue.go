@@ -46,14 +46,14 @@ func (s *Scheduler) checkOverdue(it *iteration) time.Time {
 			ref = j.expectSince
 		}
 		due := ref + within.Microseconds()
-		if j.overdueAsked != noTick {
-			due = max(due, j.overdueAsked+overdueRecheck.Microseconds())
+		if asked, ok := s.overdueAsked[j]; ok {
+			due = max(due, asked+overdueRecheck.Microseconds())
 		}
 		if due > now {
 			next = earliest(next, due)
 			continue
 		}
-		j.overdueAsked = now
+		s.overdueAsked[j] = now
 		asks = append(asks, ask{j.def, time.UnixMicro(j.expectSince).UTC()})
 	}
 	s.mu.Unlock()

@@ -145,6 +145,11 @@ type Scheduler struct {
 	ahead    aheadTicks
 	attempts attemptSet
 	perJob   *jobMetrics
+	// overdueAsked is, by declared job, when this node last asked the
+	// store to make it overdue (checkOverdue), so that a job the store
+	// does not hold overdue (a success this node has not heard of yet) is
+	// asked again a minute later. setJobs empties it with the states.
+	overdueAsked map[*jobState]int64
 
 	loop    loopState
 	wake    chan struct{}
@@ -279,16 +284,17 @@ func (c stopCause) Error() string { return "attempt stopped: " + string(c.reason
 func New(st store.Store, cfg Config, defs []*jobs.Definition) (*Scheduler, error) {
 	cfg = cfg.withDefaults()
 	s := &Scheduler{
-		cfg:      cfg,
-		st:       st,
-		log:      cfg.Logger.With("component", "scheduler", "node", cfg.NodeID),
-		clock:    cfg.Clock,
-		attempts: attemptSet{running: map[string]*attempt{}},
-		perJob:   newJobMetrics(),
-		ahead:    newAheadTicks(),
-		ticks:    newTickQueue(cfg.FireLead),
-		wake:     make(chan struct{}, 1),
-		results:  resultQueue{backlog: make(chan struct{}, 1)},
+		cfg:          cfg,
+		st:           st,
+		log:          cfg.Logger.With("component", "scheduler", "node", cfg.NodeID),
+		clock:        cfg.Clock,
+		attempts:     attemptSet{running: map[string]*attempt{}},
+		perJob:       newJobMetrics(),
+		ahead:        newAheadTicks(),
+		ticks:        newTickQueue(cfg.FireLead),
+		overdueAsked: map[*jobState]int64{},
+		wake:         make(chan struct{}, 1),
+		results:      resultQueue{backlog: make(chan struct{}, 1)},
 	}
 	inc := uuid.NewString()
 	s.inc.Store(&inc)
@@ -323,6 +329,8 @@ func (s *Scheduler) setJobs(defs []*jobs.Definition) error {
 		}
 	}
 	s.declared = set
+	s.ticks.forget()
+	clear(s.overdueAsked)
 	s.ticks.requeue(s.declared.cron)
 	s.mu.Unlock()
 	return nil

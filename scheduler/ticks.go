@@ -14,9 +14,10 @@ import (
 // and, for a cron job, its cursor as last read or written, the next tick
 // after it and the heap entry. It is kept small, as integers rather than
 // time.Time values, the flags together, and without the cursor's counters
-// (the store has them), because a node may declare 100,000 jobs: one of
-// these per job replaced a map of definitions, one of cursors and one of
-// cached ticks.
+// (the store has them) or what few jobs have (a deferred tick, an overdue
+// asked: maps beside the states), because a node may declare 100,000
+// jobs: one of these per job replaced a map of definitions, one of
+// cursors and one of cached ticks.
 type jobState struct {
 	def *jobs.Definition
 	// last is the cursor's Last in Unix microseconds, as the stores keep
@@ -29,20 +30,14 @@ type jobState struct {
 	rankOf int64
 	// queued is the time of the job's live heap entry; noTick: none.
 	queued int64
-	// deferred is a tick whose fire ahead of time the store deferred (an
-	// active run of a skip or replace job): it is fired at its time.
-	deferred int64
 	// succeeded and failed are when the newest run of the job that
 	// completed, and that ended dead_letter, finished, on any node
 	// (store.JobResult); noTick: none known.
 	succeeded, failed int64
 	// expectSince is when this node began expecting a success of a job
 	// with expect_success_within (Unix microseconds): the reference of a
-	// job that never succeeded. overdueAsked is when this node last asked
-	// the store (noTick: never), so that a job the store does not hold
-	// overdue (a success this node has not heard of yet) is asked again a
-	// minute later.
-	expectSince, overdueAsked int64
+	// job that never succeeded.
+	expectSince int64
 	// rank is the job's place, from 1, among the jobs queued for its tick
 	// rankOf; see tickQueue.roundLead.
 	rank      int32
@@ -70,8 +65,8 @@ func earliest(a, b int64) int64 {
 const noTick = math.MinInt64
 
 func newJobState(d *jobs.Definition) jobState {
-	return jobState{def: d, next: noTick, queued: noTick, deferred: noTick, rankOf: noTick,
-		succeeded: noTick, failed: noTick, expectSince: noTick, overdueAsked: noTick}
+	return jobState{def: d, next: noTick, queued: noTick, rankOf: noTick,
+		succeeded: noTick, failed: noTick, expectSince: noTick}
 }
 
 func micros(t time.Time) int64 {
@@ -142,12 +137,24 @@ type tickQueue struct {
 	fireLead time.Duration // Config.FireLead
 	// rounds counts, by tick, the jobs ranked for it (roundLead).
 	rounds map[int64]int32
-	cost   fireCost
+	// deferred holds, by job, a tick whose fire ahead of time the store
+	// deferred (an active run of a skip or replace job): it is fired at
+	// its time. forget empties it with the states it holds.
+	deferred map[*jobState]int64
+	cost     fireCost
 }
 
 func newTickQueue(fireLead time.Duration) tickQueue {
-	return tickQueue{fireLead: fireLead, rounds: map[int64]int32{}}
+	return tickQueue{fireLead: fireLead, rounds: map[int64]int32{}, deferred: map[*jobState]int64{}}
 }
+
+// deferTick records that the store deferred the fire ahead of time of
+// the job's next tick.
+func (q *tickQueue) deferTick(j *jobState) { q.deferred[j] = j.nextTick() }
+
+// forget forgets the deferred ticks, when the states of the jobs are
+// replaced (setJobs).
+func (q *tickQueue) forget() { clear(q.deferred) }
 
 // tickEntry is an entry of the timer heap.
 type tickEntry struct {
@@ -191,7 +198,7 @@ func (q *tickQueue) queue(j *jobState) {
 // noTick when there is none.
 func (q *tickQueue) fireAt(j *jobState) int64 {
 	nt := j.nextTick()
-	if nt == noTick || nt == j.deferred || q.fireLead <= 0 {
+	if d, ok := q.deferred[j]; nt == noTick || (ok && nt == d) || q.fireLead <= 0 {
 		return nt
 	}
 	at := nt - q.fireLead.Microseconds()
