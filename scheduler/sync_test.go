@@ -111,3 +111,44 @@ func TestStartReadsInBatches(t *testing.T) {
 		t.Errorf("restart: last success of %s %v, want %v", succeeded, got, done)
 	}
 }
+
+// TestJobSetChecksInDeclarationOrder: the first problem in declaration
+// order is the one reported, a job declared twice at its second
+// declaration; and a valid set finds each job by name, with its limit.
+func TestJobSetChecksInDeclarationOrder(t *testing.T) {
+	ok := func(name string, mod ...func(*jobs.Definition)) *jobs.Definition {
+		return job(name, func(context.Context) error { return nil }, mod...)
+	}
+	bad := func(name string) *jobs.Definition {
+		return ok(name, func(d *jobs.Definition) { d.MaxConcurrency = -1 })
+	}
+	for _, c := range []struct {
+		name string
+		defs []*jobs.Definition
+		want string
+	}{
+		{"twice", []*jobs.Definition{ok("b"), ok("a"), ok("c"), ok("a"), ok("b")}, `job "a": declared twice`},
+		{"invalid before twice", []*jobs.Definition{ok("a"), bad("z"), ok("a")}, `job "z": max_concurrency: must not be negative`},
+		{"twice before invalid", []*jobs.Definition{ok("a"), ok("a"), bad("z")}, `job "a": declared twice`},
+		{"invalid second", []*jobs.Definition{ok("a"), bad("a")}, `job "a": max_concurrency: must not be negative`},
+	} {
+		if _, err := newJobSet(c.defs); err == nil || err.Error() != c.want {
+			t.Errorf("%s: %v, want %s", c.name, err, c.want)
+		}
+	}
+	set, err := newJobSet([]*jobs.Definition{ok("b"), ok("c", func(d *jobs.Definition) { d.MaxConcurrency = 3; d.Overlap = jobs.OverlapAllow }), ok("a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"b", "c", "a"} {
+		if j := set.job(name); j != set.all[i] {
+			t.Errorf("job(%q) = %v, want the state of declaration %d", name, j, i)
+		}
+	}
+	if set.job("d") != nil || set.limits.Len() != 3 {
+		t.Errorf("job(d) = %v; %d limits", set.job("d"), set.limits.Len())
+	}
+	if limit, ok := set.limits.Limit("c"); limit != 3 || !ok {
+		t.Errorf("limit of c: %d, %v", limit, ok)
+	}
+}
