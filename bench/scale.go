@@ -398,7 +398,7 @@ func scalePair(ctx context.Context, e *env, kind string) (small, large *scaleRes
 
 	// Claim latency, one claim at a time, the two sizes in turns.
 	claim := store.ClaimParams{Node: "bench-claimer", Incarnation: uuid.NewString(),
-		Jobs: map[string]int{"noop": 0}, Limit: 1}
+		Jobs: store.NewJobLimits(map[string]int{"noop": 0}), Limit: 1}
 	claimsStart := time.Now()
 	for i := range o.sizes.scaleClaims {
 		if time.Since(claimsStart) >= 2*o.sizes.scaleCap {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/binary"
 	"slices"
 	"strings"
 
@@ -19,9 +20,12 @@ import (
 // back, and the file itself: a daemon with many schedules used far more
 // heap spans than its live objects filled. Compacted, the definitions are
 // one slice, the per-job strings one string, the repeated strings (overlap,
-// user, workdir, ...) one copy each, and the schedules are packed with
-// equal ones shared (schedule.Pack). After a reload the old config's
-// allocations are freed once no attempt started under it runs any more.
+// user, workdir, ...) one copy each, equal commands and equal notify lists
+// one copy each (a generated config repeats them job after job), and the
+// schedules are packed with equal ones shared (schedule.Pack). The
+// definitions are read only once parsed: jobs/command copies a command
+// before it runs it. After a reload the old config's allocations are freed
+// once no attempt started under it runs any more.
 func compact(cfg *Config) {
 	d := &cfg.Daemon
 	for _, s := range []*string{&cfg.Path, &d.NodeID, &d.Store, &d.StateDir, &d.Socket, &d.SocketGroup,
@@ -45,12 +49,13 @@ func compact(cfg *Config) {
 	if len(defs) == 0 {
 		return
 	}
+	cmdOf, notifyOf := firstEqual(defs, appendCommandKey), firstEqual(defs, appendNotifyKey)
 	// Per-job strings, packed into one string in this order.
 	size := 0
-	eachOwn(defs, func(s string) { size += len(s) })
+	eachOwn(defs, cmdOf, func(s string) { size += len(s) })
 	var b strings.Builder
 	b.Grow(size)
-	eachOwn(defs, func(s string) { b.WriteString(s) })
+	eachOwn(defs, cmdOf, func(s string) { b.WriteString(s) })
 	all, off := b.String(), 0
 	own := func(s string) string {
 		s, off = all[off:off+len(s)], off+len(s)
@@ -76,8 +81,10 @@ func compact(cfg *Config) {
 	scheds = schedule.Pack(scheds)
 
 	nargs := 0
-	for _, d := range defs {
-		nargs += len(d.Command)
+	for i, d := range defs {
+		if cmdOf[i] == i {
+			nargs += len(d.Command)
+		}
 	}
 	args := make([]string, 0, nargs)
 	packed := make([]jobs.Definition, len(defs))
@@ -85,7 +92,10 @@ func compact(cfg *Config) {
 		d := &packed[i]
 		*d = *old
 		d.Name = own(old.Name)
-		if old.Command != nil {
+		switch {
+		case cmdOf[i] < i:
+			d.Command = packed[cmdOf[i]].Command
+		case old.Command != nil:
 			start := len(args)
 			for _, a := range old.Command {
 				args = append(args, own(a))
@@ -96,8 +106,11 @@ func compact(cfg *Config) {
 		d.Workdir, d.User = intern(old.Workdir), intern(old.User)
 		d.Overlap, d.Catchup = jobs.Overlap(intern(string(old.Overlap))), jobs.Catchup(intern(string(old.Catchup)))
 		d.Retry.Backoff = jobs.Backoff(intern(string(old.Retry.Backoff)))
-		if old.Notify != nil {
-			d.Notify = slices.Clone(old.Notify)
+		switch {
+		case notifyOf[i] < i:
+			d.Notify = packed[notifyOf[i]].Notify
+		case old.Notify != nil:
+			d.Notify = slices.Clip(slices.Clone(old.Notify))
 			for j := range d.Notify {
 				d.Notify[j].Notifier = intern(d.Notify[j].Notifier)
 			}
@@ -116,13 +129,74 @@ func compact(cfg *Config) {
 }
 
 // eachOwn calls f with the strings of each definition that compact packs
-// into one string, in the order it takes them.
-func eachOwn(defs []*jobs.Definition, f func(string)) {
-	for _, d := range defs {
+// into one string, in the order it takes them: a command only where it
+// first appears (cmdOf, see firstEqual).
+func eachOwn(defs []*jobs.Definition, cmdOf []int, f func(string)) {
+	for i, d := range defs {
 		f(d.Name)
-		for _, a := range d.Command {
-			f(a)
+		if cmdOf[i] == i {
+			for _, a := range d.Command {
+				f(a)
+			}
 		}
 		f(d.Shell)
 	}
+}
+
+// firstEqual returns, for each definition, the index of the first one
+// whose list (a command, a notify list) is equal to its own, as the keys
+// that appendKey makes tell; a definition without the list (appendKey
+// returns nil) is its own first.
+func firstEqual(defs []*jobs.Definition, appendKey func([]byte, *jobs.Definition) []byte) []int {
+	first := make([]int, len(defs))
+	seen := map[string]int{}
+	var key []byte
+	for i, d := range defs {
+		first[i] = i
+		if key = appendKey(key[:0], d); key == nil {
+			continue
+		}
+		if j, ok := seen[string(key)]; ok {
+			first[i] = j
+		} else {
+			seen[string(key)] = i
+		}
+	}
+	return first
+}
+
+// appendString appends s to a key, its length first, so that distinct
+// lists make distinct keys.
+func appendString(key []byte, s string) []byte {
+	return append(binary.AppendUvarint(key, uint64(len(s))), s...)
+}
+
+// appendCommandKey appends the key of d's command to key; nil without one.
+func appendCommandKey(key []byte, d *jobs.Definition) []byte {
+	if d.Command == nil {
+		return nil
+	}
+	key = binary.AppendUvarint(key, uint64(len(d.Command)))
+	for _, a := range d.Command {
+		key = appendString(key, a)
+	}
+	return key
+}
+
+// appendNotifyKey appends the key of d's notify list to key; nil without
+// one.
+func appendNotifyKey(key []byte, d *jobs.Definition) []byte {
+	if d.Notify == nil {
+		return nil
+	}
+	key = binary.AppendUvarint(key, uint64(len(d.Notify)))
+	for _, t := range d.Notify {
+		key = appendString(key, t.Notifier)
+		key = binary.AppendVarint(key, int64(t.Renotify))
+		key = binary.AppendUvarint(key, uint64(len(t.Events)))
+		for _, e := range t.Events {
+			key = appendString(key, string(e))
+		}
+	}
+	return key
 }

@@ -1171,6 +1171,55 @@ func TestEditDistance(t *testing.T) {
 	}
 }
 
+// TestCompactedJobsShareLists: jobs with equal commands, or equal notify
+// lists, share one copy of each (a config generated for many jobs repeats
+// them), and appending to one job's list leaves the others as they were.
+func TestCompactedJobsShareLists(t *testing.T) {
+	cfg := mustParse(t, opsWebhook+`
+[[notifier]]
+name = "pager"
+events = ["dead_letter"]
+command = ["/usr/local/bin/page"]
+
+[[job]]
+name = "a"
+command = ["/bin/report", "--daily"]
+notify = ["ops", "pager"]
+
+[[job]]
+name = "b"
+shell = "true"
+notify = ["ops"]
+
+[[job]]
+name = "c"
+command = ["/bin/report", "--daily"]
+notify = ["ops", "pager"]
+
+[[job]]
+name = "d"
+command = ["/bin/report", "--weekly"]
+notify = ["pager", "ops"]
+`)
+	a, b, c, d := jobNamed(t, cfg, "a"), jobNamed(t, cfg, "b"), jobNamed(t, cfg, "c"), jobNamed(t, cfg, "d")
+	if &a.Command[0] != &c.Command[0] || &a.Notify[0] != &c.Notify[0] {
+		t.Errorf("the equal command and notify list of a and c are not shared")
+	}
+	if &a.Command[0] == &d.Command[0] || &a.Notify[0] == &b.Notify[0] || &a.Notify[0] == &d.Notify[0] {
+		t.Errorf("lists that differ are shared")
+	}
+	if !slices.Equal(d.Command, []string{"/bin/report", "--weekly"}) || len(d.Notify) != 2 || d.Notify[0].Notifier != "pager" ||
+		len(b.Notify) != 1 || b.Notify[0].Notifier != "ops" {
+		t.Errorf("d: command %q notify %v; b: notify %v", d.Command, d.Notify, b.Notify)
+	}
+	a.Command = append(a.Command, "more")
+	a.Notify = append(a.Notify, jobs.NotifyTarget{Notifier: "more"})
+	if !slices.Equal(c.Command, []string{"/bin/report", "--daily"}) || len(c.Notify) != 2 ||
+		c.Notify[0].Notifier != "ops" || c.Notify[1].Notifier != "pager" {
+		t.Errorf("appending to a's lists changed c's: command %q notify %v", c.Command, c.Notify)
+	}
+}
+
 // TestCompactedJobs: parsed jobs are compacted (compact.go) without changing
 // them: equal schedules are shared, commands do not alias, and every field
 // read is the one written.

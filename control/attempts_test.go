@@ -34,7 +34,7 @@ func runWithAttempts(t *testing.T, st store.Store, outputs ...string) *jobs.Run 
 	}
 	for i, out := range outputs {
 		rs, err := st.RunsClaim(ctx, store.ClaimParams{
-			Node: "test-node", Incarnation: testIncarnation, Jobs: map[string]int{"backup": 0}, Limit: 1, Now: now,
+			Node: "test-node", Incarnation: testIncarnation, Jobs: store.NewJobLimits(map[string]int{"backup": 0}), Limit: 1, Now: now,
 		})
 		if err != nil || len(rs) != 1 || rs[0].ID != r.ID {
 			t.Fatalf("claim of attempt %d: %v %v", i+1, rs, err)

@@ -278,7 +278,7 @@ func insertRun(t *testing.T, st store.Store, job, dedup string) *jobs.Run {
 func claim(t *testing.T, st store.Store, job string) []*jobs.Run {
 	t.Helper()
 	rs, err := st.RunsClaim(context.Background(), store.ClaimParams{
-		Node: "test-node", Incarnation: testIncarnation, Jobs: map[string]int{job: 0}, Limit: 10,
+		Node: "test-node", Incarnation: testIncarnation, Jobs: store.NewJobLimits(map[string]int{job: 0}), Limit: 10,
 	})
 	if err != nil {
 		t.Fatal(err)

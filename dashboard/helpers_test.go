@@ -344,7 +344,7 @@ func (td *testDash) insertRun(t *testing.T, job, payload string) *jobs.Run {
 func (td *testDash) finishRun(t *testing.T, run *jobs.Run, output string) *jobs.Run {
 	t.Helper()
 	ctx := t.Context()
-	claimed, err := td.st.RunsClaim(ctx, store.ClaimParams{Node: "test-node", Incarnation: "inc", Jobs: map[string]int{run.Job: 0}, Limit: 1})
+	claimed, err := td.st.RunsClaim(ctx, store.ClaimParams{Node: "test-node", Incarnation: "inc", Jobs: store.NewJobLimits(map[string]int{run.Job: 0}), Limit: 1})
 	if err != nil || len(claimed) != 1 || claimed[0].ID != run.ID {
 		t.Fatalf("claim %s: %v %v", run.ID, claimed, err)
 	}

@@ -45,7 +45,7 @@ func deadLetter(t *testing.T, s store.Store, job, notifier string, at time.Time)
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs, err := s.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "inc", Jobs: map[string]int{job: 0}, Limit: 1, Now: at})
+	runs, err := s.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "inc", Jobs: store.NewJobLimits(map[string]int{job: 0}), Limit: 1, Now: at})
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("claim: %v, %d runs", err, len(runs))
 	}

@@ -322,12 +322,12 @@ type partClaims struct {
 func (*partClaims) ConcurrentWrites() {}
 
 func (s *partClaims) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run, error) {
-	if !p.Due || len(p.Jobs) >= s.all {
+	if !p.Due || p.Jobs.Len() >= s.all {
 		return s.Store.RunsClaim(ctx, p)
 	}
 	s.mu.Lock()
 	s.parts++
-	for name := range p.Jobs {
+	for _, name := range p.Jobs.Names() {
 		s.named[name]++
 	}
 	s.inflight++

@@ -78,15 +78,9 @@ func (s *Scheduler) claimRuns(ctx context.Context, now time.Time, most int, due 
 	limits := s.declared.limits // replaced, never changed, by setJobs
 	s.mu.Unlock()
 	if only != nil {
-		sub := make(map[string]int, len(only))
-		for _, name := range only {
-			if limit, ok := limits[name]; ok {
-				sub[name] = limit
-			}
-		}
-		limits = sub
+		limits = limits.Only(only)
 	}
-	if free <= 0 || draining || len(limits) == 0 {
+	if free <= 0 || draining || limits.Len() == 0 {
 		return nil, false, nil
 	}
 	// Claim in batches: while attempts are finishing, wait until half of

@@ -199,7 +199,7 @@ func claimAs(t *testing.T, st store.Store, job, node, inc string, at time.Time) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := st.RunsClaim(ctx, store.ClaimParams{Node: node, Incarnation: inc, Jobs: map[string]int{job: 0}, Limit: 1, Now: at})
+	claimed, err := st.RunsClaim(ctx, store.ClaimParams{Node: node, Incarnation: inc, Jobs: store.NewJobLimits(map[string]int{job: 0}), Limit: 1, Now: at})
 	if err != nil || len(claimed) != 1 || claimed[0].ID != r.ID {
 		t.Fatalf("claim as %s/%s: %v %v", node, inc, claimed, err)
 	}
@@ -480,7 +480,7 @@ func claimManyAs(t *testing.T, st store.Store, job, node, inc string, n int, at 
 			t.Fatal(err)
 		}
 	}
-	claimed, err := st.RunsClaim(ctx, store.ClaimParams{Node: node, Incarnation: inc, Jobs: map[string]int{job: 0}, Limit: n, Now: at})
+	claimed, err := st.RunsClaim(ctx, store.ClaimParams{Node: node, Incarnation: inc, Jobs: store.NewJobLimits(map[string]int{job: 0}), Limit: n, Now: at})
 	if err != nil || len(claimed) != n {
 		t.Fatalf("claim as %s/%s: %d runs, %v", node, inc, len(claimed), err)
 	}

@@ -180,7 +180,7 @@ func TestRetiredJobResolvedByAnotherNode(t *testing.T) {
 		Retry: jobs.RetryPolicy{MaxAttempts: 1}, Node: "node-b", Now: at}); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := h.st.RunsClaim(ctx, store.ClaimParams{Node: "node-b", Incarnation: "inc-b", Jobs: map[string]int{"nightly": 0}, Limit: 1, Now: at})
+	rs, err := h.st.RunsClaim(ctx, store.ClaimParams{Node: "node-b", Incarnation: "inc-b", Jobs: store.NewJobLimits(map[string]int{"nightly": 0}), Limit: 1, Now: at})
 	if err != nil || len(rs) != 1 {
 		t.Fatalf("claim on node-b: %v, %v", rs, err)
 	}

@@ -87,8 +87,7 @@ func (s *Scheduler) fire(ctx context.Context, due []*jobState, now time.Time, ah
 			// An active run of a skip or replace job: the tick is fired at
 			// its time, when the policy can judge the runs active then.
 			s.mu.Lock()
-			j := fired[i]
-			j.deferred = j.nextTick()
+			s.ticks.deferTick(fired[i])
 			s.mu.Unlock()
 			continue
 		}

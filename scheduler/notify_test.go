@@ -2,8 +2,10 @@ package scheduler
 
 import (
 	"context"
+	"database/sql"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,5 +127,58 @@ func wantJobNotifications(t *testing.T, h *harness, job string, want ...string) 
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Fatalf("notifications of %s: %q, want %q", job, got, want)
+	}
+}
+
+// overdueAsks is a store that counts the calls of JobOverdue.
+type overdueAsks struct {
+	store.Store
+	n atomic.Int32
+}
+
+func (s *overdueAsks) JobOverdue(ctx context.Context, p store.JobOverdueParams) (*store.JobNotifyState, bool, error) {
+	s.n.Add(1)
+	return s.Store.JobOverdue(ctx, p)
+}
+
+// TestOverdueAskedAgainAfterAMinute: a job that this node finds overdue,
+// but the store does not (a success this node has not heard of), is asked
+// of the store again a minute later, not at every check.
+func TestOverdueAskedAgainAfterAMinute(t *testing.T) {
+	var asks *overdueAsks
+	h := newHarnessWith(t, func(h *harness) {
+		h.wrap = func(st store.Store) store.Store {
+			asks = &overdueAsks{Store: st}
+			return asks
+		}
+	}, func(h *harness) []*jobs.Definition {
+		return []*jobs.Definition{job("nightly", h.succeed, func(d *jobs.Definition) { d.ExpectSuccessWithin = time.Hour })}
+	})
+	// A success the store's feed never told of: written behind its back.
+	db, err := sql.Open("sqlite", "file:"+h.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Exec(`INSERT INTO job_results (job, last_success_at) VALUES ('nightly', ?)`, t0.Add(30*time.Minute).UnixMicro())
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		at   time.Duration
+		asks int32
+	}{
+		{time.Hour - time.Second, 0},
+		{time.Hour, 1}, // due by what this node knows: the store says no
+		{time.Hour + 30*time.Second, 1},
+		{time.Hour + time.Minute - time.Second, 1},
+		{time.Hour + time.Minute, 2},
+	} {
+		h.advanceTo(t0.Add(step.at))
+		if got := asks.n.Load(); got != step.asks || h.s.Overdue("nightly") {
+			t.Fatalf("at 12:00 + %s: %d asks (want %d), overdue %v", step.at, got, step.asks, h.s.Overdue("nightly"))
+		}
 	}
 }

@@ -73,11 +73,15 @@ func (s *Scheduler) checkOverdue(it *iteration) time.Time {
 		if j.expectSince == noTick {
 			j.expectSince = now
 		}
-		if due := dueAt(j.succeeded, j.expectSince, within, j.overdueAsked); due > now {
+		asked, ok := s.overdueAsked[j]
+		if !ok {
+			asked = noTick
+		}
+		if due := dueAt(j.succeeded, j.expectSince, within, asked); due > now {
 			next = earliest(next, due)
 			continue
 		}
-		j.overdueAsked = now
+		s.overdueAsked[j] = now
 		asks = append(asks, overdueAsk{job: j.def.Name, within: within, since: fromMicros(j.expectSince), notify: notifyOf(j.def)})
 	}
 	for _, r := range s.retired {

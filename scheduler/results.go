@@ -9,17 +9,20 @@ import (
 )
 
 // readResults reads the results of the named jobs from the store into
-// their states.
+// their states, syncBatch jobs at a time.
 func (s *Scheduler) readResults(ctx context.Context, names []string) error {
-	byJob, err := s.st.JobsResults(ctx, names)
-	if err != nil {
-		return fmt.Errorf("read job results: %w", err)
+	var rs []store.JobResult
+	for start := 0; start < len(names); start += syncBatch {
+		byJob, err := s.st.JobsResults(ctx, names[start:min(start+syncBatch, len(names))])
+		if err != nil {
+			return fmt.Errorf("read job results: %w", err)
+		}
+		rs = rs[:0]
+		for _, r := range byJob {
+			rs = append(rs, r)
+		}
+		s.applyResults(rs)
 	}
-	rs := make([]store.JobResult, 0, len(byJob))
-	for _, r := range byJob {
-		rs = append(rs, r)
-	}
-	s.applyResults(rs)
 	return nil
 }
 

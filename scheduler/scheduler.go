@@ -153,6 +153,11 @@ type Scheduler struct {
 	// (expect.go), and notifiers the notifiers they name, by name.
 	retired   retiredSet
 	notifiers map[string]jobs.NotifyTarget
+	// overdueAsked is, by declared job, when this node last asked the
+	// store to make it overdue (checkOverdue), so that a job the store
+	// does not hold overdue (a success this node has not heard of yet) is
+	// asked again a minute later. setJobs empties it with the states.
+	overdueAsked map[*jobState]int64
 
 	loop    loopState
 	wake    chan struct{}
@@ -290,16 +295,17 @@ func (c stopCause) Error() string { return "attempt stopped: " + string(c.reason
 func New(st store.Store, cfg Config, defs []*jobs.Definition) (*Scheduler, error) {
 	cfg = cfg.withDefaults()
 	s := &Scheduler{
-		cfg:      cfg,
-		st:       st,
-		log:      cfg.Logger.With("component", "scheduler", "node", cfg.NodeID),
-		clock:    cfg.Clock,
-		attempts: attemptSet{running: map[string]*attempt{}},
-		perJob:   newJobMetrics(),
-		ahead:    newAheadTicks(),
-		ticks:    newTickQueue(cfg.FireLead),
-		wake:     make(chan struct{}, 1),
-		results:  resultQueue{backlog: make(chan struct{}, 1)},
+		cfg:          cfg,
+		st:           st,
+		log:          cfg.Logger.With("component", "scheduler", "node", cfg.NodeID),
+		clock:        cfg.Clock,
+		attempts:     attemptSet{running: map[string]*attempt{}},
+		perJob:       newJobMetrics(),
+		ahead:        newAheadTicks(),
+		ticks:        newTickQueue(cfg.FireLead),
+		overdueAsked: map[*jobState]int64{},
+		wake:         make(chan struct{}, 1),
+		results:      resultQueue{backlog: make(chan struct{}, 1)},
 	}
 	inc := uuid.NewString()
 	s.inc.Store(&inc)
@@ -330,10 +336,13 @@ func (s *Scheduler) setJobs(defs []*jobs.Definition) error {
 		j.succeeded, j.failed = old.succeeded, old.failed
 		j.expectSince, j.overdue = old.expectSince, old.overdue
 		if j.def.Schedule != nil && old.hasCursor {
-			j.hasCursor, j.paused, j.last = true, old.paused, old.last
+			j.hasCursor, j.paused = true, old.paused
+			j.setLast(old.last)
 		}
 	}
 	s.declared = set
+	s.ticks.forget()
+	clear(s.overdueAsked)
 	s.ticks.requeue(s.declared.cron)
 	s.mu.Unlock()
 	return nil
@@ -559,10 +568,26 @@ func (s *Scheduler) failAttempts(ctx context.Context, runs []*jobs.Run, res jobs
 	return ended, err
 }
 
+// syncBatch bounds the jobs whose results or cursors one read of
+// syncJobs asks for, with the fires that make the missing cursors: read
+// for 100,000 jobs at once, they were all in memory at once, with the
+// statements' arguments, at the start's peak.
+const syncBatch = 1000
+
+// cursorRead is what syncJobs keeps of a cursor it read.
+type cursorRead struct {
+	last   int64 // Unix microseconds
+	paused bool
+}
+
+func readOf(c *store.Cursor) cursorRead {
+	return cursorRead{last: c.Last.UnixMicro(), paused: c.Paused}
+}
+
 // syncJobs reads the results of the jobs, syncs the expectations
 // (syncExpectations) and reads the cursors of cron jobs (creating missing
-// ones at now, so a new job does not catch up on the past), and makes the
-// runs of one-off jobs.
+// ones at now, so a new job does not catch up on the past), syncBatch jobs
+// at a time, and makes the runs of one-off jobs.
 func (s *Scheduler) syncJobs(ctx context.Context, now time.Time) error {
 	defs := s.Jobs()
 	var cron []string
@@ -579,48 +604,17 @@ func (s *Scheduler) syncJobs(ctx context.Context, now time.Time) error {
 	if err := s.syncExpectations(ctx, now); err != nil {
 		return err
 	}
-	cursors, err := s.st.ScheduleCursors(ctx, cron)
-	if err != nil {
-		return fmt.Errorf("read schedule cursors: %w", err)
-	}
-	// The missing cursors are made in batches, fireBatch per transaction:
-	// a first start with 100,000 jobs made them one transaction each.
-	var missing []store.FireParams
-	for _, name := range cron {
-		if _, ok := cursors[name]; !ok {
-			missing = append(missing, store.FireParams{Job: name, Cursor: now, Node: s.cfg.NodeID, Now: s.storeNow(now)})
-		}
-	}
-	for start := 0; start < len(missing); start += fireBatch {
-		batch := missing[start:min(start+fireBatch, len(missing))]
-		results, err := s.st.ScheduleFireMany(ctx, batch)
-		if err != nil {
-			return fmt.Errorf("create schedule cursors: %w", err)
-		}
-		var lost []string
-		for i, res := range results {
-			if res.Advanced {
-				cursors[batch[i].Job] = res.Cursor
-			} else {
-				lost = append(lost, batch[i].Job) // made meanwhile by another node
-			}
-		}
-		if len(lost) > 0 {
-			cs, err := s.st.ScheduleCursors(ctx, lost)
-			if err != nil {
-				return fmt.Errorf("read schedule cursors: %w", err)
-			}
-			for _, name := range lost {
-				if c := cs[name]; c != nil {
-					cursors[name] = c
-				}
-			}
+	cursors := make(map[string]cursorRead, len(cron))
+	for start := 0; start < len(cron); start += syncBatch {
+		if err := s.readCursors(ctx, cron[start:min(start+syncBatch, len(cron))], now, cursors); err != nil {
+			return err
 		}
 	}
 	s.mu.Lock()
 	for _, j := range s.declared.cron {
-		if c := cursors[j.def.Name]; c != nil {
-			j.setCursor(c)
+		if c, ok := cursors[j.def.Name]; ok {
+			j.hasCursor, j.paused = true, c.paused
+			j.setLast(c.last)
 			s.ahead.note(j, now)
 		} else {
 			j.hasCursor = false
@@ -645,6 +639,52 @@ func (s *Scheduler) syncJobs(ctx context.Context, now time.Time) error {
 			return fmt.Errorf("make the run of one-off job %q: %w", d.Name, err)
 		default:
 			s.logRun(ctx, r, "", "one-off run made")
+		}
+	}
+	return nil
+}
+
+// readCursors reads the cursors of the named cron jobs into cursors, and
+// makes those missing at now, fireBatch per transaction: a first start
+// with 100,000 jobs made them one transaction each.
+func (s *Scheduler) readCursors(ctx context.Context, names []string, now time.Time, cursors map[string]cursorRead) error {
+	read, err := s.st.ScheduleCursors(ctx, names)
+	if err != nil {
+		return fmt.Errorf("read schedule cursors: %w", err)
+	}
+	var missing []store.FireParams
+	for _, name := range names {
+		if c := read[name]; c != nil {
+			cursors[name] = readOf(c)
+		} else {
+			missing = append(missing, store.FireParams{Job: name, Cursor: now, Node: s.cfg.NodeID, Now: s.storeNow(now)})
+		}
+	}
+	for start := 0; start < len(missing); start += fireBatch {
+		batch := missing[start:min(start+fireBatch, len(missing))]
+		results, err := s.st.ScheduleFireMany(ctx, batch)
+		if err != nil {
+			return fmt.Errorf("create schedule cursors: %w", err)
+		}
+		var lost []string
+		for i, res := range results {
+			switch {
+			case !res.Advanced:
+				lost = append(lost, batch[i].Job) // made meanwhile by another node
+			case res.Cursor != nil:
+				cursors[batch[i].Job] = readOf(res.Cursor)
+			}
+		}
+		if len(lost) > 0 {
+			cs, err := s.st.ScheduleCursors(ctx, lost)
+			if err != nil {
+				return fmt.Errorf("read schedule cursors: %w", err)
+			}
+			for _, name := range lost {
+				if c := cs[name]; c != nil {
+					cursors[name] = readOf(c)
+				}
+			}
 		}
 	}
 	return nil

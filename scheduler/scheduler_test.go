@@ -397,7 +397,7 @@ func TestRestartResolvesInterruptedAttempts(t *testing.T) {
 		t.Fatal(err)
 	}
 	claimed, err := st.RunsClaim(context.Background(), store.ClaimParams{Node: "node-a", Incarnation: "dead-process",
-		Jobs: map[string]int{"work": 0}, Limit: 1, Now: t0})
+		Jobs: store.NewJobLimits(map[string]int{"work": 0}), Limit: 1, Now: t0})
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim: %v %v", claimed, err)
 	}

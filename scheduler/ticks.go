@@ -13,40 +13,39 @@ import (
 // jobState is what the engine keeps of one declared job: its definition
 // and, for a cron job, its cursor as last read or written, the next tick
 // after it and the heap entry. It is kept small, as integers rather than
-// time.Time values and without the cursor's counters (the store has them),
-// because a node may declare 100,000 jobs: one of these per job replaced a
-// map of definitions, one of cursors and one of cached ticks.
+// time.Time values, the flags together, and without the cursor's counters
+// (the store has them) or what few jobs have (a deferred tick, an overdue
+// asked: maps beside the states), because a node may declare 100,000
+// jobs: one of these per job replaced a map of definitions, one of
+// cursors and one of cached ticks.
 type jobState struct {
 	def *jobs.Definition
 	// last is the cursor's Last in Unix microseconds, as the stores keep
-	// it; valid when hasCursor.
-	last      int64
-	hasCursor bool
-	paused    bool
-	// rank is the job's place, from 1, among the jobs queued for its tick
-	// rankOf (noTick: none); see tickQueue.roundLead.
-	rank   int32
+	// it; valid when hasCursor. It is set by setLast, which drops next.
+	last int64
+	// next is the schedule's next tick after last (noTick: none), a cache
+	// valid while nextKnown.
+	next int64
+	// rankOf is the tick for which the job has its rank (noTick: none).
 	rankOf int64
-	// next is the schedule's next tick after nextOf (noTick: none), a cache
-	// valid while nextOf == last.
-	next, nextOf int64
 	// queued is the time of the job's live heap entry; noTick: none.
 	queued int64
-	// deferred is a tick whose fire ahead of time the store deferred (an
-	// active run of a skip or replace job): it is fired at its time.
-	deferred int64
 	// succeeded and failed are when the newest run of the job that
 	// completed, and that ended dead_letter, finished, on any node
 	// (store.JobResult); noTick: none known.
 	succeeded, failed int64
 	// expectSince is when this node began expecting a success of a job
 	// with expect_success_within (Unix microseconds): the reference of a
-	// job that never succeeded. overdue says the store holds the job
-	// overdue; overdueAsked is when this node last asked it (noTick:
-	// never), so that a job the store does not hold overdue (a success
-	// this node has not heard of yet) is asked again a minute later.
-	expectSince, overdueAsked int64
-	overdue                   bool
+	// job that never succeeded.
+	expectSince int64
+	// rank is the job's place, from 1, among the jobs queued for its tick
+	// rankOf; see tickQueue.roundLead.
+	rank      int32
+	hasCursor bool
+	paused    bool
+	nextKnown bool
+	// overdue says the store holds the job overdue.
+	overdue bool
 }
 
 // earliest is the earlier of the ticks a and b, either of which may be
@@ -66,8 +65,8 @@ func earliest(a, b int64) int64 {
 const noTick = math.MinInt64
 
 func newJobState(d *jobs.Definition) jobState {
-	return jobState{def: d, next: noTick, nextOf: noTick, queued: noTick, deferred: noTick, rankOf: noTick,
-		succeeded: noTick, failed: noTick, expectSince: noTick, overdueAsked: noTick}
+	return jobState{def: d, next: noTick, queued: noTick, rankOf: noTick,
+		succeeded: noTick, failed: noTick, expectSince: noTick}
 }
 
 func micros(t time.Time) int64 {
@@ -86,7 +85,16 @@ func fromMicros(us int64) time.Time {
 
 // setCursor records a cursor read from or written to the store.
 func (j *jobState) setCursor(c *store.Cursor) {
-	j.hasCursor, j.paused, j.last = true, c.Paused, c.Last.UnixMicro()
+	j.hasCursor, j.paused = true, c.Paused
+	j.setLast(c.Last.UnixMicro())
+}
+
+// setLast sets the cursor's Last; the cached next tick goes when it moves.
+func (j *jobState) setLast(us int64) {
+	if us != j.last {
+		j.nextKnown = false
+	}
+	j.last = us
 }
 
 // lastTick is the cursor's Last.
@@ -100,8 +108,8 @@ func (j *jobState) active() bool {
 // nextTick returns the next tick after the cursor, cached until the cursor
 // moves; noTick when the schedule has none. s.mu is held.
 func (j *jobState) nextTick() int64 {
-	if j.nextOf != j.last {
-		j.nextOf, j.next = j.last, micros(j.def.Schedule.Next(j.lastTick()))
+	if !j.nextKnown {
+		j.nextKnown, j.next = true, micros(j.def.Schedule.Next(j.lastTick()))
 	}
 	return j.next
 }
@@ -129,12 +137,24 @@ type tickQueue struct {
 	fireLead time.Duration // Config.FireLead
 	// rounds counts, by tick, the jobs ranked for it (roundLead).
 	rounds map[int64]int32
-	cost   fireCost
+	// deferred holds, by job, a tick whose fire ahead of time the store
+	// deferred (an active run of a skip or replace job): it is fired at
+	// its time. forget empties it with the states it holds.
+	deferred map[*jobState]int64
+	cost     fireCost
 }
 
 func newTickQueue(fireLead time.Duration) tickQueue {
-	return tickQueue{fireLead: fireLead, rounds: map[int64]int32{}}
+	return tickQueue{fireLead: fireLead, rounds: map[int64]int32{}, deferred: map[*jobState]int64{}}
 }
+
+// deferTick records that the store deferred the fire ahead of time of
+// the job's next tick.
+func (q *tickQueue) deferTick(j *jobState) { q.deferred[j] = j.nextTick() }
+
+// forget forgets the deferred ticks, when the states of the jobs are
+// replaced (setJobs).
+func (q *tickQueue) forget() { clear(q.deferred) }
 
 // tickEntry is an entry of the timer heap.
 type tickEntry struct {
@@ -178,7 +198,7 @@ func (q *tickQueue) queue(j *jobState) {
 // noTick when there is none.
 func (q *tickQueue) fireAt(j *jobState) int64 {
 	nt := j.nextTick()
-	if nt == noTick || nt == j.deferred || q.fireLead <= 0 {
+	if d, ok := q.deferred[j]; nt == noTick || (ok && nt == d) || q.fireLead <= 0 {
 		return nt
 	}
 	at := nt - q.fireLead.Microseconds()
@@ -273,10 +293,16 @@ func (q *tickQueue) unrank(j *jobState) {
 	j.rank, j.rankOf = 0, noTick
 }
 
-// requeue rebuilds the heap from the cron jobs and their cursors.
+// requeue rebuilds the heap from the cron jobs and their cursors, in an
+// array made for their number when the old one is too small or more than
+// twice too large.
 func (q *tickQueue) requeue(cron []*jobState) {
-	clear(q.heap)
-	q.heap = q.heap[:0]
+	if c := cap(q.heap); c < len(cron) || c > 2*len(cron)+64 {
+		q.heap = make(tickHeap, 0, len(cron))
+	} else {
+		clear(q.heap)
+		q.heap = q.heap[:0]
+	}
 	clear(q.rounds)
 	for _, j := range cron {
 		j.queued, j.rank, j.rankOf = noTick, 0, noTick

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -379,9 +381,9 @@ type RunCancelParams struct {
 type ClaimParams struct {
 	Node        string
 	Incarnation string
-	// Jobs maps each job the node declares to its concurrency limit in the
-	// cluster (0: none). Runs of other jobs are never claimed.
-	Jobs  map[string]int
+	// Jobs are the jobs the node declares, each with its concurrency
+	// limit in the cluster. Runs of other jobs are never claimed.
+	Jobs  JobLimits
 	Limit int
 	Now   time.Time
 	// Due says that the caller knows runs to be due (the runs of ticks it
@@ -390,6 +392,67 @@ type ClaimParams struct {
 	// nothing, and, when Jobs are few, claim straight from their own due
 	// runs.
 	Due bool
+}
+
+// JobLimits are the jobs a node declares, by name, each with its
+// concurrency limit in the cluster (0: none): the jobs whose runs a claim
+// may take. They are the names, sorted, and a limit at the same place in
+// a slice beside them: a node may declare 100,000 jobs, and a map of them
+// cost 40 bytes a job. A JobLimits is read only.
+type JobLimits struct {
+	names   []string
+	limits  []int32
+	limited bool // some limit is above 0
+}
+
+// NewJobLimits returns the jobs of m with their limits.
+func NewJobLimits(m map[string]int) JobLimits {
+	names := slices.Sorted(maps.Keys(m))
+	limits := make([]int32, len(names))
+	for i, name := range names {
+		limits[i] = int32(min(max(m[name], 0), math.MaxInt32))
+	}
+	return JobLimitsOf(names, limits)
+}
+
+// JobLimitsOf returns the jobs named names, which must be sorted and
+// distinct, each with the limit at the same place in limits (0: none). It
+// keeps both slices, which must not change.
+func JobLimitsOf(names []string, limits []int32) JobLimits {
+	return JobLimits{names: names, limits: limits, limited: slices.ContainsFunc(limits, func(l int32) bool { return l > 0 })}
+}
+
+// Len is the number of jobs.
+func (l JobLimits) Len() int { return len(l.names) }
+
+// Names returns the names of the jobs, sorted; the caller must not change
+// them.
+func (l JobLimits) Names() []string { return l.names }
+
+// Limit returns job's limit (0: none), and whether job is one of the jobs.
+func (l JobLimits) Limit(job string) (int, bool) {
+	i, ok := slices.BinarySearch(l.names, job)
+	if !ok {
+		return 0, false
+	}
+	return int(l.limits[i]), true
+}
+
+// Limited reports whether some job has a limit.
+func (l JobLimits) Limited() bool { return l.limited }
+
+// Only returns the jobs that are both among l and named in names (in any
+// order, repeats allowed).
+func (l JobLimits) Only(names []string) JobLimits {
+	sorted := slices.Compact(slices.Sorted(slices.Values(names)))
+	var out JobLimits
+	for _, name := range sorted {
+		if limit, ok := l.Limit(name); ok {
+			out.names, out.limits = append(out.names, name), append(out.limits, int32(limit))
+			out.limited = out.limited || limit > 0
+		}
+	}
+	return out
 }
 
 // TransitionResult is the outcome of one transition of a batch.

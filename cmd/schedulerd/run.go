@@ -112,7 +112,8 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 type daemonNode struct {
 	cfgPath string
 	// cfg is the config the daemon started with: its [daemon] settings
-	// stay in force until a restart.
+	// stay in force until a restart. Its jobs are the scheduler's once it
+	// is made (newEngine drops them here), so that a reload frees them.
 	cfg     *config.Config
 	logger  *slog.Logger
 	targets map[string]*notifypkg.Target
@@ -182,6 +183,7 @@ func (n *daemonNode) newEngine() error {
 	if err != nil {
 		return err
 	}
+	n.cfg.Jobs = nil
 	if wd > 0 {
 		n.sched.OnLoop = func() { notify(daemon.SdNotifyWatchdog) }
 	}
@@ -260,13 +262,14 @@ func (n *daemonNode) start(ctx context.Context) error {
 		n.api.Start()
 	}
 	d := n.cfg.Daemon
+	jobs := len(n.sched.Jobs())
 	n.logger.Info("schedulerd running", "version", version, "config", n.cfg.Path, "node", d.NodeID,
-		"store", storeLogValue(d), "jobs", len(n.cfg.Jobs))
+		"store", storeLogValue(d), "jobs", jobs)
 	// READY=1 as soon as the scheduler runs and the sockets serve: the
 	// collection that hands the start's garbage back comes after it, so
 	// that systemd does not count that time, or an attempt that ends the
 	// process meanwhile, against the start.
-	notify(daemon.SdNotifyReady, fmt.Sprintf("STATUS=running %d jobs", len(n.cfg.Jobs)))
+	notify(daemon.SdNotifyReady, fmt.Sprintf("STATUS=running %d jobs", jobs))
 	settleMemory()
 	return nil
 }

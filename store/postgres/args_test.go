@@ -106,7 +106,7 @@ func TestScanKeepsEveryValue(t *testing.T) {
 
 	// A completed attempt: exit code, times and claimed_from come back
 	// through the locked read and the claim.
-	claimed, err := s.RunsClaim(ctx, store.ClaimParams{Jobs: map[string]int{"job-001": 0}, Limit: 1, Node: "n", Incarnation: "i"})
+	claimed, err := s.RunsClaim(ctx, store.ClaimParams{Jobs: store.NewJobLimits(map[string]int{"job-001": 0}), Limit: 1, Node: "n", Incarnation: "i"})
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim: %v, %d runs", err, len(claimed))
 	}

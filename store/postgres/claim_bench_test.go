@@ -98,10 +98,11 @@ func benchClaimScale(b *testing.B, rows int, limited bool, plans string) {
 			limits[fmt.Sprintf("job-%d", i)] = due
 		}
 	}
+	jobLimits := store.NewJobLimits(limits)
 	var lat []time.Duration
 	for b.Loop() {
 		start := time.Now()
-		got, err := s.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "i", Jobs: limits, Limit: 1})
+		got, err := s.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "i", Jobs: jobLimits, Limit: 1})
 		lat = append(lat, time.Since(start))
 		if err != nil || len(got) != 1 {
 			b.Fatalf("RunsClaim = %d runs, %v", len(got), err)

@@ -44,6 +44,9 @@ func (s *Store) NodeRegister(ctx context.Context, p store.NodeRegisterParams) (*
 				VALUES ($1, $2, $3, $4, $5, COALESCE($6::timestamptz, now()), COALESCE($6::timestamptz, now()), $7)
 				ON CONFLICT (id) DO NOTHING`,
 				p.ID, p.Incarnation, p.Host, p.PID, p.Version, ts(p.Now), jobNames)
+			if err == nil {
+				err = releaseArgs(ctx, c, 7)
+			}
 			if err != nil || tag.RowsAffected() == 1 {
 				return err
 			}
@@ -59,7 +62,10 @@ func (s *Store) NodeRegister(ctx context.Context, p store.NodeRegisterParams) (*
 				started_at = COALESCE($6::timestamptz, now()), heartbeat_at = COALESCE($6::timestamptz, now()), jobs = $7
 			WHERE id = $1`,
 			p.ID, p.Incarnation, p.Host, p.PID, p.Version, ts(p.Now), jobNames)
-		return err
+		if err != nil {
+			return err
+		}
+		return releaseArgs(ctx, c, 7)
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrLocked) {
@@ -68,6 +74,21 @@ func (s *Store) NodeRegister(ctx context.Context, p store.NodeRegisterParams) (*
 		return nil, err
 	}
 	return prev, nil
+}
+
+// releaseArgs makes the connection let go of the n arguments of its last
+// statement. pgx keeps a reference to the encoded bytes of each argument,
+// all in one buffer, until a later statement of the connection puts an
+// argument in its place; a node's job list of 100,000 names makes that
+// buffer megabytes, which an idle connection of the pool held long after
+// the start.
+func releaseArgs(ctx context.Context, c *conn, n int) error {
+	sql, args := []string{}, make([]any, n)
+	for i := range args {
+		sql, args[i] = append(sql, fmt.Sprintf("$%d::int", i+1)), 0
+	}
+	_, err := c.exec(ctx, "SELECT "+strings.Join(sql, ", "), args...)
+	return err
 }
 
 // NodeDelete removes a node's row if it still belongs to p.Incarnation.

@@ -233,7 +233,7 @@ func TestWakeups(t *testing.T) {
 	}
 
 	// A claim makes nothing due: no wakeup.
-	claimed, err := a.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "i", Jobs: map[string]int{"report": 0}, Limit: 1, Now: t0})
+	claimed, err := a.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "i", Jobs: store.NewJobLimits(map[string]int{"report": 0}), Limit: 1, Now: t0})
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("RunsClaim = %v, %v", claimed, err)
 	}
@@ -502,7 +502,7 @@ func TestStatementsIdle(t *testing.T) {
 	waitListening(t, s)
 	ctx := t.Context()
 	before := s.Statements()
-	runs, err := s.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "i", Jobs: map[string]int{"a": 1, "b": 0}, Limit: 4})
+	runs, err := s.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "i", Jobs: store.NewJobLimits(map[string]int{"a": 1, "b": 0}), Limit: 4})
 	if err != nil || len(runs) != 0 {
 		t.Fatalf("RunsClaim = %v, %v", runs, err)
 	}
@@ -674,7 +674,7 @@ func TestClaimPassesRunsAnotherClaimHolds(t *testing.T) {
 	}
 
 	for _, due := range []bool{false, true} {
-		claimed, err := s.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "i", Jobs: map[string]int{"a": 0},
+		claimed, err := s.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "i", Jobs: store.NewJobLimits(map[string]int{"a": 0}),
 			Limit: 10, Now: at.Add(time.Second), Due: due})
 		if err != nil {
 			t.Fatal(err)
@@ -704,7 +704,7 @@ func TestClaimOfOneJobIsOneStatement(t *testing.T) {
 	storetest.InsertBacklog(t, s, at, append(slices.Repeat([]string{"other"}, 290), slices.Repeat([]string{"a"}, 10)...)...)
 	claim := func(limit int) []*jobs.Run {
 		t.Helper()
-		runs, err := s.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "i", Jobs: map[string]int{"a": limit},
+		runs, err := s.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "i", Jobs: store.NewJobLimits(map[string]int{"a": limit}),
 			Limit: 4, Now: at.Add(time.Minute)})
 		if err != nil {
 			t.Fatal(err)
@@ -746,7 +746,7 @@ func TestEndsAtOnce(t *testing.T) {
 	if _, err := s.RunInsertMany(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := s.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "i", Jobs: map[string]int{"ends": 0}, Limit: 5,
+	claimed, err := s.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "i", Jobs: store.NewJobLimits(map[string]int{"ends": 0}), Limit: 5,
 		Now: t0.Add(time.Minute)})
 	if err != nil || len(claimed) != 5 {
 		t.Fatalf("RunsClaim = %d runs, %v", len(claimed), err)

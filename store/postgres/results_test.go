@@ -36,7 +36,7 @@ func TestResultFeedAcrossStores(t *testing.T) {
 	if _, err := a.RunInsertMany(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := a.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "i", Jobs: limits, Limit: n, Now: t0})
+	claimed, err := a.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "i", Jobs: store.NewJobLimits(limits), Limit: n, Now: t0})
 	if err != nil || len(claimed) != n {
 		t.Fatalf("RunsClaim = %d runs, %v", len(claimed), err)
 	}

@@ -71,7 +71,7 @@ func TestRunOrderFollowsRuns(t *testing.T) {
 	check("another search_path", 72)
 
 	// Finish the batch's runs and prune them.
-	claimed, err := s.RunsClaim(ctx, store.ClaimParams{Jobs: map[string]int{"batch-0": 0, "batch-1": 0, "batch-2": 0},
+	claimed, err := s.RunsClaim(ctx, store.ClaimParams{Jobs: store.NewJobLimits(map[string]int{"batch-0": 0, "batch-1": 0, "batch-2": 0}),
 		Limit: 100, Node: "n", Incarnation: "i", Due: true})
 	if err != nil || len(claimed) != 50 {
 		t.Fatalf("claim: %v, %d runs", err, len(claimed))

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -614,14 +613,14 @@ type dueHead struct {
 // from the runs_claim index, at most as many as the job can still take, and
 // the first Limit of them in that order are claimed.
 func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run, error) {
-	if p.Limit <= 0 || len(p.Jobs) == 0 {
+	if p.Limit <= 0 || p.Jobs.Len() == 0 {
 		return nil, nil
 	}
 	if p.Node == "" || p.Incarnation == "" {
 		return nil, errors.New("claim runs: node and incarnation must be set")
 	}
 	scan := store.DueScan(p.Limit)
-	if (p.Due && len(p.Jobs) <= scan) || oneUnlimited(p.Jobs) {
+	if (p.Due && p.Jobs.Len() <= scan) || oneUnlimited(p.Jobs) {
 		// The caller knows these jobs to have due runs (ticks it fired
 		// ahead): one index probe per job costs less than reading which
 		// jobs the first due runs belong to. A claim of one job without a
@@ -630,7 +629,7 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 		// statement to learn which of the first due runs are its (a cost
 		// seen in the server's busy time in a burn-down of one job's
 		// runs).
-		return s.claim(ctx, slices.Sorted(maps.Keys(p.Jobs)), nil, p)
+		return s.claim(ctx, p.Jobs.Names(), nil, p)
 	}
 	heads, seen, err := dueHeads(ctx, s.read(), scan, p.Now)
 	if err != nil {
@@ -642,7 +641,7 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 	caps := map[string]int{}
 	more, room := false, 0
 	for _, h := range heads {
-		limit, ok := p.Jobs[h.job]
+		limit, ok := p.Jobs.Limit(h.job)
 		switch {
 		case !ok:
 			continue
@@ -671,7 +670,7 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 
 	// The first due runs were not this claim's to take: look at each
 	// declared job.
-	rows, err := s.read().query(ctx, sqlDueJobs, slices.Sorted(maps.Keys(p.Jobs)), ts(p.Now))
+	rows, err := s.read().query(ctx, sqlDueJobs, p.Jobs.Names(), ts(p.Now))
 	dueJobs, err := collectStrings(rows, err)
 	if err != nil {
 		return claimed, fail("claim runs", err)
@@ -690,14 +689,8 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 
 // oneUnlimited reports whether jobs is one job without a concurrency
 // limit.
-func oneUnlimited(jobs map[string]int) bool {
-	if len(jobs) != 1 {
-		return false
-	}
-	for _, limit := range jobs {
-		return limit <= 0
-	}
-	return false
+func oneUnlimited(jobs store.JobLimits) bool {
+	return jobs.Len() == 1 && !jobs.Limited()
 }
 
 // dueHeads returns the jobs of the first scan due runs in start order,
@@ -729,7 +722,7 @@ func (s *Store) claim(ctx context.Context, names []string, caps map[string]int, 
 	capOf := make([]int32, len(names))
 	var keys []int32
 	for i, job := range names {
-		if limit := p.Jobs[job]; limit > 0 {
+		if limit, _ := p.Jobs.Limit(job); limit > 0 {
 			limits[i] = int32(limit)
 			keys = append(keys, jobLockKey(job))
 		}

@@ -345,7 +345,7 @@ func intOrNull(p *int) any {
 // instead, at most as many as the job can still take, and merges them: a
 // backlog of one job never hides another job's due runs.
 func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run, error) {
-	if p.Limit <= 0 || len(p.Jobs) == 0 {
+	if p.Limit <= 0 || p.Jobs.Len() == 0 {
 		return nil, nil
 	}
 	if p.Node == "" || p.Incarnation == "" {
@@ -366,10 +366,7 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 		}
 	}
 
-	limited := false
-	for _, limit := range p.Jobs {
-		limited = limited || limit > 0
-	}
+	limited := p.Jobs.Limited()
 	var claimed []*jobs.Run
 	err := s.write(ctx, "claim runs", func(c conn) error {
 		claimed = nil
@@ -382,7 +379,7 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 			}
 		}
 		room := func(job string) int {
-			limit, ok := p.Jobs[job]
+			limit, ok := p.Jobs.Limit(job)
 			switch {
 			case !ok:
 				return 0
@@ -418,7 +415,7 @@ const sqlDueHeads = `SELECT job FROM runs INDEXED BY runs_due WHERE ` + sqlDue +
 // come after them). It stops reading at the first run of jobs: under a
 // backlog that is the first row, where reading all scan rows showed in a
 // burn-down's CPU profile.
-func dueAmongHeads(ctx context.Context, c conn, at int64, scan int, jobs map[string]int) (bool, error) {
+func dueAmongHeads(ctx context.Context, c conn, at int64, scan int, jobs store.JobLimits) (bool, error) {
 	rows, err := c.query(ctx, sqlDueHeads, at, at, scan)
 	if err != nil {
 		return false, err
@@ -430,7 +427,7 @@ func dueAmongHeads(ctx context.Context, c conn, at int64, scan int, jobs map[str
 		if err := rows.Scan(&job); err != nil {
 			return false, err
 		}
-		if _, ok := jobs[job]; ok {
+		if _, ok := jobs.Limit(job); ok {
 			return true, nil
 		}
 		read++
@@ -468,15 +465,10 @@ func claimHeads(ctx context.Context, c conn, at int64, scan, limit int, room fun
 // claimPerJob reads each declared job's first due runs, as many as room
 // allows, from the runs_claim index, and returns the first limit of all of
 // them in start order.
-func claimPerJob(ctx context.Context, c conn, at int64, limit int, declared map[string]int,
+func claimPerJob(ctx context.Context, c conn, at int64, limit int, declared store.JobLimits,
 	room func(string) int) ([]*jobs.Run, error) {
-	names := make([]string, 0, len(declared))
-	for name := range declared {
-		names = append(names, name)
-	}
-	slices.Sort(names)
 	dueJobs, err := queryStrings(ctx, c, `SELECT j.value FROM json_each(?) j WHERE EXISTS (
-		SELECT 1 FROM runs INDEXED BY runs_claim WHERE job = j.value AND `+sqlDue+`)`, jsonStrings(names), at, at)
+		SELECT 1 FROM runs INDEXED BY runs_claim WHERE job = j.value AND `+sqlDue+`)`, jsonStrings(declared.Names()), at, at)
 	if err != nil {
 		return nil, err
 	}

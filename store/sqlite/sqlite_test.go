@@ -209,7 +209,7 @@ func TestStatementsIdle(t *testing.T) {
 	s := openTest(t, filepath.Join(t.TempDir(), "schedulerd.db"), false)
 	defer s.Close()
 	before := s.Statements()
-	runs, err := s.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "i", Jobs: map[string]int{"a": 1}, Limit: 4})
+	runs, err := s.RunsClaim(ctx, store.ClaimParams{Node: "n", Incarnation: "i", Jobs: store.NewJobLimits(map[string]int{"a": 1}), Limit: 4})
 	if err != nil || len(runs) != 0 {
 		t.Fatalf("RunsClaim = %v, %v", runs, err)
 	}
@@ -525,7 +525,7 @@ func TestDueAmongHeads(t *testing.T) {
 		{"b", 20, false}, // 12 due runs, none b's
 		{"b", 12, true},  // as many due runs as the scan: b's may follow
 	} {
-		got, err := dueAmongHeads(ctx, s.read(), at.Add(time.Minute).UnixMicro(), c.scan, map[string]int{c.job: 0})
+		got, err := dueAmongHeads(ctx, s.read(), at.Add(time.Minute).UnixMicro(), c.scan, store.NewJobLimits(map[string]int{c.job: 0}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -534,7 +534,7 @@ func TestDueAmongHeads(t *testing.T) {
 		}
 	}
 	// Not yet due: nothing.
-	if got, err := dueAmongHeads(ctx, s.read(), at.Add(-time.Minute).UnixMicro(), 20, map[string]int{"a": 0}); err != nil || got {
+	if got, err := dueAmongHeads(ctx, s.read(), at.Add(-time.Minute).UnixMicro(), 20, store.NewJobLimits(map[string]int{"a": 0})); err != nil || got {
 		t.Errorf("before the runs are due: %v, %v", got, err)
 	}
 }

@@ -89,7 +89,7 @@ func testFireAheadDeferred(t *testing.T, s store.Store) {
 	if ahead.ID == first.ID || !ahead.NotBefore.Equal(t2) || ahead.Status != jobs.StatusPending {
 		t.Fatalf("run fired ahead: %+v", ahead)
 	}
-	if runs := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: map[string]int{job: 0},
+	if runs := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: store.NewJobLimits(map[string]int{job: 0}),
 		Limit: 10, Now: t2.Add(-time.Millisecond)}); len(runs) != 0 {
 		t.Fatalf("a run fired ahead was claimed before its tick: %v", ids(runs))
 	}
@@ -185,7 +185,7 @@ func testWithdraw(t *testing.T, s store.Store) {
 	// A run fired ahead that a claim took is not withdrawn, and its tick
 	// keeps its occurrence; the cursor still moves back.
 	claimed := fireAhead(t, s, "other", t2, t3, t3.Add(-lead), jobs.OverlapAllow).Created[0]
-	mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: map[string]int{"other": 0}, Limit: 10, Now: t3})
+	mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: store.NewJobLimits(map[string]int{"other": 0}), Limit: 10, Now: t3})
 	at = t3.Add(-lead / 2)
 	cs, n, err = s.ScheduleWithdraw(ctx, []string{"other"}, at)
 	if err != nil || n != 0 || !cs["other"].Last.Equal(at) {

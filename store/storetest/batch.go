@@ -263,7 +263,7 @@ func testTransitionsBatchMany(t *testing.T, s store.Store) {
 	if _, err := s.RunInsertMany(ctx, ps); err != nil {
 		t.Fatalf("RunInsertMany: %v", err)
 	}
-	claimed := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: map[string]int{"bulk": 0}, Limit: n, Now: t0.Add(time.Minute)})
+	claimed := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: store.NewJobLimits(map[string]int{"bulk": 0}), Limit: n, Now: t0.Add(time.Minute)})
 	if len(claimed) != n {
 		t.Fatalf("claimed %d runs, want %d", len(claimed), n)
 	}
@@ -311,7 +311,7 @@ func testTransitionsBatchConcurrent(t *testing.T, s store.Store) {
 	if _, err := s.RunInsertMany(ctx, ps); err != nil {
 		t.Fatalf("RunInsertMany: %v", err)
 	}
-	claimed := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: map[string]int{"race": 0}, Limit: n, Now: t0.Add(time.Minute)})
+	claimed := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: store.NewJobLimits(map[string]int{"race": 0}), Limit: n, Now: t0.Add(time.Minute)})
 	if len(claimed) != n {
 		t.Fatalf("claimed %d runs, want %d", len(claimed), n)
 	}

@@ -18,7 +18,7 @@ import (
 // completion alone).
 func BenchClaimComplete(b *testing.B, s store.Store, n int, batch bool) {
 	ctx := b.Context()
-	limits := map[string]int{"bench": 0}
+	limits := store.NewJobLimits(map[string]int{"bench": 0})
 	at := time.Now()
 	var completing time.Duration
 	runs := 0

@@ -22,7 +22,7 @@ func testClaimWindow(t *testing.T, s store.Store) {
 
 	// Due (the caller expects due runs) changes nothing a claim takes.
 	claim := func(at time.Time, due bool) []*jobs.Run {
-		return mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: jobsOf, Limit: 10, Now: at, Due: due})
+		return mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: store.NewJobLimits(jobsOf), Limit: 10, Now: at, Due: due})
 	}
 	for _, due := range []bool{false, true} {
 		if runs := claim(t0.Add(10*time.Minute-time.Second), due); len(runs) != 0 {
@@ -42,11 +42,11 @@ func testClaimWindow(t *testing.T, s store.Store) {
 	p = manual("edge", t0)
 	p.NotAfter = t0.Add(time.Minute)
 	mustInsert(t, s, p)
-	if runs := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: map[string]int{"edge": 0},
+	if runs := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: store.NewJobLimits(map[string]int{"edge": 0}),
 		Limit: 1, Now: t0.Add(time.Minute)}); len(runs) != 0 {
 		t.Fatal("claimed a run at its not_after")
 	}
-	if runs := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: map[string]int{"edge": 0},
+	if runs := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: store.NewJobLimits(map[string]int{"edge": 0}),
 		Limit: 1, Now: t0.Add(time.Minute - time.Second)}); len(runs) != 1 {
 		t.Fatal("did not claim a run before its not_after")
 	}
@@ -64,7 +64,7 @@ func testClaimDeclaredJobsAndLimit(t *testing.T, s store.Store) {
 	mustInsert(t, s, manual("undeclared", t0))
 
 	at := t0.Add(time.Minute)
-	runs := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: map[string]int{"etl": 0, "other": 0}, Limit: 2, Now: at})
+	runs := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: store.NewJobLimits(map[string]int{"etl": 0, "other": 0}), Limit: 2, Now: at})
 	if got := ids(runs); fmt.Sprint(got) != fmt.Sprint(want[:2]) {
 		t.Fatalf("first claim = %v, want %v", got, want[:2])
 	}
@@ -74,11 +74,11 @@ func testClaimDeclaredJobsAndLimit(t *testing.T, s store.Store) {
 			t.Fatalf("claimed run: %+v", r)
 		}
 	}
-	runs = mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: map[string]int{"etl": 0}, Limit: 10, Now: at})
+	runs = mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: store.NewJobLimits(map[string]int{"etl": 0}), Limit: 10, Now: at})
 	if got := ids(runs); fmt.Sprint(got) != fmt.Sprint(want[2:]) {
 		t.Fatalf("second claim = %v, want %v", got, want[2:])
 	}
-	if runs := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: map[string]int{"etl": 0}, Limit: 10, Now: at}); len(runs) != 0 {
+	if runs := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: store.NewJobLimits(map[string]int{"etl": 0}), Limit: 10, Now: at}); len(runs) != 0 {
 		t.Fatalf("third claim got %d runs", len(runs))
 	}
 	undeclared := listRuns(t, s, "undeclared")
@@ -93,12 +93,12 @@ func testClaimDeclaredJobsAndLimit(t *testing.T, s store.Store) {
 		p.NotBefore = t0.Add(time.Duration(10-i) * time.Second)
 		order = append([]string{mustInsert(t, s, p).ID}, order...)
 	}
-	runs = mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: map[string]int{"left": 0, "right": 0}, Limit: 3, Now: at})
+	runs = mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: store.NewJobLimits(map[string]int{"left": 0, "right": 0}), Limit: 3, Now: at})
 	if got := ids(runs); fmt.Sprint(got) != fmt.Sprint(order[:3]) {
 		t.Fatalf("claim across jobs = %v, want %v", got, order[:3])
 	}
 	// A claim with no jobs or no room claims nothing.
-	if runs := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: map[string]int{"undeclared": 0}, Limit: 0, Now: at}); len(runs) != 0 {
+	if runs := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: store.NewJobLimits(map[string]int{"undeclared": 0}), Limit: 0, Now: at}); len(runs) != 0 {
 		t.Fatal("Limit 0 claimed runs")
 	}
 	if runs := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Limit: 5, Now: at}); len(runs) != 0 {
@@ -122,12 +122,12 @@ func testClaimConcurrencyLimit(t *testing.T, s store.Store) {
 		}
 		return m
 	}
-	first := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: limits, Limit: 100, Now: at})
+	first := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: store.NewJobLimits(limits), Limit: 100, Now: at})
 	if c := count(first); c["single"] != 1 || c["pair"] != 2 || c["free"] != 3 {
 		t.Fatalf("first claim per job: %v", c)
 	}
 	// Another node sees the same limits.
-	if second := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incB, Jobs: limits, Limit: 100, Now: at}); len(second) != 0 {
+	if second := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incB, Jobs: store.NewJobLimits(limits), Limit: 100, Now: at}); len(second) != 0 {
 		t.Fatalf("second claim: %v", count(second))
 	}
 	for _, r := range first {
@@ -135,7 +135,7 @@ func testClaimConcurrencyLimit(t *testing.T, s store.Store) {
 			complete(t, s, r, at.Add(time.Second))
 		}
 	}
-	third := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incB, Jobs: limits, Limit: 100, Now: at.Add(2 * time.Second)})
+	third := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incB, Jobs: store.NewJobLimits(limits), Limit: 100, Now: at.Add(2 * time.Second)})
 	if c := count(third); c["single"] != 1 || len(third) != 1 {
 		t.Fatalf("claim after one finished: %v", c)
 	}
@@ -150,11 +150,11 @@ func testClaimBacklog(t *testing.T, s store.Store) {
 	p := manual("quiet", t0.Add(time.Second))
 	quiet := mustInsert(t, s, p)
 	limits := map[string]int{"busy": 1, "quiet": 0}
-	runs := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: limits, Limit: 2, Now: t0.Add(time.Minute)})
+	runs := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: store.NewJobLimits(limits), Limit: 2, Now: t0.Add(time.Minute)})
 	if len(runs) != 2 || runs[0].Job != "busy" || runs[1].ID != quiet.ID {
 		t.Fatalf("claim over a backlog: %v", ids(runs))
 	}
-	if runs := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: limits, Limit: 2, Now: t0.Add(time.Minute)}); len(runs) != 0 {
+	if runs := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: store.NewJobLimits(limits), Limit: 2, Now: t0.Add(time.Minute)}); len(runs) != 0 {
 		t.Fatalf("claim at the limit: %v", ids(runs))
 	}
 }
@@ -175,7 +175,7 @@ func testClaimConcurrent(t *testing.T, s store.Store) {
 			inc := fmt.Sprintf("inc-%d", n)
 			for {
 				got, err := s.RunsClaim(t.Context(), store.ClaimParams{Node: fmt.Sprintf("node-%d", n), Incarnation: inc,
-					Jobs: map[string]int{"batch": 0}, Limit: 3, Now: t0.Add(time.Minute)})
+					Jobs: store.NewJobLimits(map[string]int{"batch": 0}), Limit: 3, Now: t0.Add(time.Minute)})
 				if err != nil {
 					t.Errorf("RunsClaim: %v", err)
 					return
@@ -230,7 +230,7 @@ func testClaimReturnsStored(t *testing.T, s store.Store) {
 	fresh := mustInsert(t, s, manual("mixed", t0.Add(2*time.Second)))
 
 	at := retrying.NotBefore.Add(time.Minute)
-	claimed := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incB, Jobs: map[string]int{"mixed": 2}, Limit: 5, Now: at})
+	claimed := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incB, Jobs: store.NewJobLimits(map[string]int{"mixed": 2}), Limit: 5, Now: at})
 	if got := ids(claimed); fmt.Sprint(got) != fmt.Sprint([]string{first.ID, fresh.ID}) &&
 		fmt.Sprint(got) != fmt.Sprint([]string{fresh.ID, first.ID}) {
 		t.Fatalf("claimed %v, want %s and %s", got, first.ID, fresh.ID)
@@ -293,15 +293,15 @@ func testClaimPastTheScan(t *testing.T, s store.Store) {
 	wantTime(t, "next due behind other jobs' runs", next, t0.Add(time.Hour))
 
 	at := t0.Add(2 * time.Hour)
-	busy := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: map[string]int{"busy": 1}, Limit: 1, Now: at})
+	busy := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: store.NewJobLimits(map[string]int{"busy": 1}), Limit: 1, Now: at})
 	if len(busy) != 1 || busy[0].Job != "busy" {
 		t.Fatalf("claim of busy: %v", ids(busy))
 	}
-	runs := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: limits, Limit: 1, Now: at})
+	runs := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: store.NewJobLimits(limits), Limit: 1, Now: at})
 	if len(runs) != 1 || runs[0].ID != quiet.ID {
 		t.Fatalf("claim past %d runs it cannot take = %v, want [%s]", ahead, ids(runs), quiet.ID)
 	}
-	if runs := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: limits, Limit: 1, Now: at}); len(runs) != 0 {
+	if runs := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: store.NewJobLimits(limits), Limit: 1, Now: at}); len(runs) != 0 {
 		t.Fatalf("claim with busy at its limit: %v", ids(runs))
 	}
 }
@@ -315,11 +315,11 @@ func testClaimFirstJobAtLimit(t *testing.T, s store.Store) {
 	next := mustInsert(t, s, manual("next", t0.Add(time.Minute)))
 	limits := map[string]int{"single": 1, "next": 0}
 	at := t0.Add(time.Hour)
-	first := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: limits, Limit: 1, Now: at})
+	first := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: store.NewJobLimits(limits), Limit: 1, Now: at})
 	if len(first) != 1 || first[0].Job != "single" {
 		t.Fatalf("first claim: %v", ids(first))
 	}
-	second := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: limits, Limit: 1, Now: at})
+	second := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: store.NewJobLimits(limits), Limit: 1, Now: at})
 	if len(second) != 1 || second[0].ID != next.ID {
 		t.Fatalf("claim with the first due run's job at its limit = %v, want [%s]", ids(second), next.ID)
 	}

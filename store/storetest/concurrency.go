@@ -44,6 +44,7 @@ func ClaimLimitRace(ctx context.Context, t *testing.T, stores []store.Store, cla
 		want    = limited + free
 	)
 	limits := map[string]int{"limited": 2, "free": 0}
+	jobLimits := store.NewJobLimits(limits)
 	at := t0.Add(time.Hour)
 	var (
 		wg   sync.WaitGroup
@@ -81,7 +82,7 @@ func ClaimLimitRace(ctx context.Context, t *testing.T, stores []store.Store, cla
 					t.Errorf("%s: %d of %d runs done: %v", node, done.Load(), want, ctx.Err())
 					return
 				}
-				got, err := s.RunsClaim(ctx, store.ClaimParams{Node: node, Incarnation: inc, Jobs: limits, Limit: 3, Now: at})
+				got, err := s.RunsClaim(ctx, store.ClaimParams{Node: node, Incarnation: inc, Jobs: jobLimits, Limit: 3, Now: at})
 				if err != nil {
 					t.Errorf("RunsClaim: %v", err)
 					return
@@ -157,7 +158,7 @@ func testStoreClock(t *testing.T, s store.Store) {
 	_, err := s.RunInsert(ctx, store.RunInsertParams{Job: "now", Trigger: jobs.TriggerManual, NotAfter: time.Now().Add(-time.Hour), Retry: retry3})
 	wantErr(t, err, jobs.ErrWindow)
 
-	claimed := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: map[string]int{"now": 1, "later": 0}, Limit: 5})
+	claimed := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incA, Jobs: store.NewJobLimits(map[string]int{"now": 1, "later": 0}), Limit: 5})
 	if len(claimed) != 1 || claimed[0].ID != run.ID {
 		t.Fatalf("claim at the store's now: %v, want [%s]", ids(claimed), run.ID)
 	}

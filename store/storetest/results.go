@@ -90,7 +90,7 @@ func testJobResults(t *testing.T, s store.Store) {
 		p.Retry = once
 		mustInsert(t, s, p)
 	}
-	reports = mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incB, Jobs: map[string]int{"report": 0}, Limit: 3, Now: t0.Add(time.Second)})
+	reports = mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incB, Jobs: store.NewJobLimits(map[string]int{"report": 0}), Limit: 3, Now: t0.Add(time.Second)})
 	if len(reports) != 3 {
 		t.Fatalf("claimed %d runs of report, want 3", len(reports))
 	}

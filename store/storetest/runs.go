@@ -165,9 +165,9 @@ func testRunsRunningAndNextDue(t *testing.T, s store.Store) {
 	mustInsert(t, s, later)
 	mustInsert(t, s, manual("c", t0.Add(-time.Hour)))
 
-	first := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: map[string]int{"a": 0}, Limit: 1, Now: t0.Add(time.Minute)})
-	second := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incB, Jobs: map[string]int{"a": 0}, Limit: 1, Now: t0.Add(time.Minute)})
-	mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incB, Jobs: map[string]int{"a": 0}, Limit: 1, Now: t0.Add(time.Minute)})
+	first := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: store.NewJobLimits(map[string]int{"a": 0}), Limit: 1, Now: t0.Add(time.Minute)})
+	second := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incB, Jobs: store.NewJobLimits(map[string]int{"a": 0}), Limit: 1, Now: t0.Add(time.Minute)})
+	mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incB, Jobs: store.NewJobLimits(map[string]int{"a": 0}), Limit: 1, Now: t0.Add(time.Minute)})
 
 	running, err := s.RunsRunning(ctx, nodeA)
 	if err != nil {
@@ -512,7 +512,7 @@ func testManyJobNames(t *testing.T, s store.Store) {
 	if err != nil || last["job-39999"] == nil {
 		t.Fatalf("JobsLastRun with %d names = %v, %v", len(names), last, err)
 	}
-	runs, err := s.RunsClaim(ctx, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: limits, Limit: 10, Now: t0})
+	runs, err := s.RunsClaim(ctx, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: store.NewJobLimits(limits), Limit: 10, Now: t0})
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("RunsClaim with %d limited jobs = %d runs, %v", len(limits), len(runs), err)
 	}
@@ -536,7 +536,7 @@ func testPruneInPages(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	limits := map[string]int{"bulk": 0}
-	claimed, err := s.RunsClaim(ctx, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: limits, Limit: n,
+	claimed, err := s.RunsClaim(ctx, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: store.NewJobLimits(limits), Limit: n,
 		Now: t0.Add(5 * time.Minute)})
 	if err != nil || len(claimed) != n {
 		t.Fatalf("RunsClaim: %d runs, %v; want %d", len(claimed), err, n)

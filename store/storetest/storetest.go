@@ -191,7 +191,7 @@ func mustClaim(t *testing.T, s store.Store, p store.ClaimParams) []*jobs.Run {
 // claimOne claims the one due run of job for nodeB/inc at at.
 func claimOne(t *testing.T, s store.Store, job, inc string, at time.Time) *jobs.Run {
 	t.Helper()
-	runs := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: inc, Jobs: map[string]int{job: 0}, Limit: 1, Now: at})
+	runs := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: inc, Jobs: store.NewJobLimits(map[string]int{job: 0}), Limit: 1, Now: at})
 	if len(runs) != 1 {
 		t.Fatalf("claim %s at %s: got %d runs, want 1", job, at.Format(time.TimeOnly), len(runs))
 	}

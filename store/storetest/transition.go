@@ -177,7 +177,7 @@ func testTransitionRetryAndDeadLetter(t *testing.T, s store.Store) {
 	}
 	wantTime(t, "next due", next, failedAt.Add(10*time.Second))
 
-	if runs := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incB, Jobs: map[string]int{"flaky": 0},
+	if runs := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incB, Jobs: store.NewJobLimits(map[string]int{"flaky": 0}),
 		Limit: 1, Now: failedAt.Add(9 * time.Second)}); len(runs) != 0 {
 		t.Fatal("retry claimed before its not_before")
 	}
