@@ -14,10 +14,9 @@ const gcHeadroom = 16 << 20
 // every reload). It hands back the garbage of parsing the config, and sets
 // the collector's target from the live heap: most of a large daemon's heap
 // is its job definitions, which stay until the next reload, and Go's
-// default (GOGC=100) let a daemon with 100,000 jobs (62 MiB live) grow to
-// 124 MiB between collections, its resident memory rising by a few MiB a
-// minute until then. GOGC or GOMEMLIMIT set in the environment are left in
-// charge.
+// default (GOGC=100) lets a daemon with many jobs double its heap between
+// collections, its resident memory rising slowly until the next one.
+// GOGC or GOMEMLIMIT set in the environment are left in charge.
 func settleMemory() {
 	debug.FreeOSMemory()
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
@@ -31,9 +30,9 @@ func settleMemory() {
 // leanGCPercent is the collector's target while a config is parsed and
 // put in force, until settleMemory. Most of what that allocates is soon
 // garbage (the TOML decoder's tree, the store's statements for every job),
-// and under Go's default the heap doubled over it: a daemon with 100,000
-// jobs reached 257 MiB resident while starting (VmHWM), for 95 MiB once
-// running.
+// and under Go's default the heap doubled over it: a large daemon's peak
+// while starting was several times what it holds once running (the
+// figures are in the commit that added it: ac47a07).
 const leanGCPercent = 25
 
 // leanGC sets the collector's target to leanGCPercent, unless GOGC or
