@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/schedulerd/schedulerd/store"
@@ -30,12 +29,16 @@ func (s *Store) NodeRegister(ctx context.Context, p store.NodeRegisterParams) (*
 	at := now(p.Now)
 	var prev *store.Node
 	err := s.write(ctx, "register node "+p.ID, func(c conn) (err error) {
-		prev, err = scanNode(c.queryRow(ctx, `SELECT `+nodeColumns+` FROM nodes WHERE id = ?`, p.ID), at)
-		if errors.Is(err, sql.ErrNoRows) {
-			prev, err = nil, nil
-		}
+		rows, err := c.query(ctx, sqlNodesWithJobs+` WHERE n.id = ?`+sqlNodesOrder, p.ID)
 		if err != nil {
 			return err
+		}
+		nodes, err := scanNodes(rows, at)
+		if err != nil {
+			return err
+		}
+		if len(nodes) > 0 {
+			prev = nodes[0]
 		}
 		if stored := ""; prev != nil || p.Replace != "" {
 			if prev != nil {
@@ -45,13 +48,16 @@ func (s *Store) NodeRegister(ctx context.Context, p store.NodeRegisterParams) (*
 				return &store.NodeHeldError{ID: p.ID, Held: prev}
 			}
 		}
-		_, err = c.exec(ctx, `INSERT INTO nodes (id, incarnation, host, pid, version, started_at, heartbeat_at, jobs_json)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		_, err = c.exec(ctx, `INSERT INTO nodes (id, incarnation, host, pid, version, started_at, heartbeat_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET incarnation = excluded.incarnation, host = excluded.host,
 				pid = excluded.pid, version = excluded.version, started_at = excluded.started_at,
-				heartbeat_at = excluded.heartbeat_at, jobs_json = excluded.jobs_json`,
-			p.ID, p.Incarnation, p.Host, p.PID, p.Version, at.UnixMicro(), at.UnixMicro(), jsonStrings(p.Jobs))
-		return err
+				heartbeat_at = excluded.heartbeat_at`,
+			p.ID, p.Incarnation, p.Host, p.PID, p.Version, at.UnixMicro(), at.UnixMicro())
+		if err != nil {
+			return err
+		}
+		return writeNodeJobs(ctx, c, p.ID, p.Jobs)
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrLocked) {
@@ -60,6 +66,50 @@ func (s *Store) NodeRegister(ctx context.Context, p store.NodeRegisterParams) (*
 		return nil, err
 	}
 	return prev, nil
+}
+
+// nodeJobsPart bounds the JSON of one part of a node's job list
+// (node_jobs), in bytes, so that its row fits in a page of the database
+// (4 KiB): what SQLite allocates to write or read a part is as small.
+const nodeJobsPart = 4000
+
+// jobParts returns names as JSON arrays of at most nodeJobsPart bytes each
+// (a name longer than that is a part of its own), in order; none for no
+// names.
+func jobParts(names []string) []string {
+	var (
+		parts []string
+		b     []byte
+	)
+	for _, name := range names {
+		q, _ := json.Marshal(name) // a string always marshals
+		if len(b) > 0 && len(b)+len(q)+2 > nodeJobsPart {
+			parts, b = append(parts, string(append(b, ']'))), b[:0]
+		}
+		if len(b) == 0 {
+			b = append(b, '[')
+		} else {
+			b = append(b, ',')
+		}
+		b = append(b, q...)
+	}
+	if len(b) > 0 {
+		parts = append(parts, string(append(b, ']')))
+	}
+	return parts
+}
+
+// writeNodeJobs replaces the job list of node id with names.
+func writeNodeJobs(ctx context.Context, c conn, id string, names []string) error {
+	if _, err := c.exec(ctx, `DELETE FROM node_jobs WHERE node_id = ?`, id); err != nil {
+		return err
+	}
+	for i, part := range jobParts(names) {
+		if _, err := c.exec(ctx, `INSERT INTO node_jobs (node_id, part, jobs_json) VALUES (?, ?, ?)`, id, i, part); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // NodeDelete removes a node's row if it still belongs to p.Incarnation.
@@ -121,25 +171,16 @@ func fencedNodeWrite(ctx context.Context, c conn, nodeID, incarnation string, he
 
 // NodesList returns every registered node, by id.
 func (s *Store) NodesList(ctx context.Context, withJobs bool) ([]*store.Node, error) {
-	at := now(time.Time{})
-	cols := nodeColumns
+	query := sqlNodesWithJobs + sqlNodesOrder
 	if !withJobs {
-		cols = strings.Replace(cols, "jobs_json", "'[]'", 1)
+		query = `SELECT ` + nodeColumns + `, NULL FROM nodes n ORDER BY n.id`
 	}
-	rows, err := s.read().query(ctx, `SELECT `+cols+` FROM nodes ORDER BY id`)
+	rows, err := s.read().query(ctx, query)
 	if err != nil {
 		return nil, fail("list nodes", err)
 	}
-	defer rows.Close()
-	var nodes []*store.Node
-	for rows.Next() {
-		n, err := scanNode(rows, at)
-		if err != nil {
-			return nil, fail("list nodes", err)
-		}
-		nodes = append(nodes, n)
-	}
-	if err := rows.Err(); err != nil {
+	nodes, err := scanNodes(rows, now(time.Time{}))
+	if err != nil {
 		return nil, fail("list nodes", err)
 	}
 	return nodes, nil

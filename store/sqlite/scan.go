@@ -126,22 +126,45 @@ func scanCursor(row scanner) (*store.Cursor, error) {
 	return &c, nil
 }
 
-// nodeColumns is the one column list of a node; scanNode reads it.
-const nodeColumns = `id, incarnation, host, pid, version, started_at, heartbeat_at, jobs_json`
+// nodeColumns are the columns of a node (n) that scanNodes reads, then
+// a part of its job list (node_jobs, j), or NULL.
+const nodeColumns = `n.id, n.incarnation, n.host, n.pid, n.version, n.started_at, n.heartbeat_at`
 
-func scanNode(row scanner, now time.Time) (*store.Node, error) {
-	var (
-		n                  store.Node
-		started, heartbeat int64
-		jobsJSON           string
-	)
-	if err := row.Scan(&n.ID, &n.Incarnation, &n.Host, &n.PID, &n.Version, &started, &heartbeat, &jobsJSON); err != nil {
-		return nil, err
+// sqlNodesWithJobs reads nodes with their job lists, a row per part of a
+// list (none: one row with NULL); a WHERE clause goes before its ORDER BY.
+const (
+	sqlNodesWithJobs = `SELECT ` + nodeColumns + `, j.jobs_json FROM nodes n LEFT JOIN node_jobs j ON j.node_id = n.id`
+	sqlNodesOrder    = ` ORDER BY n.id, j.part`
+)
+
+// scanNodes reads rows of nodeColumns and a part into nodes, by id, each
+// with its Age by now and the parts of its job list in order.
+func scanNodes(rows *sql.Rows, now time.Time) ([]*store.Node, error) {
+	defer rows.Close()
+	var nodes []*store.Node
+	for rows.Next() {
+		var (
+			n                  store.Node
+			started, heartbeat int64
+			part               sql.NullString
+		)
+		if err := rows.Scan(&n.ID, &n.Incarnation, &n.Host, &n.PID, &n.Version, &started, &heartbeat, &part); err != nil {
+			return nil, err
+		}
+		if len(nodes) == 0 || nodes[len(nodes)-1].ID != n.ID {
+			n.StartedAt, n.HeartbeatAt = time.UnixMicro(started).UTC(), time.UnixMicro(heartbeat).UTC()
+			n.Age, n.Jobs = now.Sub(n.HeartbeatAt), []string{}
+			nodes = append(nodes, &n)
+		}
+		if !part.Valid {
+			continue
+		}
+		var names []string
+		if err := json.Unmarshal([]byte(part.String), &names); err != nil {
+			return nil, fmt.Errorf("node %s: jobs: %w", n.ID, err)
+		}
+		last := nodes[len(nodes)-1]
+		last.Jobs = append(last.Jobs, names...)
 	}
-	n.StartedAt, n.HeartbeatAt = time.UnixMicro(started).UTC(), time.UnixMicro(heartbeat).UTC()
-	if err := json.Unmarshal([]byte(jobsJSON), &n.Jobs); err != nil {
-		return nil, fmt.Errorf("node %s: jobs: %w", n.ID, err)
-	}
-	n.Age = now.Sub(n.HeartbeatAt)
-	return &n, nil
+	return nodes, rows.Err()
 }
