@@ -2,12 +2,10 @@ package sqlite
 
 import (
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"testing/fstest"
 
 	"github.com/schedulerd/schedulerd/store"
 )
@@ -57,30 +55,5 @@ func TestNodeJobsInParts(t *testing.T) {
 	var left int
 	if err := s.reader.QueryRow(`SELECT COUNT(*) FROM node_jobs WHERE node_id = 'a'`).Scan(&left); err != nil || left != 0 {
 		t.Fatalf("parts of a deleted node: %d, %v", left, err)
-	}
-}
-
-// TestNodeJobsMigration: a database whose node rows held their job lists
-// (migration 001) keeps them through migration 002.
-func TestNodeJobsMigration(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "schedulerd.db")
-	first, err := fs.ReadFile(embeddedMigrations, "migrations/001_init.up.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	withMigrations(t, fstest.MapFS{"migrations/001_init.up.sql": {Data: first}})
-	s := openTest(t, path, false)
-	_, err = s.writer.Exec(`INSERT INTO nodes (id, incarnation, started_at, heartbeat_at, jobs_json)
-		VALUES ('a', 'a-1', 0, 0, '["backup","report"]'), ('b', 'b-1', 0, 0, '[]')`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	migrationSource = embeddedMigrations
-	s = openTest(t, path, false)
-	defer s.Close()
-	nodes, err := s.NodesList(t.Context(), true)
-	if err != nil || len(nodes) != 2 || fmt.Sprint(nodes[0].Jobs) != "[backup report]" || len(nodes[1].Jobs) != 0 {
-		t.Fatalf("after migration 002: %v, %v", nodes, err)
 	}
 }

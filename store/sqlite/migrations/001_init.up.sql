@@ -176,8 +176,18 @@ CREATE TABLE nodes (
 	pid          INTEGER NOT NULL DEFAULT 0,
 	version      TEXT NOT NULL DEFAULT '',
 	started_at   INTEGER NOT NULL,
-	heartbeat_at INTEGER NOT NULL,
-	jobs_json    TEXT NOT NULL DEFAULT '[]'
+	heartbeat_at INTEGER NOT NULL
+) STRICT;
+
+-- node_jobs holds each node's job list, in parts of a few KiB (the rows of
+-- a node in the order of part). In the node's row, a list of 100,000 names
+-- made every write of that row, each heartbeat's included, build a record
+-- of 1.5 MiB, and the allocator under SQLite kept the room it took.
+CREATE TABLE node_jobs (
+	node_id   TEXT NOT NULL REFERENCES nodes (id) ON DELETE CASCADE,
+	part      INTEGER NOT NULL,
+	jobs_json TEXT NOT NULL,
+	PRIMARY KEY (node_id, part)
 ) STRICT;
 
 -- notifications is the outbox of notifications, one row per event and
