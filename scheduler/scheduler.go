@@ -27,8 +27,11 @@ type Config struct {
 	Concurrency       int           // runs at once on this node; default 4
 	HeartbeatInterval time.Duration // default 30s
 	InactiveThreshold time.Duration // default 2m
-	ShutdownGrace     time.Duration // default 30s
-	History           time.Duration // default 720h
+	// ShutdownGrace is how long running attempts may finish after Stop
+	// before they are stopped: default 30s; NoShutdownGrace (negative)
+	// stops them at once.
+	ShutdownGrace time.Duration
+	History       time.Duration // default 720h
 	// PollInterval is the longest the loop sleeps when it expects nothing:
 	// it then looks for work that other writers made. Default 10s.
 	PollInterval time.Duration
@@ -74,6 +77,9 @@ func (c Config) withDefaults() Config {
 	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, 30*time.Second)
 	c.InactiveThreshold = cmp.Or(c.InactiveThreshold, 2*time.Minute)
 	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, 30*time.Second)
+	if c.ShutdownGrace < 0 {
+		c.ShutdownGrace = 0
+	}
 	c.History = cmp.Or(c.History, 720*time.Hour)
 	c.PollInterval = cmp.Or(c.PollInterval, 10*time.Second)
 	c.PruneInterval = cmp.Or(c.PruneInterval, time.Hour)
@@ -117,6 +123,11 @@ func hostname() string {
 	}
 	return h
 }
+
+// NoShutdownGrace as Config.ShutdownGrace stops running attempts as soon
+// as Stop is called (shutdown_grace = "0s"); a zero ShutdownGrace is the
+// default's.
+const NoShutdownGrace time.Duration = -1
 
 // Errors the API returns for callers to branch on.
 var (

@@ -157,6 +157,16 @@ func configure(cfgPath string, stderr io.Writer) (*daemonNode, error) {
 	return &daemonNode{cfgPath: cfgPath, cfg: cfg, logger: logger, targets: targets}, nil
 }
 
+// shutdownGrace is the engine's value for the config's shutdown_grace:
+// the config's "0s" stops running attempts at once, where the engine's
+// zero is its default.
+func shutdownGrace(d time.Duration) time.Duration {
+	if d == 0 {
+		return scheduler.NoShutdownGrace
+	}
+	return d
+}
+
 // newEngine makes the scheduler on the open store, and the deliverer of
 // its notifications beside it, never in its loop.
 func (n *daemonNode) newEngine() error {
@@ -164,7 +174,7 @@ func (n *daemonNode) newEngine() error {
 	sc := scheduler.Config{
 		NodeID: d.NodeID, Concurrency: d.Concurrency,
 		HeartbeatInterval: d.HeartbeatInterval, InactiveThreshold: d.InactiveThreshold,
-		ShutdownGrace: d.ShutdownGrace, History: d.History,
+		ShutdownGrace: shutdownGrace(d.ShutdownGrace), History: d.History,
 		Version: version, SocketPath: d.Socket, Logger: n.logger,
 		// SQLite: the lock is held, so no earlier process of this node
 		// lives, and the machine clock is the store's. PostgreSQL: the
