@@ -88,6 +88,50 @@ func TestCatchupAfterDowntime(t *testing.T) {
 	}
 }
 
+// TestOverlapAfterDowntime: the late ticks of a job every 10 s, found
+// within misfire_grace after 35 s down, are judged one after another as
+// if fired at their time: skip runs the oldest and skips the others (its
+// run is pending when they come), replace runs the newest, allow and
+// queue run each. Before the fix, skip and replace made a run of each
+// late tick, which then ran back to back as queue would.
+func TestOverlapAfterDowntime(t *testing.T) {
+	late := []time.Duration{10 * time.Second, 20 * time.Second, 30 * time.Second}
+	for _, tc := range []struct {
+		overlap jobs.Overlap
+		want    []time.Duration
+	}{
+		{jobs.OverlapSkip, late[:1]},
+		{jobs.OverlapReplace, late[2:]},
+		{jobs.OverlapAllow, late},
+		{jobs.OverlapQueue, late},
+	} {
+		t.Run(string(tc.overlap), func(t *testing.T) {
+			mk := func(h *harness) []*jobs.Definition {
+				return []*jobs.Definition{job("often", h.succeed, func(d *jobs.Definition) {
+					d.Schedule = mustSchedule(t, "*/10 * * * * *")
+					d.Overlap = tc.overlap
+					d.MisfireGrace = time.Minute
+				})}
+			}
+			h := newHarness(t, mk)
+			h.stop()
+			h.clock.Set(t0.Add(35 * time.Second))
+			h.start(mk(h))
+			h.attemptsDone(len(tc.want))
+			var want []time.Time
+			for _, d := range tc.want {
+				want = append(want, t0.Add(d))
+			}
+			if got := ticksOf(h.runs("often")); !slices.EqualFunc(got, want, time.Time.Equal) {
+				t.Errorf("runs for ticks %v, want %v", got, want)
+			}
+			if c, skipped := h.cursor("often"), int64(len(late)-len(tc.want)); c.Skipped != skipped {
+				t.Errorf("skipped %d ticks, want %d", c.Skipped, skipped)
+			}
+		})
+	}
+}
+
 func TestCatchupLatestFiresNewestMissedTick(t *testing.T) {
 	mk := func(h *harness) []*jobs.Definition {
 		return []*jobs.Definition{job("hourly", h.succeed, func(d *jobs.Definition) {

@@ -47,13 +47,42 @@ func FireRuns(p FireParams) ([]RunInsertParams, error) {
 // of a fire, because a run of the job is still active, and returns the
 // newest skipped tick: lastSkipped or a later one.
 func SkipOverlap(res *FireResult, fresh []RunInsertParams, lastSkipped time.Time) time.Time {
-	res.SkippedOverlap = len(fresh)
+	res.SkippedOverlap += len(fresh)
 	for _, r := range fresh {
 		if r.ScheduledAt.After(lastSkipped) {
 			lastSkipped = r.ScheduledAt
 		}
 	}
 	return lastSkipped
+}
+
+// OneTickAtATime applies overlap = skip and replace among the fresh ticks
+// of one fire (several ticks due at once: late ticks within misfire_grace
+// after a downtime, or caught up): each tick is judged as if the earlier
+// ones had been fired before it, at their time. Under skip the oldest
+// tick's run is pending when the later ticks come, so they are skipped;
+// under replace each later tick replaces the run of the one before, which
+// has not started, so only the newest tick gets a run and the older ones
+// are skipped. It returns the ticks left and the newest skipped tick, and
+// counts the skipped ones in res. Other policies keep every tick.
+func OneTickAtATime(p FireParams, res *FireResult, fresh []RunInsertParams, lastSkipped time.Time) ([]RunInsertParams, time.Time) {
+	if len(fresh) < 2 || (p.Overlap != jobs.OverlapSkip && p.Overlap != jobs.OverlapReplace) {
+		return fresh, lastSkipped
+	}
+	keep := 0
+	for i, r := range fresh {
+		if p.Overlap == jobs.OverlapSkip && r.ScheduledAt.Before(fresh[keep].ScheduledAt) ||
+			p.Overlap == jobs.OverlapReplace && r.ScheduledAt.After(fresh[keep].ScheduledAt) {
+			keep = i
+		}
+	}
+	var skipped []RunInsertParams
+	for i, r := range fresh {
+		if i != keep {
+			skipped = append(skipped, r)
+		}
+	}
+	return []RunInsertParams{fresh[keep]}, SkipOverlap(res, skipped, lastSkipped)
 }
 
 // SortByCreation orders runs as overlap = replace cancels them: oldest

@@ -303,7 +303,9 @@ type FireParams struct {
 	// Overlap decides what happens when the job has an active run:
 	// skip: the runs are not made and count as skipped; replace: the active
 	// runs are cancelled (reason replaced; a running one gets CancelRequested)
-	// and the new run is made; allow and queue: the runs are made.
+	// and the new run is made; allow and queue: the runs are made. Of
+	// several ticks of one fire, skip makes the oldest and replace the
+	// newest, and the others count as skipped (OneTickAtATime).
 	// A fire ahead of time (every run's tick later than Now) of a skip or
 	// replace job that has an active run is deferred: nothing is written
 	// and FireResult.Deferred is set, so that the policy is applied at the

@@ -179,6 +179,7 @@ func fireRound(ctx context.Context, c conn, items []*fireItem) error {
 			}
 			it.fresh = append(it.fresh, r)
 		}
+		it.fresh, it.lastSkipped = store.OneTickAtATime(p, res, it.fresh, it.lastSkipped)
 		if len(it.fresh) > 0 && (p.Overlap == jobs.OverlapSkip || p.Overlap == jobs.OverlapReplace) {
 			overlapJobs = append(overlapJobs, p.Job)
 		}

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -296,6 +297,48 @@ func testFireOverlapAllowQueue(t *testing.T, s store.Store) {
 		}
 		if got := len(listRuns(t, s, job)); got != 3 {
 			t.Fatalf("%s: %d runs, want 3", overlap, got)
+		}
+	}
+}
+
+// testFireOverlapSeveralTicks: several ticks due in one fire (late ticks
+// within misfire_grace after a downtime) are judged one after another:
+// under skip the oldest gets a run and the others are skipped, as its run
+// is pending when they come; under replace the newest gets a run and the
+// older ones are skipped; allow and queue make all of them.
+func testFireOverlapSeveralTicks(t *testing.T, s store.Store) {
+	ticks := []time.Time{t0, t0.Add(10 * time.Second), t0.Add(20 * time.Second)}
+	now := t0.Add(25 * time.Second)
+	for _, c := range []struct {
+		overlap jobs.Overlap
+		want    []time.Time
+	}{
+		{jobs.OverlapSkip, ticks[:1]},
+		{jobs.OverlapReplace, ticks[2:]},
+		{jobs.OverlapAllow, ticks},
+		{jobs.OverlapQueue, ticks},
+	} {
+		job := "several-" + string(c.overlap)
+		var runs []store.RunInsertParams
+		for _, tk := range ticks {
+			runs = append(runs, tick(job, tk))
+		}
+		res := mustFire(t, s, store.FireParams{Job: job, Cursor: ticks[2], Runs: runs, Overlap: c.overlap, Node: nodeA, Now: now})
+		var got []time.Time
+		for _, r := range listRuns(t, s, job) {
+			got = append(got, r.ScheduledAt.UTC())
+		}
+		slices.SortFunc(got, time.Time.Compare)
+		if !slices.EqualFunc(got, c.want, time.Time.Equal) {
+			t.Errorf("%s: runs for the ticks %v, want %v", c.overlap, got, c.want)
+		}
+		skipped := len(ticks) - len(c.want)
+		if res.SkippedOverlap != skipped || res.Cursor.Skipped != int64(skipped) || len(res.Created) != len(c.want) {
+			t.Errorf("%s: skipped %d, cursor counts %d, created %d; want %d skipped", c.overlap,
+				res.SkippedOverlap, res.Cursor.Skipped, len(res.Created), skipped)
+		}
+		if skipped > 0 && !res.Cursor.LastSkippedAt.Equal(ticks[map[bool]int{true: 2, false: 1}[c.overlap == jobs.OverlapSkip]]) {
+			t.Errorf("%s: last skipped %s", c.overlap, res.Cursor.LastSkippedAt)
 		}
 	}
 }

@@ -25,6 +25,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"FireOverlapSkip", testFireOverlapSkip},
 		{"FireOverlapReplace", testFireOverlapReplace},
 		{"FireOverlapAllowQueue", testFireOverlapAllowQueue},
+		{"FireOverlapSeveralTicks", testFireOverlapSeveralTicks},
 		{"SchedulePause", testSchedulePause},
 		{"FireAheadDeferred", testFireAheadDeferred},
 		{"Withdraw", testWithdraw},
