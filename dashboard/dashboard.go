@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"html/template"
@@ -13,23 +14,32 @@ import (
 	"strconv"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/schedulerd/schedulerd/control"
 	"github.com/schedulerd/schedulerd/store"
 )
 
 // API is what the dashboard needs of the listener it is served on
-// (*control.APIServer, with MountUI): its tokens, its rate per token, and
-// its routes, through which every action goes.
+// (*control.APIServer, with MountUI): its tokens and their failures, its
+// rate per token, and its routes, through which every action goes.
 type API interface {
-	// Authenticate returns the caller a token stands for.
-	Authenticate(token string) (control.Caller, bool)
+	// Authenticate returns the caller a token presented by a request
+	// stands for, counting a failure against the request's address.
+	Authenticate(r *http.Request, token string) (control.Caller, error)
+	// Holder returns the caller of the token whose SHA-256 is sum, while
+	// it is one of the API's.
+	Holder(sum [sha256.Size]byte) (control.Caller, bool)
 	// Allow takes a request from the caller's rate, or answers 429.
 	Allow(w http.ResponseWriter, c control.Caller) bool
 	// Act serves a request of the /v1 routes as the caller.
 	Act(ctx context.Context, c control.Caller, method, path string, body []byte) (int, []byte)
 }
+
+// Clock tells the time; the dashboard's sessions end by it.
+type Clock interface{ Now() time.Time }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
 
 // Tick is a coming tick of a cron job: when it fires, and when its run
 // may start (later by the job's jitter).
@@ -60,6 +70,8 @@ type Config struct {
 	// SnapshotTTL is how long the data of a page is served to every
 	// viewer before it is read again (default 1s).
 	SnapshotTTL time.Duration
+	// Clock is the time of the sessions (default the system's).
+	Clock Clock
 }
 
 // Defaults and bounds.
@@ -97,9 +109,9 @@ type Dashboard struct {
 	snaps     *snapshots
 	csrfKey   []byte
 	crossSite *http.CrossOriginProtection
-	logins    *loginLimiter
-	// refusals bounds the warnings about failed logins.
-	refusals *rate.Limiter
+	sessions  *sessions
+	// refusals logs the forms refused, a count a minute past the first.
+	refusals *control.RefusalLog
 }
 
 // New builds the dashboard.
@@ -111,6 +123,9 @@ func New(cfg Config) (*Dashboard, error) {
 	cfg.SnapshotTTL = cmp.Or(cfg.SnapshotTTL, DefaultSnapshotTTL)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = systemClock{}
 	}
 	pages, err := parsePages()
 	if err != nil {
@@ -125,9 +140,9 @@ func New(cfg Config) (*Dashboard, error) {
 		snaps:     newSnapshots(cfg.SnapshotTTL),
 		csrfKey:   key,
 		crossSite: http.NewCrossOriginProtection(),
-		logins:    newLoginLimiter(),
-		refusals:  rate.NewLimiter(1, 10),
+		sessions:  newSessions(),
 	}
+	d.refusals = control.NewRefusalLog(d.log, "dashboard: ")
 	d.routes()
 	return d, nil
 }
@@ -140,6 +155,7 @@ func (d *Dashboard) routes() {
 		http.Redirect(w, r, control.UIPath, http.StatusMovedPermanently)
 	})
 	mux.HandleFunc("GET /ui/static/{name}", serveAsset)
+	mux.HandleFunc("GET "+control.FaviconPath, serveFavicon)
 	mux.HandleFunc("GET /ui/login", d.loginPage)
 	mux.HandleFunc("POST /ui/login", d.login)
 	mux.HandleFunc("POST /ui/logout", d.action(d.logout))

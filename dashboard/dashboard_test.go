@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -109,14 +110,15 @@ func TestLogin(t *testing.T) {
 	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/ui/jobs/backup" || c == nil {
 		t.Fatalf("login: %d %v", r.status, r.header)
 	}
-	if raw, _ := base64.RawURLEncoding.DecodeString(v); string(raw) != operateToken || !c.HttpOnly ||
+	if raw, err := base64.RawURLEncoding.DecodeString(v); err != nil || len(raw) != 32 || !c.HttpOnly ||
 		c.SameSite != http.SameSiteStrictMode || c.Path != "/ui/" || c.MaxAge != 12*3600 || c.Secure {
 		t.Errorf("the session cookie: %+v", c)
 	}
 	if r := td.do(t, req{method: "GET", path: "/ui/jobs/backup", cookie: v}); r.status != http.StatusOK {
 		t.Errorf("a page with the session: %d", r.status)
 	}
-	for next, want := range map[string]string{"": "/ui/", "/ui/runs": "/ui/runs", "https://evil.example/ui/": "/ui/"} {
+	for next, want := range map[string]string{"": "/ui/", "/ui/runs": "/ui/runs", "https://evil.example/ui/": "/ui/",
+		"/ui/jobs/../runs?job=a%20b": "/ui/runs?job=a%20b", "/ui/../x": "/ui/", "/ui/./jobs/x/": "/ui/jobs/x/"} {
 		r := td.do(t, req{method: "GET", path: "/ui/login?next=" + url.QueryEscape(next), cookie: v})
 		if r.status != http.StatusSeeOther || r.header.Get("Location") != want {
 			t.Errorf("the login page with a session and next=%q: %d %v", next, r.status, r.header)
@@ -129,7 +131,8 @@ func TestLogin(t *testing.T) {
 		}
 	}
 
-	for _, next := range []string{"https://evil.example/", "//evil.example/ui/", "/ui//evil", "/v1/jobs", "/ui\\evil", "javascript:alert(1)", "/ui/login"} {
+	for _, next := range []string{"https://evil.example/", "//evil.example/ui/", "/ui//evil", "/v1/jobs", "/ui\\evil", "javascript:alert(1)", "/ui/login",
+		"/ui/../x", "/ui/%2e%2e/x", "/ui/runs/../../v1/jobs", "/ui/..", "/ui/jobs/../login"} {
 		r := td.do(t, req{method: "POST", path: "/ui/login", form: url.Values{"token": {operateToken}, "next": {next}}})
 		if loc := r.header.Get("Location"); r.status != http.StatusSeeOther || loc != "/ui/" {
 			t.Errorf("login with next=%q: %d to %q", next, r.status, loc)
@@ -158,39 +161,33 @@ func TestLoginOverTLS(t *testing.T) {
 	}
 }
 
-// TestLoginRateLimited: after 10 failed logins from an address, a login
-// from it is refused (429, Retry-After) before its token is checked, the
-// right token too; a session made before goes on working.
+// TestLoginRateLimited: after 10 failed logins from an address, another
+// wrong token from it gets 429 with a Retry-After, and the failures are
+// those of the API's bearer check too; a right token from the same
+// address still logs in, and a session made before goes on working.
 func TestLoginRateLimited(t *testing.T) {
 	td := startDash(t, nil)
 	cookie := td.login(t, readToken)
-	for i := range loginBurst {
+	for i := range 10 {
 		if r := td.do(t, req{method: "POST", path: "/ui/login", form: url.Values{"token": {fmt.Sprintf("sd_guess-%d", i)}}}); r.status != http.StatusUnauthorized {
 			t.Fatalf("guess %d: %d", i, r.status)
 		}
 	}
-	r := td.do(t, req{method: "POST", path: "/ui/login", form: url.Values{"token": {operateToken}}})
-	if v, _ := r.cookie(); r.status != http.StatusTooManyRequests || v != "" || r.header.Get("Retry-After") == "" {
-		t.Errorf("the right token after %d failures: %d %v", loginBurst, r.status, r.header)
+	r := td.do(t, req{method: "POST", path: "/ui/login", form: url.Values{"token": {testToken('x')}}})
+	if v, _ := r.cookie(); r.status != http.StatusTooManyRequests || v != "" || r.header.Get("Retry-After") == "" || !strings.Contains(r.body, loginRefused) {
+		t.Errorf("a wrong token after 10 failures: %d %v", r.status, r.header)
+	}
+	if r := td.do(t, req{method: "GET", path: "/v1/jobs", header: map[string]string{"Authorization": "Bearer " + testToken('y')}}); r.status != http.StatusTooManyRequests {
+		t.Errorf("a wrong bearer token from the same address: %d", r.status)
+	}
+	if v := td.login(t, operateToken); v == "" {
+		t.Error("the right token after the failures got no session")
+	}
+	if r := td.do(t, req{method: "GET", path: "/v1/jobs", header: map[string]string{"Authorization": "Bearer " + readToken}}); r.status != http.StatusOK {
+		t.Errorf("a right bearer token from the same address: %d", r.status)
 	}
 	if r := td.do(t, req{method: "GET", path: "/ui/", cookie: cookie}); r.status != http.StatusOK {
 		t.Errorf("a session of before: %d", r.status)
-	}
-}
-
-// TestLoginLimiterBounded: the addresses the limiter remembers stay
-// bounded, and the budget of all addresses together holds whatever the
-// addresses.
-func TestLoginLimiterBounded(t *testing.T) {
-	l := newLoginLimiter()
-	for i := range 3 * loginAddrs {
-		l.failed(fmt.Sprintf("192.0.2.%d", i))
-	}
-	if len(l.byAddr) > loginAddrs {
-		t.Errorf("%d addresses remembered, more than %d", len(l.byAddr), loginAddrs)
-	}
-	if l.blocked("198.51.100.1") == 0 {
-		t.Error("after failures from many addresses, a new address is not held back by the budget of all")
 	}
 }
 
@@ -202,7 +199,8 @@ func TestNoSession(t *testing.T) {
 	td := startDash(t, nil)
 	run := td.insertRun(t, "backup", "")
 	for _, cookie := range []string{"", "!!!", base64.RawURLEncoding.EncodeToString([]byte("sd_unknown")),
-		base64.RawURLEncoding.EncodeToString([]byte("has space"))} {
+		base64.RawURLEncoding.EncodeToString([]byte("has space")), base64.RawURLEncoding.EncodeToString(make([]byte, 32)),
+		base64.RawURLEncoding.EncodeToString([]byte(readToken)), readToken} {
 		r := td.do(t, req{method: "GET", path: "/ui/", cookie: cookie})
 		if r.status != http.StatusSeeOther || !strings.HasPrefix(r.header.Get("Location"), "/ui/login") {
 			t.Errorf("GET /ui/ with cookie %q: %d %v", cookie, r.status, r.header)
@@ -222,7 +220,7 @@ func TestNoSession(t *testing.T) {
 	if calls := td.eng.Calls(); len(calls) > 0 {
 		t.Errorf("requests without a session reached the engine: %v", calls)
 	}
-	for _, p := range []string{"/ui/login", "/ui/static/app.css", "/ui/static/app.js"} {
+	for _, p := range []string{"/ui/login", "/ui/static/app.css", "/ui/static/app.js", "/ui/static/favicon.ico", "/favicon.ico"} {
 		if r := td.do(t, req{method: "GET", path: p}); r.status != http.StatusOK {
 			t.Errorf("GET %s without a session: %d", p, r.status)
 		}
@@ -232,19 +230,125 @@ func TestNoSession(t *testing.T) {
 	}
 }
 
-// TestSessionEndsWithToken: a token removed from the config by a reload
-// ends its sessions at the next request.
+// TestSessionEndsWithToken: a token removed from the config by a reload,
+// or changed (another role, or another token under its name), ends its
+// sessions at their next request; the sessions of the other tokens go
+// on.
 func TestSessionEndsWithToken(t *testing.T) {
 	td := startDash(t, nil)
-	cookie := td.login(t, readToken)
-	p, err := td.api.PrepareReload([]control.APIToken{apiToken("ci", control.RoleOperate, operateToken)})
-	if err != nil {
-		t.Fatal(err)
+	reader, operator, other := td.login(t, readToken), td.login(t, operateToken), td.login(t, operateToken)
+	reload := func(tokens ...control.APIToken) {
+		t.Helper()
+		p, err := td.api.PrepareReload(tokens)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Apply()
 	}
-	p.Apply()
-	r := td.do(t, req{method: "GET", path: "/ui/", cookie: cookie})
+	ended := func(what, cookie string) {
+		t.Helper()
+		r := td.do(t, req{method: "GET", path: "/ui/", cookie: cookie})
+		if _, c := r.cookie(); r.status != http.StatusSeeOther || c == nil || c.MaxAge >= 0 {
+			t.Errorf("%s: %d %+v", what, r.status, c)
+		}
+	}
+	alive := func(what, cookie string) {
+		t.Helper()
+		if r := td.do(t, req{method: "GET", path: "/ui/", cookie: cookie}); r.status != http.StatusOK {
+			t.Errorf("%s: %d", what, r.status)
+		}
+	}
+	reload(apiToken("ci", control.RoleOperate, operateToken))
+	ended("a session of a removed token", reader)
+	alive("a session of a token kept", operator)
+	reload(apiToken("grafana", control.RoleRead, readToken), apiToken("ci", control.RoleRead, operateToken))
+	ended("a session of a token whose role changed", operator)
+	// The read token is back: its session ended for good all the same.
+	ended("a session of a token removed, then put back", reader)
+	reload(apiToken("ci", control.RoleRead, testToken('n')))
+	ended("a session of a token whose value changed", other)
+	if n := td.sessions.len(); n != 0 {
+		t.Errorf("%d sessions kept after they all ended", n)
+	}
+}
+
+// TestSessions: the cookie holds a session id, never the token, and the
+// daemon keeps the id's hash alone; log out ends the session on the
+// daemon, so the cookie replayed after it is refused; a session ends
+// after an hour without a request, and 12 hours after the login however
+// used; a token keeps at most 64 sessions, the least recently used going
+// first.
+func TestSessions(t *testing.T) {
+	clock := &testClock{now: time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)}
+	td := startDash(t, func(c *Config) { c.Clock = clock })
+	cookie := td.login(t, operateToken)
+	id, _ := base64.RawURLEncoding.DecodeString(cookie)
+	if strings.Contains(cookie, operateToken) || strings.Contains(string(id), operateToken) || len(id) != 32 {
+		t.Fatalf("the cookie %q carries the token", cookie)
+	}
+	td.sessions.mu.Lock()
+	for k, e := range td.sessions.byID {
+		if bytes.Contains(k[:], id) || e.caller.Name != "ci" || e.caller.Role != control.RoleOperate {
+			t.Errorf("the session kept is %x: %+v", k, e)
+		}
+	}
+	td.sessions.mu.Unlock()
+
+	// Log out, then the same cookie again.
+	r := td.do(t, req{method: "POST", path: "/ui/logout", cookie: cookie, form: url.Values{"csrf": {td.csrf(t, cookie)}}})
 	if _, c := r.cookie(); r.status != http.StatusSeeOther || c == nil || c.MaxAge >= 0 {
-		t.Errorf("a session of a removed token: %d %+v", r.status, c)
+		t.Errorf("log out: %d %+v", r.status, c)
+	}
+	if r := td.do(t, req{method: "GET", path: "/ui/", cookie: cookie}); r.status != http.StatusSeeOther {
+		t.Errorf("the cookie of a session logged out: %d", r.status)
+	}
+
+	// Idle: a request within the hour keeps it, an hour without ends it.
+	cookie = td.login(t, operateToken)
+	for range 3 {
+		clock.add(50 * time.Minute)
+		if r := td.do(t, req{method: "GET", path: "/ui/?part=live", cookie: cookie}); r.status != http.StatusOK {
+			t.Fatalf("a session used every 50 minutes: %d", r.status)
+		}
+	}
+	clock.add(time.Hour)
+	if r := td.do(t, req{method: "GET", path: "/ui/?part=live", cookie: cookie}); r.status != http.StatusUnauthorized {
+		t.Errorf("a session idle for an hour: %d", r.status)
+	}
+
+	// Age: 12 hours however used.
+	cookie = td.login(t, operateToken)
+	for range 14 {
+		clock.add(55 * time.Minute)
+		td.do(t, req{method: "GET", path: "/ui/?part=live", cookie: cookie})
+	}
+	if r := td.do(t, req{method: "GET", path: "/ui/?part=live", cookie: cookie}); r.status != http.StatusUnauthorized {
+		t.Errorf("a session of 12h50m: %d", r.status)
+	}
+
+	// At most 64 a token: the 65th login ends the least recently used.
+	first := td.login(t, readToken)
+	clock.add(time.Second)
+	second := td.login(t, readToken)
+	for range sessionsPerToken - 2 {
+		clock.add(time.Second)
+		td.login(t, readToken)
+	}
+	clock.add(time.Second)
+	alive := td.do(t, req{method: "GET", path: "/ui/?part=live", cookie: first}) // first is used: second is the oldest now
+	clock.add(time.Second)
+	td.login(t, readToken)
+	if alive.status != http.StatusOK {
+		t.Fatalf("the first session: %d", alive.status)
+	}
+	if r := td.do(t, req{method: "GET", path: "/ui/?part=live", cookie: second}); r.status != http.StatusUnauthorized {
+		t.Errorf("the least recently used of %d sessions after one more login: %d", sessionsPerToken, r.status)
+	}
+	if r := td.do(t, req{method: "GET", path: "/ui/?part=live", cookie: first}); r.status != http.StatusOK {
+		t.Errorf("a session used lately after one more login: %d", r.status)
+	}
+	if n := td.sessions.len(); n != sessionsPerToken {
+		t.Errorf("%d sessions kept, want %d", n, sessionsPerToken)
 	}
 }
 

@@ -39,7 +39,7 @@ func newCLIToken(t *testing.T, dir, name, role string) cliToken {
 		t.Fatalf("token new %s --role %s: exit %d: %s", name, role, r.code, r.stderr)
 	}
 	token, table, ok := strings.Cut(r.stdout, "\n")
-	if !ok || !strings.HasPrefix(token, tokenPrefix) || len(token) != len(tokenPrefix)+43 {
+	if !ok || !strings.HasPrefix(token, tokenPrefix) || len(token) != len(tokenPrefix)+43 || !control.WellFormedToken(token) {
 		t.Fatalf("token new printed:\n%s", r.stdout)
 	}
 	sum := fmt.Sprintf("%x", sha256.Sum256([]byte(token)))
