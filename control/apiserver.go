@@ -13,6 +13,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -315,6 +316,23 @@ func (s *APIServer) Act(ctx context.Context, c Caller, method, path string, body
 	rec := &replyRecorder{header: http.Header{}}
 	s.srv.handler.ServeHTTP(rec, r)
 	return cmp.Or(rec.status, http.StatusOK), rec.body.Bytes()
+}
+
+// Relay serves a GET of the /v1 routes as caller c and writes its reply
+// to w as the route writes it, streamed, for a handler of UIPath that has
+// authenticated c and taken its rate (Allow): a reply too large to hold,
+// such as an attempt's output, within the route's own bounds. path is
+// as for Act; r is the handler's request, whose context and connection
+// the route's reply uses.
+func (s *APIServer) Relay(w http.ResponseWriter, r *http.Request, c Caller, path string) {
+	u, err := url.Parse(path)
+	if err != nil || !strings.HasPrefix(path, "/v1/") || u.Host != "" || u.Scheme != "" {
+		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no such endpoint: GET %s", clip(path)))
+		return
+	}
+	rr := r.Clone(WithCaller(r.Context(), c))
+	rr.Method, rr.URL, rr.RequestURI, rr.Body, rr.ContentLength = http.MethodGet, u, u.RequestURI(), http.NoBody, 0
+	s.srv.handler.ServeHTTP(w, rr)
 }
 
 // replyRecorder keeps the reply of a request that Act serves.

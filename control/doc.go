@@ -16,9 +16,9 @@
 // Requests that take long are bounded apart, so that they never hold the
 // connections that short requests need (MaxConns, 64): at most
 // MaxLongPolls long polls wait at once (default a quarter of MaxConns, 16)
-// and at most MaxAttemptReplies attempts replies are sent at once (default
-// 2). A request past either bound is refused at once, not queued: 429 with
-// the code busy and Retry-After: 1. The Client asks again after it; a long
+// and at most MaxAttemptReplies attempts replies, and outputs of an
+// attempt, are sent at once (default 2). A request past either bound is
+// refused at once, not queued: 429 with the code busy and Retry-After: 1. The Client asks again after it; a long
 // poll refused for its whole wait returns the run as it is then. The
 // attempts reply is written as it is encoded, 32 KiB at a time: the
 // daemon holds the attempts the store read, never the reply, which JSON
@@ -52,6 +52,8 @@
 //	                                streamed attempt by attempt, of any size
 //	                                (no Content-Length); 429 busy when
 //	                                MaxAttemptReplies are being sent
+//	GET  /v1/runs/{id}/attempts/{n}/output  the output of attempt n as   text/plain     read
+//	                                stored, streamed; 429 busy as above
 //	GET  /v1/runs/{id}/events       history with reasons            {"events": [Event]}    read
 //	POST /v1/runs/{id}/cancel       cancel, or stop a running attempt  Run                 operate
 //	POST /v1/runs/{id}/rerun        a new run linked by rerun_of    201 Run                operate

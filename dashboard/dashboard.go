@@ -32,6 +32,9 @@ type API interface {
 	Allow(w http.ResponseWriter, c control.Caller) bool
 	// Act serves a request of the /v1 routes as the caller.
 	Act(ctx context.Context, c control.Caller, method, path string, body []byte) (int, []byte)
+	// Relay serves a GET of the /v1 routes as the caller, its reply
+	// streamed to w.
+	Relay(w http.ResponseWriter, r *http.Request, c control.Caller, path string)
 }
 
 // Clock tells the time; the dashboard's sessions end by it.
@@ -97,6 +100,15 @@ const (
 	overviewJobs = 200
 	// nextTicks is how many coming ticks a job's page shows.
 	nextTicks = 5
+	// runAttempts is how many attempts a run's page shows, the newest;
+	// outputKeep how much of the head and of the tail of each one's
+	// output (a link leads to the whole output). A page is thus bounded
+	// whatever the outputs hold.
+	runAttempts = 10
+	outputKeep  = 16 << 10
+	// maxRenders bounds the pages being made at once; a request past it
+	// waits for a turn.
+	maxRenders = 4
 )
 
 // Dashboard serves the web dashboard at control.UIPath. It is an
@@ -110,6 +122,8 @@ type Dashboard struct {
 	csrfKey   []byte
 	crossSite *http.CrossOriginProtection
 	sessions  *sessions
+	// renders are the turns of making a page (maxRenders).
+	renders chan struct{}
 	// refusals logs the forms refused, a count a minute past the first.
 	refusals *control.RefusalLog
 }
@@ -141,6 +155,7 @@ func New(cfg Config) (*Dashboard, error) {
 		csrfKey:   key,
 		crossSite: http.NewCrossOriginProtection(),
 		sessions:  newSessions(),
+		renders:   make(chan struct{}, maxRenders),
 	}
 	d.refusals = control.NewRefusalLog(d.log, "dashboard: ")
 	d.routes()
@@ -163,6 +178,7 @@ func (d *Dashboard) routes() {
 	mux.HandleFunc("GET /ui/jobs/{job}", d.page(d.jobPage))
 	mux.HandleFunc("GET /ui/runs", d.page(d.runsPage))
 	mux.HandleFunc("GET /ui/runs/{id}", d.page(d.runPage))
+	mux.HandleFunc("GET /ui/runs/{id}/attempts/{n}/output", d.page(d.attemptOutput))
 	mux.HandleFunc("POST /ui/jobs/{job}/{action}", d.action(d.jobAction))
 	mux.HandleFunc("POST /ui/runs/{id}/{action}", d.action(d.runAction))
 	mux.HandleFunc("/ui/", d.page(func(w http.ResponseWriter, r *http.Request, s *session) {
@@ -192,15 +208,19 @@ const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 
 	"connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 // render writes a page, or with live the live part of it alone (the
-// template "live"), with status.
+// template "live"), with status. At most maxRenders pages are made at
+// once: each is made whole before it is written (an error half-way
+// would leave half a page), and its size is bounded by what the pages
+// show, so the memory of the pages being made is bounded too.
 func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
-	t := d.pages[name]
-	var buf bytes.Buffer
-	part := "page"
-	if isLive(r) && t.Lookup("live") != nil {
-		part = "live"
+	select {
+	case d.renders <- struct{}{}:
+	case <-r.Context().Done():
+		return
 	}
-	if err := t.ExecuteTemplate(&buf, part, data); err != nil {
+	buf, err := d.execute(r, name, data)
+	<-d.renders
+	if err != nil {
 		d.log.ErrorContext(r.Context(), "dashboard: render a page", "page", name, "error", err)
 		http.Error(w, "internal error: the page could not be made", http.StatusInternalServerError)
 		return
@@ -209,6 +229,17 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, n
 	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// execute makes a page, or its live part when r asks for it.
+func (d *Dashboard) execute(r *http.Request, name string, data any) (*bytes.Buffer, error) {
+	t := d.pages[name]
+	part := "page"
+	if isLive(r) && t.Lookup("live") != nil {
+		part = "live"
+	}
+	var buf bytes.Buffer
+	return &buf, t.ExecuteTemplate(&buf, part, data)
 }
 
 // isLive reports whether r asks for the live part of a page (part=live),

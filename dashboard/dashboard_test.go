@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -710,4 +711,77 @@ func TestJobState(t *testing.T) {
 			t.Errorf("jobState(%+v) = %q, want %q", tt.j, got, tt.want)
 		}
 	}
+}
+
+// TestRunPageBounded: a run of 12 attempts, each of which stored 1 MiB
+// of '<' (four times that escaped): its page shows the newest 10 with
+// the head and the tail of their output, a link to the whole of each,
+// and links to the output of the two it does not show; making the page
+// reads and allocates a bounded amount, not the outputs. The link
+// serves the whole output as text, to a session alone.
+func TestRunPageBounded(t *testing.T) {
+	td := startDash(t, nil)
+	const attempts, size = 12, 1 << 20
+	run := td.insertRunOf(t, "backup", attempts)
+	outputs := make([]string, attempts)
+	for i := range outputs {
+		outputs[i] = fmt.Sprintf("start %d\n", i+1) + strings.Repeat("<", size) + fmt.Sprintf("\nend %d\n", i+1)
+		td.failAttempt(t, run, outputs[i])
+	}
+	cookie := td.login(t, readToken)
+	var r reply
+	alloc := allocated(func() { r = td.do(t, req{method: "GET", path: "/ui/runs/" + run.ID, cookie: cookie}) })
+	if r.status != http.StatusOK {
+		t.Fatalf("the run's page: %d %.2000s", r.status, r.body)
+	}
+	t.Logf("a page of %d KiB; the request allocated %d MiB", len(r.body)>>10, alloc>>20)
+	if len(r.body) > 2<<20 || alloc > 24<<20 {
+		t.Errorf("a page of %d KiB; the request allocated %d MiB: the outputs (%d MiB) were read whole", len(r.body)>>10, alloc>>20, attempts*size>>20)
+	}
+	for n := 1; n <= attempts; n++ {
+		shown := n > attempts-runAttempts
+		if got := strings.Contains(r.body, fmt.Sprintf(`id="attempt-%d"`, n)); got != shown {
+			t.Errorf("attempt %d shown: %v, want %v", n, got, shown)
+		}
+		if got := strings.Contains(r.body, fmt.Sprintf("start %d\n", n)) && strings.Contains(r.body, fmt.Sprintf("end %d\n", n)); got != shown {
+			t.Errorf("the head and tail of attempt %d shown: %v, want %v", n, got, shown)
+		}
+		if !strings.Contains(r.body, fmt.Sprintf(`href="/ui/runs/%s/attempts/%d/output"`, run.ID, n)) {
+			t.Errorf("no link to the output of attempt %d", n)
+		}
+	}
+	if n := strings.Count(r.body, "not shown here: see the whole output"); n != runAttempts {
+		t.Errorf("%d outputs cut, want %d", n, runAttempts)
+	}
+	if !strings.Contains(r.body, `id="earlier"`) || !strings.Contains(r.body, "The 2 earlier attempts are not shown here") {
+		t.Error("the page does not say that 2 attempts are not shown")
+	}
+
+	whole := td.do(t, req{method: "GET", path: "/ui/runs/" + run.ID + "/attempts/3/output", cookie: cookie})
+	if whole.status != http.StatusOK || whole.body != outputs[2] || whole.header.Get("Content-Type") != "text/plain; charset=utf-8" ||
+		whole.header.Get("Content-Security-Policy") != contentSecurityPolicy || whole.header.Get("Cache-Control") != "no-store" {
+		t.Errorf("the whole output: %d %v, %d bytes", whole.status, whole.header, len(whole.body))
+	}
+	for path, want := range map[string]int{
+		"/ui/runs/" + run.ID + "/attempts/13/output": http.StatusNotFound,
+		"/ui/runs/nope/attempts/1/output":            http.StatusNotFound,
+		"/ui/runs/" + run.ID + "/attempts/x/output":  http.StatusBadRequest,
+	} {
+		if r := td.do(t, req{method: "GET", path: path, cookie: cookie}); r.status != want || !strings.Contains(r.body, "The output could not be read") {
+			t.Errorf("GET %s: %d, want %d\n%.500s", path, r.status, want, r.body)
+		}
+	}
+	if r := td.do(t, req{method: "GET", path: "/ui/runs/" + run.ID + "/attempts/1/output"}); r.status != http.StatusSeeOther {
+		t.Errorf("the whole output without a session: %d", r.status)
+	}
+}
+
+// allocated returns the bytes the process allocated while f ran.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
 }

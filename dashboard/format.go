@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"html/template"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/schedulerd/schedulerd/control"
 	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
 )
 
 // funcs are the functions of the templates. None returns template.HTML:
@@ -41,6 +43,28 @@ var funcs = template.FuncMap{
 	"jobState":    jobState,
 	"jitter":      func(t Tick) time.Duration { return t.Start.Sub(t.Fire) },
 	"terminal":    func(st jobs.Status) bool { return st.Terminal() },
+	"outputURL":   outputURL,
+	"gap":         func(a *store.ClippedAttempt) int64 { return a.StoredBytes - int64(len(a.Output)+len(a.Tail)) },
+	"earlier":     func(n int) []int { return seq(min(n, maxEarlier)) },
+	"maxEarlier":  func() int { return maxEarlier },
+}
+
+// maxEarlier bounds the links of a run's page to the output of the
+// attempts it does not show.
+const maxEarlier = 100
+
+// seq is 1 to n.
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i + 1
+	}
+	return out
+}
+
+// outputURL is the page of the whole output of attempt n of run id.
+func outputURL(id string, n int) string {
+	return runURL(id) + "/attempts/" + strconv.Itoa(n) + "/output"
 }
 
 // statusText is a run status in words, after a symbol that tells it

@@ -385,3 +385,32 @@ func (td *testDash) finishRun(t *testing.T, run *jobs.Run, output string) *jobs.
 	}
 	return done
 }
+
+// insertRunOf makes a manual run of job with up to attempts attempts, due
+// at once and retried at once.
+func (td *testDash) insertRunOf(t *testing.T, job string, attempts int) *jobs.Run {
+	t.Helper()
+	r, err := td.st.RunInsert(t.Context(), store.RunInsertParams{Job: job, Trigger: jobs.TriggerManual, ScheduledAt: time.Now(),
+		Retry: jobs.RetryPolicy{MaxAttempts: attempts, Backoff: jobs.BackoffFixed}, Node: "test-node"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// failAttempt claims run for its next attempt and fails it with output.
+func (td *testDash) failAttempt(t *testing.T, run *jobs.Run, output string) {
+	t.Helper()
+	ctx := t.Context()
+	claimed, err := td.st.RunsClaim(ctx, store.ClaimParams{Node: "test-node", Incarnation: "inc", Jobs: store.NewJobLimits(map[string]int{run.Job: 0}),
+		Limit: 1, Now: time.Now().Add(time.Hour)})
+	if err != nil || len(claimed) != 1 || claimed[0].ID != run.ID {
+		t.Fatalf("claim %s: %v %v", run.ID, claimed, err)
+	}
+	c := claimed[0]
+	code := 1
+	if _, err := td.st.RunTransition(ctx, jobs.Finish(c, jobs.Fence{RunID: c.ID, Attempt: c.Attempt, Incarnation: c.Incarnation}, "test-node",
+		jobs.Result{ExitCode: &code, Output: output, OutputBytes: int64(len(output))}, time.Now(), func() float64 { return 0 })); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,7 +1,10 @@
 package dashboard
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -201,10 +204,12 @@ func (d *Dashboard) runsPage(w http.ResponseWriter, r *http.Request, s *session)
 	d.render(w, r, http.StatusOK, "runs", p)
 }
 
-// runData is the snapshot of a run's page.
+// runData is the snapshot of a run's page: the run, its newest
+// runAttempts attempts with the head and the tail of their output
+// (outputKeep bytes each), and its events.
 type runData struct {
 	Run      *jobs.Run
-	Attempts []*jobs.Attempt
+	Attempts []*store.ClippedAttempt
 	Events   []*jobs.Event
 }
 
@@ -212,6 +217,8 @@ type runData struct {
 type runPage struct {
 	base
 	*runData
+	// Earlier is how many attempts are not shown, before those shown.
+	Earlier int
 }
 
 func (d *Dashboard) runPage(w http.ResponseWriter, r *http.Request, s *session) {
@@ -222,7 +229,7 @@ func (d *Dashboard) runPage(w http.ResponseWriter, r *http.Request, s *session) 
 			return nil, err
 		}
 		rd := &runData{Run: run}
-		if rd.Attempts, err = d.cfg.Store.RunAttempts(ctx, id); err != nil {
+		if rd.Attempts, err = d.cfg.Store.RunAttemptsClipped(ctx, store.AttemptsParams{RunID: id, Newest: runAttempts, Keep: outputKeep}); err != nil {
 			return nil, err
 		}
 		if rd.Events, err = d.cfg.Store.RunEvents(ctx, id); err != nil {
@@ -240,9 +247,75 @@ func (d *Dashboard) runPage(w http.ResponseWriter, r *http.Request, s *session) 
 	}
 	rd := v.(*runData)
 	p := runPage{base: d.base(r, s, "Run of "+rd.Run.Job), runData: rd}
+	if len(rd.Attempts) > 0 {
+		p.Earlier = rd.Attempts[0].Number - 1
+	}
 	p.Live = liveURL(r)
 	d.render(w, r, http.StatusOK, "run", p)
 }
+
+// attemptOutput serves the whole output of an attempt as text, through
+// the API's route (APIServer.Relay), streamed and within its budget of
+// output replies; the route's refusals become the error page.
+func (d *Dashboard) attemptOutput(w http.ResponseWriter, r *http.Request, s *session) {
+	rw := &relayWriter{w: w, header: http.Header{}}
+	d.cfg.API.Relay(rw, r, s.caller, "/v1/runs/"+url.PathEscape(r.PathValue("id"))+"/attempts/"+url.PathEscape(r.PathValue("n"))+"/output")
+	if rw.status == http.StatusOK {
+		return
+	}
+	var eb struct{ Error string }
+	_ = json.Unmarshal(rw.body.Bytes(), &eb)
+	if ra := rw.header.Get("Retry-After"); ra != "" {
+		w.Header().Set("Retry-After", ra)
+	}
+	msg := "The output could not be read: " + eb.Error
+	if rw.status == http.StatusTooManyRequests {
+		msg = "The daemon is sending as many outputs as it sends at once: wait a moment and reload the page."
+	}
+	d.fail(w, r, s, cmp.Or(rw.status, http.StatusInternalServerError), msg)
+}
+
+// relayWriter passes a reply of status 200 on to w, its headers after
+// the dashboard's; of another status, it keeps the reply (a JSON error)
+// for the error page.
+type relayWriter struct {
+	w      http.ResponseWriter
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (rw *relayWriter) Header() http.Header { return rw.header }
+
+func (rw *relayWriter) WriteHeader(status int) {
+	if rw.status != 0 {
+		return
+	}
+	rw.status = status
+	if status == http.StatusOK {
+		for k, v := range rw.header {
+			if k != "Cache-Control" {
+				rw.w.Header()[k] = v
+			}
+		}
+		rw.w.WriteHeader(status)
+	}
+}
+
+func (rw *relayWriter) Write(b []byte) (int, error) {
+	rw.WriteHeader(http.StatusOK)
+	if rw.status == http.StatusOK {
+		return rw.w.Write(b)
+	}
+	if rw.body.Len() < 64<<10 {
+		rw.body.Write(b)
+	}
+	return len(b), nil
+}
+
+// Unwrap lets the route set the deadlines of the connection
+// (http.ResponseController).
+func (rw *relayWriter) Unwrap() http.ResponseWriter { return rw.w }
 
 // storeFailed answers a page whose data could not be read.
 func (d *Dashboard) storeFailed(w http.ResponseWriter, r *http.Request, s *session, err error) {

@@ -3,11 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -392,4 +396,118 @@ func jobNamed(t *testing.T, e *env, job string) map[string]any {
 	}
 	t.Fatalf("jobs --json has no %s", job)
 	return nil
+}
+
+// TestDashboardRunPageMemory: a run whose attempt stored 32 MiB of '<'
+// (the largest output_limit), which HTML escapes four times over, asked
+// for by 16 browsers at once with a read token: each page shows a
+// bounded head and tail of the output with a link to the whole of it,
+// and the daemon's peak memory stays under 300 MiB (the page built whole
+// took gigabytes). The link streams the whole output, within the API's
+// budget of output replies.
+func TestDashboardRunPageMemory(t *testing.T) {
+	proctest.Long(t, "32 MiB of output shown to 16 browsers")
+	const written, limit, browsers = 64 << 20, 16 << 20, 16
+	e := newEnv(t)
+	addr := freeAddr(t)
+	reader := newCLIToken(t, e.dir, "grafana", "read")
+	e.writeConfigWith(2, fmt.Sprintf("api_listen = %q\n", addr), fmt.Sprintf(`[[job]]
+name = "loud"
+output_limit = %d
+shell = 'head -c %d /dev/zero | tr "\000" "<"'
+`, limit, written)+reader.table)
+	d := e.start(true)
+	id := jsonField(t, e.ok("trigger", "loud", "--json"), "id")
+	st := e.openStore()
+	waitFor(t, "the run to finish", 2*time.Minute, func() bool {
+		run, err := st.RunGet(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return run.Status.Terminal()
+	})
+	base := "http://" + addr
+	hc := &http.Client{Timeout: 2 * time.Minute, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	form := url.Values{"token": {reader.token}}
+	req, _ := http.NewRequest("POST", base+"/ui/login", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var cookie *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == "schedulerd_session" {
+			cookie = c
+		}
+	}
+	if resp.StatusCode != http.StatusSeeOther || cookie == nil {
+		t.Fatalf("log in: %s", resp.Status)
+	}
+	get := func(path string) (int, int64, string) {
+		req, _ := http.NewRequest("GET", base+path, nil)
+		req.AddCookie(cookie)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Errorf("GET %s: %v", path, err)
+			return 0, 0, ""
+		}
+		defer resp.Body.Close()
+		var head strings.Builder
+		n, err := io.Copy(&head, io.LimitReader(resp.Body, 4<<20))
+		m, err2 := io.Copy(io.Discard, resp.Body)
+		if err == nil {
+			err = err2
+		}
+		if err != nil {
+			t.Errorf("GET %s: %v", path, err)
+		}
+		return resp.StatusCode, n + m, head.String()
+	}
+
+	pid := d.cmd.Process.Pid
+	before := peakRSS(t, pid)
+	var wg sync.WaitGroup
+	for range browsers {
+		wg.Go(func() {
+			status, size, body := get("/ui/runs/" + id)
+			if status != http.StatusOK || size > 2<<20 || !strings.Contains(body, "The whole output (32.0 MiB)") ||
+				!strings.Contains(body, "not shown here") || !strings.Contains(body, "&lt;&lt;&lt;") {
+				t.Errorf("the run's page: %d, %d bytes:\n%.1000s", status, size, body)
+			}
+		})
+	}
+	wg.Wait()
+	peak := peakRSS(t, pid)
+	t.Logf("the daemon's peak memory: %d MiB after the run, %d MiB after %d pages of it at once", before>>20, peak>>20, browsers)
+	if peak > 300<<20 {
+		t.Errorf("the daemon's peak memory is %d MiB after %d pages of a run with 32 MiB of output, want under 300 MiB", peak>>20, browsers)
+	}
+
+	// The whole output, through the API's budget: two at once are sent,
+	// the others are told to wait.
+	var sent, refused atomic.Int64
+	for range 4 {
+		wg.Go(func() {
+			switch status, size, _ := get("/ui/runs/" + id + "/attempts/1/output"); status {
+			case http.StatusOK:
+				if size < 2*limit {
+					t.Errorf("the whole output has %d bytes, want at least %d", size, 2*limit)
+				}
+				sent.Add(1)
+			case http.StatusTooManyRequests:
+				refused.Add(1)
+			default:
+				t.Errorf("the whole output: %d", status)
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("whole outputs: %d sent, %d told to wait; the daemon's peak memory %d MiB", sent.Load(), refused.Load(), peakRSS(t, pid)>>20)
+	if sent.Load() == 0 {
+		t.Error("no whole output was sent")
+	}
+	d.stop()
 }

@@ -69,6 +69,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Actors", testActors},
 		{"Expire", testExpire},
 		{"Progress", testProgress},
+		{"AttemptsClipped", testAttemptsClipped},
 		{"RunsRunningAndNextDue", testRunsRunningAndNextDue},
 		{"Prune", testPrune},
 		{"PruneInPages", testPruneInPages},
