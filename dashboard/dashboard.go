@@ -58,11 +58,25 @@ type TickSource interface {
 	NextTicks(job string, n int) []Tick
 }
 
+// JobLister is an Engine that names its jobs and describes a few of them
+// at a time: the overview pages through them, and a job's page describes
+// its job alone, at the cost of those described. Without it, pages read
+// the whole listing (Jobs).
+type JobLister interface {
+	// JobNames returns the names of the jobs Jobs describes, in its
+	// order.
+	JobNames() []string
+	// JobsNamed describes the named jobs as Jobs does, in the order
+	// given, leaving out a name that is no job.
+	JobsNamed(ctx context.Context, names []string) ([]control.JobInfo, error)
+}
+
 // Config configures the dashboard.
 type Config struct {
 	// API is the listener the dashboard is mounted on.
 	API API
-	// Engine describes the jobs (the data of GET /v1/jobs), and Store
+	// Engine describes the jobs (the data of GET /v1/jobs; a page at a
+	// time when it is a JobLister), and Store
 	// serves the reads of runs, attempts, events, nodes and counts, as
 	// they do for the /v1 routes.
 	Engine control.Engine
@@ -95,8 +109,8 @@ const (
 	// runs page.
 	jobRuns  = 30
 	listRuns = 100
-	// overviewJobs is how many jobs the overview lists at most; a filter
-	// by name finds the others.
+	// overviewJobs is how many jobs a page of the overview lists; the
+	// others are on the next pages, and a filter by name finds them.
 	overviewJobs = 200
 	// nextTicks is how many coming ticks a job's page shows.
 	nextTicks = 5

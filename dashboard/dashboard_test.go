@@ -785,3 +785,98 @@ func allocated(f func()) uint64 {
 	runtime.ReadMemStats(&after)
 	return after.TotalAlloc - before.TotalAlloc
 }
+
+// manyJobs is an engine of n cron jobs job-00000, job-00001, ... that
+// names them and describes a few at a time (JobLister), recording how
+// many it was asked to describe at once, at most.
+type manyJobs struct {
+	*fakeEngine
+	n int
+
+	mu      sync.Mutex
+	mostAsk int
+}
+
+func (e *manyJobs) JobNames() []string {
+	out := make([]string, e.n)
+	for i := range out {
+		out[i] = fmt.Sprintf("job-%05d", i)
+	}
+	return out
+}
+
+func (e *manyJobs) JobsNamed(ctx context.Context, names []string) ([]control.JobInfo, error) {
+	e.mu.Lock()
+	e.mostAsk = max(e.mostAsk, len(names))
+	e.mu.Unlock()
+	var out []control.JobInfo
+	for _, n := range names {
+		var i int
+		if _, err := fmt.Sscanf(n, "job-%05d", &i); err == nil && i < e.n && n == fmt.Sprintf("job-%05d", i) {
+			out = append(out, control.JobInfo{Name: n, Kind: "cron", Schedule: "0 3 * * *", Timezone: "UTC", Declared: true})
+		}
+	}
+	return out, nil
+}
+
+func (e *manyJobs) Jobs(ctx context.Context) ([]control.JobInfo, error) {
+	panic("the dashboard read the whole listing of an engine that pages")
+}
+
+// TestOverviewPages: with many jobs the overview lists a page of 200 at a
+// time, with links to the pages before and after (of the jobs a filter
+// matches, when it is given), and asks the engine to describe those of
+// the page alone; a job's page describes its job alone.
+func TestOverviewPages(t *testing.T) {
+	var eng *manyJobs
+	td := startDash(t, func(c *Config) {
+		eng = &manyJobs{fakeEngine: c.Engine.(*fakeEngine), n: 450}
+		c.Engine = eng
+	})
+	cookie := td.login(t, readToken)
+	for _, tt := range []struct {
+		path       string
+		first, end int
+		prev, next string
+		count      string
+	}{
+		{"/ui/", 0, 200, "", "/ui/?page=2", "Jobs <small>450</small>"},
+		{"/ui/?page=2", 200, 400, "/ui/", "/ui/?page=3", "201 to 400 of 450"},
+		{"/ui/?page=3", 400, 450, "/ui/?page=2", "", "401 to 450 of 450"},
+		{"/ui/?page=99", 400, 450, "/ui/?page=2", "", "401 to 450 of 450"},
+		{"/ui/?page=x", 0, 200, "", "/ui/?page=2", "1 to 200 of 450"},
+		{"/ui/?q=job-002", 200, 300, "", "", "Jobs <small>100 named like “job-002”, of 450</small>"},
+	} {
+		r := td.do(t, req{method: "GET", path: tt.path, cookie: cookie})
+		if r.status != http.StatusOK || !strings.Contains(r.body, tt.count) {
+			t.Errorf("GET %s: %d, no %q\n%.3000s", tt.path, r.status, tt.count, r.body)
+			continue
+		}
+		for i := range eng.n {
+			listed := strings.Contains(r.body, fmt.Sprintf(`href="/ui/jobs/job-%05d"`, i))
+			if want := i >= tt.first && i < tt.end; listed != want {
+				t.Errorf("GET %s lists job-%05d: %v, want %v", tt.path, i, listed, want)
+				break
+			}
+		}
+		for id, want := range map[string]string{"prev-page": tt.prev, "next-page": tt.next} {
+			link := fmt.Sprintf(`href="%s" rel="%s" id="%s"`, strings.ReplaceAll(want, "&", "&amp;"), strings.TrimSuffix(id, "-page"), id)
+			if got := strings.Contains(r.body, `id="`+id+`"`); got != (want != "") || (want != "" && !strings.Contains(r.body, link)) {
+				t.Errorf("GET %s: link %s, want %q", tt.path, id, want)
+			}
+		}
+	}
+	if r := td.do(t, req{method: "GET", path: "/ui/?q=job-00&page=2", cookie: cookie}); !strings.Contains(r.body, `href="/ui/?page=3&amp;q=job-00"`) ||
+		!strings.Contains(r.body, `href="/ui/?q=job-00"`) {
+		t.Errorf("the links of a filtered page do not keep the filter:\n%.3000s", r.body)
+	}
+	if r := td.do(t, req{method: "GET", path: "/ui/jobs/job-00321", cookie: cookie}); r.status != http.StatusOK || !strings.Contains(r.body, "<h1>job-00321</h1>") {
+		t.Errorf("a job's page: %d %.2000s", r.status, r.body)
+	}
+	if r := td.do(t, req{method: "GET", path: "/ui/jobs/job-99999", cookie: cookie}); r.status != http.StatusNotFound {
+		t.Errorf("the page of a job that is not: %d", r.status)
+	}
+	if eng.mostAsk > overviewJobs {
+		t.Errorf("the engine was asked to describe %d jobs at once, more than a page", eng.mostAsk)
+	}
+}

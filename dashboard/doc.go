@@ -7,7 +7,8 @@
 //	GET  /ui/login                 the login form (public)
 //	POST /ui/login                 a token of the API starts a session (its id in a cookie)
 //	POST /ui/logout                ends it
-//	GET  /ui/                      overview: jobs, nodes, counts of runs by status
+//	GET  /ui/?q=&page=             overview: jobs (200 a page, of those whose name
+//	                               contains q), nodes, counts of runs by status
 //	GET  /ui/jobs/{job}            a job: its state, next ticks, recent runs as a
 //	                               timeline; trigger, pause and resume
 //	GET  /ui/runs?job=&status=     the newest runs, of a job or a status

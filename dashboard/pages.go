@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,10 +50,13 @@ func liveURL(r *http.Request) string {
 	return r.URL.EscapedPath() + "?" + q.Encode()
 }
 
-// overviewData is the snapshot of the overview: the jobs, the nodes and
-// the counts of runs by status.
+// overviewData is the snapshot of the overview: the names of the jobs,
+// the nodes and the counts of runs by status.
 type overviewData struct {
-	Jobs   []control.JobInfo
+	// Names are the jobs' names, in the order of the listing.
+	Names []string
+	// all is the whole listing, read for an engine that is no JobLister.
+	all    map[string]control.JobInfo
 	Nodes  []control.Node
 	Counts map[jobs.Status]int64
 	// ReadAt is when the snapshot was read.
@@ -61,26 +64,35 @@ type overviewData struct {
 }
 
 // overviewSnapshot reads the overview's data, shared (snapshots): the
-// jobs as GET /v1/jobs describes them (their last runs and cursors: two
-// statements), the nodes, and the counts (one statement each).
+// names of the jobs (from the engine's memory; the whole listing of an
+// engine that is no JobLister), the nodes, and the counts (one statement
+// each).
 func (d *Dashboard) overviewSnapshot(ctx context.Context) (*overviewData, error) {
 	v, err := d.snaps.get(ctx, "overview", func(ctx context.Context) (any, error) {
-		js, err := d.cfg.Engine.Jobs(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("jobs: %w", err)
+		o := &overviewData{}
+		if jl, ok := d.cfg.Engine.(JobLister); ok {
+			o.Names = jl.JobNames()
+		} else {
+			js, err := d.cfg.Engine.Jobs(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("jobs: %w", err)
+			}
+			o.all = make(map[string]control.JobInfo, len(js))
+			for _, j := range js {
+				o.Names, o.all[j.Name] = append(o.Names, j.Name), j
+			}
 		}
 		ns, err := d.cfg.Store.NodesList(ctx, false)
 		if err != nil {
 			return nil, fmt.Errorf("nodes: %w", err)
 		}
-		counts, err := d.cfg.Store.RunsCount(ctx)
-		if err != nil {
+		if o.Counts, err = d.cfg.Store.RunsCount(ctx); err != nil {
 			return nil, fmt.Errorf("counts: %w", err)
 		}
-		o := &overviewData{Jobs: js, Counts: counts, ReadAt: time.Now()}
 		for _, n := range ns {
 			o.Nodes = append(o.Nodes, control.NewNode(n, d.cfg.InactiveThreshold))
 		}
+		o.ReadAt = time.Now()
 		return o, nil
 	})
 	if err != nil {
@@ -89,18 +101,53 @@ func (d *Dashboard) overviewSnapshot(ctx context.Context) (*overviewData, error)
 	return v.(*overviewData), nil
 }
 
+// describe returns the JobInfo of the named jobs, in that order, shared
+// under key: a JobLister describes those alone (their last runs and
+// cursors: two statements), else they are taken from the listing of o.
+func (d *Dashboard) describe(ctx context.Context, key string, o *overviewData, names []string) ([]control.JobInfo, error) {
+	jl, ok := d.cfg.Engine.(JobLister)
+	if !ok {
+		var out []control.JobInfo
+		for _, n := range names {
+			if j, ok := o.all[n]; ok {
+				out = append(out, j)
+			}
+		}
+		return out, nil
+	}
+	v, err := d.snaps.get(ctx, key, func(ctx context.Context) (any, error) {
+		js, err := jl.JobsNamed(ctx, names)
+		if err != nil {
+			return nil, fmt.Errorf("jobs: %w", err)
+		}
+		return js, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.([]control.JobInfo), nil
+}
+
 // overviewPage is the data of the overview.
 type overviewPage struct {
 	base
 	*overviewData
-	// Shown are the jobs listed: those whose name contains Filter, at
-	// most overviewJobs of them; Matching is how many match.
+	// Shown are the jobs of the page: of those whose name contains
+	// Filter (Matching of them), the overviewJobs from First (counted
+	// from 1).
 	Shown    []control.JobInfo
 	Matching int
 	Filter   string
+	First    int
+	// Prev and Next are the URLs of the pages before and after; "" for
+	// none.
+	Prev, Next string
 	// CountStatuses are the statuses counted, in the order shown.
 	CountStatuses []jobs.Status
 }
+
+// Last is the number of the last job shown, counted from 1.
+func (p overviewPage) Last() int { return p.First + len(p.Shown) - 1 }
 
 func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, s *session) {
 	o, err := d.overviewSnapshot(r.Context())
@@ -108,17 +155,50 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, s *session)
 		d.storeFailed(w, r, s, err)
 		return
 	}
-	p := overviewPage{base: d.base(r, s, "Overview"), overviewData: o, Filter: strings.TrimSpace(r.URL.Query().Get("q")),
+	q := r.URL.Query()
+	p := overviewPage{base: d.base(r, s, "Overview"), overviewData: o, Filter: strings.TrimSpace(q.Get("q")),
 		CountStatuses: []jobs.Status{jobs.StatusPending, jobs.StatusRunning, jobs.StatusRetrying, jobs.StatusDeadLetter}}
 	p.Live = liveURL(r)
-	for _, j := range o.Jobs {
-		if p.Filter != "" && !strings.Contains(j.Name, p.Filter) {
-			continue
+	matching := o.Names
+	if p.Filter != "" {
+		matching = nil
+		for _, n := range o.Names {
+			if strings.Contains(n, p.Filter) {
+				matching = append(matching, n)
+			}
 		}
-		p.Matching++
-		if len(p.Shown) < overviewJobs {
-			p.Shown = append(p.Shown, j)
+	}
+	p.Matching = len(matching)
+	page, err := strconv.Atoi(q.Get("page"))
+	if err != nil || page < 1 {
+		page = 1
+	}
+	page = min(page, max(1, (len(matching)+overviewJobs-1)/overviewJobs))
+	from := (page - 1) * overviewJobs
+	names := matching[from:min(from+overviewJobs, len(matching))]
+	p.First = from + 1
+	pageURL := func(n int) string {
+		v := url.Values{}
+		if p.Filter != "" {
+			v.Set("q", p.Filter)
 		}
+		if n > 1 {
+			v.Set("page", strconv.Itoa(n))
+		}
+		if len(v) == 0 {
+			return control.UIPath
+		}
+		return control.UIPath + "?" + v.Encode()
+	}
+	if page > 1 {
+		p.Prev = pageURL(page - 1)
+	}
+	if from+overviewJobs < len(matching) {
+		p.Next = pageURL(page + 1)
+	}
+	if p.Shown, err = d.describe(r.Context(), fmt.Sprintf("jobs\x00%s\x00%d", p.Filter, page), o, names); err != nil {
+		d.storeFailed(w, r, s, err)
+		return
 	}
 	d.render(w, r, http.StatusOK, "overview", p)
 }
@@ -135,13 +215,20 @@ type jobPage struct {
 
 func (d *Dashboard) jobPage(w http.ResponseWriter, r *http.Request, s *session) {
 	name := r.PathValue("job")
-	o, err := d.overviewSnapshot(r.Context())
+	var o *overviewData
+	if _, ok := d.cfg.Engine.(JobLister); !ok {
+		var err error
+		if o, err = d.overviewSnapshot(r.Context()); err != nil {
+			d.storeFailed(w, r, s, err)
+			return
+		}
+	}
+	js, err := d.describe(r.Context(), "job\x00"+name, o, []string{name})
 	if err != nil {
 		d.storeFailed(w, r, s, err)
 		return
 	}
-	i := slices.IndexFunc(o.Jobs, func(j control.JobInfo) bool { return j.Name == name })
-	if i < 0 {
+	if len(js) != 1 {
 		d.fail(w, r, s, http.StatusNotFound, fmt.Sprintf("No job is called %q in this daemon's config.", clip(name)))
 		return
 	}
@@ -150,7 +237,7 @@ func (d *Dashboard) jobPage(w http.ResponseWriter, r *http.Request, s *session) 
 		d.storeFailed(w, r, s, err)
 		return
 	}
-	p := jobPage{base: d.base(r, s, o.Jobs[i].Name), Job: o.Jobs[i], Runs: "/ui/runs?job=" + url.QueryEscape(name)}
+	p := jobPage{base: d.base(r, s, js[0].Name), Job: js[0], Runs: "/ui/runs?job=" + url.QueryEscape(name)}
 	p.Live = liveURL(r)
 	p.Timeline = newTimeline(runs, p.Now)
 	if ts, ok := d.cfg.Engine.(TickSource); ok && !p.Job.Paused {
