@@ -668,7 +668,8 @@ func TestSnapshotsBounded(t *testing.T) {
 
 // TestTimeline: bars share one time axis from the first start to the
 // last end (now for a run going on); a run not started has none, and a
-// short one a visible bar within the axis.
+// short one a visible bar within the axis. The rows are in the order of
+// their start, the runs not started first.
 func TestTimeline(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	now := t0.Add(100 * time.Second)
@@ -691,6 +692,15 @@ func TestTimeline(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) || !tl.From.Equal(t0) || !tl.To.Equal(now) {
 		t.Errorf("timeline %v..%v:\n%v\nwant\n%v", tl.From, tl.To, got, want)
+	}
+	// In the order of the time the rows show: not started, then the
+	// latest started first.
+	var order []string
+	for _, r := range tl.Rows {
+		order = append(order, r.Run.ID)
+	}
+	if want := []string{"waiting", "short", "running", "first"}; !slices.Equal(order, want) {
+		t.Errorf("rows in the order %v, want %v", order, want)
 	}
 }
 
@@ -750,7 +760,7 @@ func TestRunPageBounded(t *testing.T) {
 			t.Errorf("no link to the output of attempt %d", n)
 		}
 	}
-	if n := strings.Count(r.body, "not shown here: see the whole output"); n != runAttempts {
+	if n := strings.Count(r.body, "not shown here: all that is stored is at the link above"); n != runAttempts {
 		t.Errorf("%d outputs cut, want %d", n, runAttempts)
 	}
 	if !strings.Contains(r.body, `id="earlier"`) || !strings.Contains(r.body, "The 2 earlier attempts are not shown here") {
@@ -878,5 +888,52 @@ func TestOverviewPages(t *testing.T) {
 	}
 	if eng.mostAsk > overviewJobs {
 		t.Errorf("the engine was asked to describe %d jobs at once, more than a page", eng.mostAsk)
+	}
+}
+
+// utcJob is the fake engine with its cron job in a zone that is UTC by
+// another name, as a daemon's local zone often is.
+type utcJob struct{ *fakeEngine }
+
+func (e utcJob) Jobs(ctx context.Context) ([]control.JobInfo, error) {
+	js, err := e.fakeEngine.Jobs(ctx)
+	for i := range js {
+		if js[i].Timezone != "" {
+			js[i].Timezone = "Etc/UTC"
+		}
+	}
+	return js, err
+}
+
+func (e utcJob) NextTicks(job string, n int) []Tick {
+	var out []Tick
+	for i := range n {
+		t := time.Date(2030, 1, 1+i, 3, 0, 0, 0, time.UTC)
+		out = append(out, Tick{Fire: t, Start: t})
+	}
+	return out
+}
+
+// TestTimeZones: a job's page shows each tick once when the job's zone
+// reads as UTC, and twice (its zone's wall clock, then UTC) when it
+// does not; the zone Go calls Local is shown by its name.
+func TestTimeZones(t *testing.T) {
+	td := startDash(t, func(c *Config) { c.Engine = utcJob{c.Engine.(*fakeEngine)} })
+	cookie := td.login(t, readToken)
+	r := td.do(t, req{method: "GET", path: "/ui/jobs/backup", cookie: cookie})
+	if r.status != http.StatusOK || !strings.Contains(r.body, "<li><time datetime=\"2030-01-01T03:00:00Z\">Tue 2030-01-01 03:00:00 UTC</time></li>") ||
+		strings.Contains(r.body, `class="more"`) {
+		t.Errorf("a job in Etc/UTC: a tick is not shown once, on one line:\n%.3000s", r.body)
+	}
+	for tz, same := range map[string]bool{"UTC": true, "Etc/UTC": true, "": true, "Europe/Berlin": false, "America/New_York": false} {
+		if got := sameAsUTC(time.Date(2030, 1, 1, 3, 0, 0, 0, time.UTC), tz); got != same {
+			t.Errorf("sameAsUTC(%q) = %v", tz, got)
+		}
+	}
+	if got := zoneName("Local"); got != localZone || !strings.HasSuffix(got, " (local)") || strings.HasPrefix(got, "Local") || got == " (local)" {
+		t.Errorf("zoneName(Local) = %q", got)
+	}
+	if got := zoneName("Europe/Berlin"); got != "Europe/Berlin" {
+		t.Errorf("zoneName(Europe/Berlin) = %q", got)
 	}
 }

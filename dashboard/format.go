@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -27,6 +28,8 @@ var funcs = template.FuncMap{
 	"iso":         isoText,
 	"inZone":      inZone,
 	"weekday":     func(v any, tz string) string { return when(v).In(zone(tz)).Format("Mon") },
+	"zoneName":    zoneName,
+	"sameAsUTC":   sameAsUTC,
 	"zoned":       func(v any, tz string) zonedTime { return zonedTime{T: when(v), Zone: tz} },
 	"dur":         durText,
 	"since":       since,
@@ -169,6 +172,38 @@ func zone(tz string) *time.Location {
 	return loc
 }
 
+// zoneName is the name a page shows of the time zone tz: for "Local",
+// that of the daemon's local zone, which Go calls Local (localZone).
+func zoneName(tz string) string {
+	if tz == "Local" {
+		return localZone
+	}
+	return tz
+}
+
+// localZone is the name of the daemon's local time zone: $TZ, else the
+// zone /etc/localtime links to, else the zone's abbreviation, with
+// "(local)" after it.
+var localZone = func() string {
+	name := strings.TrimPrefix(os.Getenv("TZ"), ":")
+	if name == "" {
+		if target, err := os.Readlink("/etc/localtime"); err == nil {
+			if _, after, ok := strings.Cut(target, "zoneinfo/"); ok {
+				name = after
+			}
+		}
+	}
+	if name == "" || strings.HasPrefix(name, "/") {
+		name, _ = time.Now().In(time.Local).Zone()
+	}
+	return name + " (local)"
+}()
+
+// sameAsUTC reports whether the wall clock of tz at v reads as UTC's,
+// such as that of a local zone that is UTC: a page then shows the time
+// once.
+func sameAsUTC(v any, tz string) bool { return inZone(v, tz) == utcText(v) }
+
 // zonedTime is a time to show on the wall clock of a time zone.
 type zonedTime struct {
 	T    time.Time
@@ -233,8 +268,15 @@ func runsURL(job string, st jobs.Status) string {
 	return "/ui/runs?" + q.Encode()
 }
 
-// bytesText is a size for a person.
-func bytesText(n int64) string {
+// bytesText is a size for a person: n is an int or an int64.
+func bytesText(v any) string {
+	var n int64
+	switch v := v.(type) {
+	case int:
+		n = int64(v)
+	case int64:
+		n = v
+	}
 	switch {
 	case n < 1<<10:
 		return fmt.Sprintf("%d bytes", n)

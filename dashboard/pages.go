@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -415,7 +416,8 @@ func (d *Dashboard) storeFailed(w http.ResponseWriter, r *http.Request, s *sessi
 
 // timeline is a list of runs, each with its place on a common time axis
 // from the earliest start to the latest end (now for a run that has not
-// ended), as percentages.
+// ended), as percentages. Its rows are in the order of the time they
+// show: the runs not started yet first, then the latest started first.
 type timeline struct {
 	Rows       []timelineRow
 	From, To   time.Time
@@ -462,6 +464,14 @@ func newTimeline(runs []*jobs.Run, now time.Time) timeline {
 		}
 		tl.Rows = append(tl.Rows, row)
 	}
+	slices.SortStableFunc(tl.Rows, func(a, b timelineRow) int {
+		switch {
+		case a.Start.IsZero() || b.Start.IsZero():
+			return cmp.Compare(boolInt(!a.Start.IsZero()), boolInt(!b.Start.IsZero()))
+		default:
+			return b.Start.Compare(a.Start)
+		}
+	})
 	span := tl.To.Sub(tl.From)
 	for i := range tl.Rows {
 		row := &tl.Rows[i]
@@ -477,4 +487,11 @@ func newTimeline(runs []*jobs.Run, now time.Time) timeline {
 		row.X = min(row.X, 100-row.Width)
 	}
 	return tl
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
