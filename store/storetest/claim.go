@@ -286,7 +286,7 @@ func testClaimPastTheScan(t *testing.T, s store.Store) {
 	quiet := mustInsert(t, s, late)
 	limits := map[string]int{"busy": 1, "quiet": 0}
 
-	next, err := s.RunsNextDue(ctx, []string{"quiet"})
+	next, err := s.RunsNextDue(ctx, []string{"quiet"}, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
