@@ -564,15 +564,17 @@ const (
 	), ` + sqlClaimUpdate
 )
 
-// sqlDueHeads counts, per job, the first $1 due runs in start order (a
-// range of the runs_due index), the jobs in the order of their first run.
+// sqlDueHeads reads the first $1 due runs in start order (a range of the
+// runs_due index) as stretches of consecutive runs of one job, in order:
+// a job, and how many of its runs come before another job's.
 const sqlDueHeads = `SELECT job, count(*) FROM (
-		SELECT job, row_number() OVER (ORDER BY not_before, created_at, id) AS k FROM (
-			SELECT job, not_before, created_at, id FROM runs WHERE ` + sqlDueOfAll + `
-			ORDER BY not_before, created_at, id LIMIT $1) d) h
-	GROUP BY job ORDER BY min(k)`
+		SELECT job, k, k - row_number() OVER (PARTITION BY job ORDER BY k) AS stretch FROM (
+			SELECT job, row_number() OVER (ORDER BY not_before, created_at, id) AS k FROM (
+				SELECT job, not_before, created_at, id FROM runs WHERE ` + sqlDueOfAll + `
+				ORDER BY not_before, created_at, id LIMIT $1) d) h) s
+	GROUP BY job, stretch ORDER BY min(k)`
 
-// dueHead is a job of the first due runs and how many of them are its.
+// dueHead is a stretch of the first due runs that are one job's.
 type dueHead struct {
 	job string
 	n   int
@@ -636,10 +638,11 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 	if err != nil {
 		return nil, fail("claim runs", err)
 	}
-	// The declared jobs of the first due runs, in start order, until they
-	// can give Limit runs: a claim counts and locks only the jobs it takes.
+	// The first due runs of the declared jobs, in start order, until they
+	// can give Limit runs: a claim counts and locks only the jobs it takes,
+	// and takes no run of a job past one of another job that comes first.
 	var names []string
-	caps := map[string]int{}
+	caps, used := map[string]int{}, map[string]int{}
 	more, room := false, 0
 	for _, h := range heads {
 		limit, ok := p.Jobs.Limit(h.job)
@@ -650,13 +653,16 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 			more = true
 			continue
 		}
-		names = append(names, h.job)
-		caps[h.job] = h.n
-		if limit > 0 {
-			room += min(limit, h.n)
-		} else {
-			room += h.n
+		if caps[h.job] == 0 {
+			names = append(names, h.job)
 		}
+		n := min(h.n, p.Limit-room)
+		caps[h.job] += n
+		if limit > 0 {
+			n = min(n, max(0, limit-used[h.job]))
+			used[h.job] += n
+		}
+		room += n
 	}
 	var claimed []*jobs.Run
 	if len(names) > 0 {

@@ -20,6 +20,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		fn   func(t *testing.T, s store.Store)
 	}{
 		{"FireOccurrenceOnce", testFireOccurrenceOnce},
+		{"ClaimOrderAcrossJobs", testClaimOrderAcrossJobs},
 		{"FireConcurrent", testFireConcurrent},
 		{"FireCursorCAS", testFireCursorCAS},
 		{"FireOverlapSkip", testFireOverlapSkip},
