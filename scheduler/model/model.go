@@ -202,6 +202,12 @@ type state struct {
 	byKey        map[string]*run
 	seq          int
 	res          *Result
+	// endedAtLimit are the jobs of the attempts that ended at now while
+	// their job was at its limit: the engine frees the slot at once and
+	// the job's limit only once the result is written, so which run the
+	// slot goes to is left to chance when runs compete for it.
+	endedAtLimit map[string]bool
+	endedAt      time.Time
 }
 
 // Simulate runs the timeline (events in time order, the first a Start) and
@@ -228,6 +234,9 @@ func Simulate(set Settings, events []Event, outcome Outcome, end time.Time) *Res
 		}
 		st.now = next
 		st.engine()
+		if ev != nil && ev.Kind != Start {
+			st.checkLead(*ev)
+		}
 		if ev != nil {
 			st.apply(i, *ev)
 			i++
@@ -252,6 +261,29 @@ func (st *state) trace(format string, args ...any) {
 
 func (st *state) ambiguous(t time.Time, format string, args ...any) {
 	st.res.Ambiguous = append(st.res.Ambiguous, t.UTC().Format("15:04:05.000000")+": "+fmt.Sprintf(format, args...))
+}
+
+// checkLead notes as ambiguous an event that comes while a tick is
+// fired ahead and not yet reached (docs/firing-ahead.md, taking a run
+// back): the model does not follow what a pause, reload, stop, kill or
+// cancel does in that moment; firing-ahead's own tests do.
+func (st *state) checkLead(ev Event) {
+	if !st.up {
+		return
+	}
+	for _, name := range sortedKeys(st.cursors) {
+		d, c := st.defs[name], st.cursors[name]
+		if d == nil || d.Schedule == nil || c.paused {
+			continue
+		}
+		t := c.ahead
+		if t.IsZero() {
+			t = d.Schedule.Next(c.last)
+		}
+		if !t.IsZero() && !t.Add(-FireLead).After(st.now) && t.After(st.now) {
+			st.ambiguous(st.now, "event %s inside the fire lead of job %s's tick", ev.Kind, name)
+		}
+	}
 }
 
 // nextInstant is the next instant after now at which the engine has
@@ -348,6 +380,12 @@ func (st *state) attemptsAt() {
 	}
 	if len(ending) > 0 {
 		st.decisionsAt("an attempt ends")
+		st.endedAtLimit, st.endedAt = map[string]bool{}, st.now
+		for _, r := range ending {
+			if d := st.defs[r.key.Job]; d != nil && limit(d) > 0 && st.runningOf(r.key.Job) >= limit(d) {
+				st.endedAtLimit[r.key.Job] = true
+			}
+		}
 	}
 	for _, r := range ending {
 		switch {
@@ -899,6 +937,14 @@ func (st *state) claimAt(at time.Time, most int, only []string) int {
 		}
 		return a.seq - b.seq
 	})
+	if st.endedAt.Equal(st.now) && len(st.endedAtLimit) > 0 && len(cands) > most {
+		for _, r := range cands {
+			if st.endedAtLimit[r.key.Job] {
+				st.ambiguous(st.now, "an attempt of %s ends at its limit while %d runs compete for %d slots", r.key.Job, len(cands), most)
+				break
+			}
+		}
+	}
 	var claimed []*run
 	for _, r := range cands {
 		d := st.defs[r.key.Job]
