@@ -9,11 +9,13 @@ CONFIG   ?= schedulerd.toml
 GOFMT    ?= $(shell $(GO) env GOROOT)/bin/gofmt
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
+SIM_TIME ?= 10m
+SEED     ?=
 PREFIX   ?= /usr/local
 DIST_ARCHS ?= amd64,arm64
 
 .DEFAULT_GOAL := help
-.PHONY: help build run test unit short lint fuzz bench dist install clean
+.PHONY: help build run test unit short lint fuzz sim bench dist install clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -51,6 +53,9 @@ fuzz: ## run every fuzz target for FUZZTIME each
 	$(GO) test -run='^$$' -fuzz='^FuzzAPIRequest$$' -fuzztime=$(FUZZTIME) ./control/
 	$(GO) test -run='^$$' -fuzz='^FuzzEscape$$' -fuzztime=$(FUZZTIME) ./internal/termtext/
 	$(GO) test -run='^$$' -fuzz='^FuzzImportCrontab$$' -fuzztime=$(FUZZTIME) ./cmd/schedulerd/
+
+sim: ## the engine against the reference model on seeded timelines, SIM_TIME long (SEED=N replays one)
+	$(GO) test -count=1 -timeout 0 -run '^TestSim$$' ./scheduler/ -sim.time=$(SIM_TIME) $(if $(SEED),-sim.seed=$(SEED))
 
 bench: ## measure throughput, lag, idle cost, recovery, scale (about 35 minutes); writes BENCHMARKS.md
 	$(GO) run ./bench -command 'make bench' -out BENCHMARKS.md
