@@ -88,13 +88,18 @@ func TestSim(t *testing.T) {
 		if *simFrom != 0 {
 			base = *simFrom
 		}
-		t.Logf("random seeds from %d", base)
+		fmt.Printf("sim: random seeds from %d for %s\n", base, *simTime)
 		for i := int64(0); time.Now().Before(deadline); i++ {
 			runSeed(base + i)
 		}
 	}
-	t.Logf("sim: %d runs of %d seeds, %d failed", ran, ran/len(stores), failed)
+	// On standard output, which make sim shows as it goes.
+	fmt.Printf("sim: %d seeds on %s (%d regression seeds), %d runs failed, %d timelines drawn again for ambiguity\n",
+		ran/len(stores), strings.Join(stores, " and "), len(seeds), failed, redrawn.Load())
 }
+
+// redrawn counts the timelines that the model found ambiguous.
+var redrawn atomic.Int64
 
 // regressionSeeds reads testdata/sim-seeds.txt: a seed a line (a comment
 // after #), each one that once failed.
@@ -132,6 +137,7 @@ func simulate(t *testing.T, seed int64, kind string) bool {
 		if len(want.Ambiguous) == 0 {
 			break
 		}
+		redrawn.Add(1)
 		if draw == 50 {
 			t.Logf("seed %d: every timeline of 50 draws is ambiguous, e.g. %s", seed, want.Ambiguous[0])
 			return true
@@ -150,6 +156,7 @@ func simulate(t *testing.T, seed int64, kind string) bool {
 		report += "engine log: " + path + "\n"
 	}
 	report += fmt.Sprintf("replay: make sim SEED=%d\n", seed)
+	fmt.Print(report)
 	t.Error(report)
 	return false
 }
