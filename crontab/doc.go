@@ -20,8 +20,10 @@
 //     MAILFROM, CONTENT_TYPE, CONTENT_TRANSFER_ENCODING and RANDOM_DELAY
 //     have no counterpart: a comment says so.
 //   - In a command, an unescaped % ends the command; the text after it, each
-//     further % a newline, is its standard input, which the job feeds it
-//     with printf. \% is a %.
+//     further % a newline, is its standard input. \% is a %. Cron runs
+//     SHELL -c COMMAND with the text on its standard input; the job runs
+//     printf '%s' 'TEXT' | SHELL -c 'COMMAND', so that its shell reads the
+//     command alone, as cron's does (a POSIX SHELL only).
 //   - Each job gets cron's behaviour where schedulerd's default differs:
 //     no timeout, no retry, no catch-up of missed ticks.
 //   - A line that cannot be translated (@reboot, a schedule schedulerd

@@ -12,6 +12,15 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
+// shellWord returns s as one word for sh: as is when no character of it is
+// special to sh, else quoted.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./+,:@") == "" {
+		return s
+	}
+	return shellQuote(s)
+}
+
 // tomlString writes s as a TOML string: "s" when s needs no escapes, else
 // 's' (a literal string, for commands with quotes and backslashes) when s
 // has no ' and no control character, else "s" with escapes. s must be valid

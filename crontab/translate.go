@@ -251,8 +251,8 @@ var descriptors = map[string]bool{
 	"@daily": true, "@midnight": true, "@hourly": true,
 }
 
-// posixShells are the shells that read the printf pipe a job's standard
-// input becomes.
+// posixShells are the shells that read the printf pipe and the quoting
+// that a job's standard input becomes.
 var posixShells = map[string]bool{
 	"sh": true, "bash": true, "dash": true, "ash": true, "ksh": true, "ksh93": true,
 	"mksh": true, "pdksh": true, "zsh": true, "yash": true, "posh": true,
@@ -322,9 +322,13 @@ func (tr *translator) job(l line) {
 			skip("the text after %% is the command's standard input, which a job can feed only through a POSIX shell, not %s", tr.shell)
 			return
 		}
-		// cron writes the text to the command's standard input, without a
-		// newline at the end: printf '%s' writes it just so.
-		script = "printf '%s' " + shellQuote(stdin) + " | (\n" + cmd + "\n)"
+		// cron runs SHELL -c COMMAND with the text on its standard input,
+		// without a newline at the end: the job does the same behind
+		// printf '%s', which writes it just so. The command stays one
+		// quoted argument, so the shell reads it alone, as cron's does: a
+		// line that is no valid shell fails there, and none of its text
+		// can end the pipe or run after it.
+		script = "printf '%s' " + shellQuote(stdin) + " | " + shellWord(tr.shell) + " -c " + shellQuote(cmd)
 	}
 
 	tr.jobs++

@@ -1,6 +1,7 @@
 package crontab
 
 import (
+	"errors"
 	"flag"
 	"io/fs"
 	"maps"
@@ -114,14 +115,14 @@ func TestRoundTrip(t *testing.T) {
 		"testdata/cronie-crontab.5": {
 			{"daily.job", "5 0 * * *", "Japan", "", "$HOME/bin/daily.job >> $HOME/tmp/out 2>&1", nil, sh},
 			{"monthly", "15 14 1 * *", "Japan", "", "$HOME/bin/monthly", nil, sh},
-			{"mail", "0 22 * * 1-5", "Japan", "", "printf '%s' 'Joe,\n\nWhere are your kids?\n' | (\nmail -s \"It's 10pm\" joe\n)", nil, sh},
+			{"mail", "0 22 * * 1-5", "Japan", "", `printf '%s' 'Joe,` + "\n\n" + `Where are your kids?` + "\n" + `' | /bin/sh -c 'mail -s "It'\''s 10pm" joe'`, nil, sh},
 			{"echo", "23 0-23/2 * * *", "Japan", "", `echo "run 23 minutes after midn, 2am, 4am ..., everyday"`, nil, sh},
 			{"echo-2", "5 4 * * sun", "Japan", "", `echo "run at 5 after 4 every sunday"`, nil, sh},
 		},
 		"testdata/debian-crontab.5": {
 			{"daily.job", "5 0 * * *", "", "", "", []string{"/bin/bash", "-c", "$HOME/bin/daily.job >> $HOME/tmp/out 2>&1"}, bash},
 			{"monthly", "15 14 1 * *", "", "", "", []string{"/bin/bash", "-c", "$HOME/bin/monthly"}, bash},
-			{"mail", "0 22 * * 1-5", "", "", "", []string{"/bin/bash", "-c", "printf '%s' 'Joe,\n\nWhere are your kids?\n' | (\nmail -s \"It's 10pm\" joe\n)"}, bash},
+			{"mail", "0 22 * * 1-5", "", "", "", []string{"/bin/bash", "-c", `printf '%s' 'Joe,` + "\n\n" + `Where are your kids?` + "\n" + `' | /bin/bash -c 'mail -s "It'\''s 10pm" joe'`}, bash},
 			{"echo", "23 0-23/2 * * *", "", "", "", []string{"/bin/bash", "-c", `echo "run 23 minutes after midn, 2am, 4am ..., everyday"`}, bash},
 			{"echo-2", "5 4 * * sun", "", "", "", []string{"/bin/bash", "-c", `echo "run at 5 after 4 every sunday"`}, bash},
 			{"echo-3", "0 */4 1 * mon", "", "", "", []string{"/bin/bash", "-c", `echo "run every 4th hour on the 1st and on every Monday"`}, bash},
@@ -151,7 +152,7 @@ func TestRoundTrip(t *testing.T) {
 			{"sunday", "0 0 * * 7", "", "", "/usr/local/bin/sunday", nil, edge},
 			{"weekdays", "0 12 * * Mon-FRI", "", "", "/usr/local/bin/weekdays", nil, edge},
 			{"ny", "30 2 * * *", "America/New_York", "", "/usr/local/bin/ny", nil, edge},
-			{"cat", "0 3 * * *", "", "", "printf '%s' 'line one\nline % two\n' | (\ncat\n)", nil, edge},
+			{"cat", "0 3 * * *", "", "", "printf '%s' 'line one\nline % two\n' | /bin/sh -c 'cat'", nil, edge},
 			{"printf", "0 4 * * *", "", "", `printf '%s\n' x   # a shell comment, passed on`, nil, edge},
 			{"python3-manage.py", "0 5 * * *", "", "", "cd /srv && exec nice -n 10 ionice -c3 /usr/bin/python3 /srv/app/manage.py cleanup >/dev/null 2>&1", nil, edge},
 			{"sync.sh", "0 6 * * *", "", "", "VAR=1 timeout 10m /opt/sync.sh", nil, edge},
@@ -306,5 +307,76 @@ func TestTooLarge(t *testing.T) {
 	}
 	if _, err := Translate(make([]byte, MaxSize+1), Options{File: "-"}); err == nil {
 		t.Error("a crontab larger than MaxSize is translated")
+	}
+}
+
+// runIn runs argv in a new directory with stdin, and returns what it
+// printed, its exit code and the files it left there.
+func runIn(t *testing.T, stdin string, argv ...string) (stdout string, code int, files []string) {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("%q: %v", argv, err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		files = append(files, e.Name())
+	}
+	return string(out), code, files
+}
+
+// TestStandardInputAsCron runs the job of each line as the daemon would,
+// and the line as cron does (SHELL -c COMMAND, the text after % on its
+// standard input), each in a new directory: both print the same, exit
+// with the same code and leave the same files. A line that is no valid
+// shell under cron, built to close the way the job feeds the standard
+// input, must not run the command it hides (touch pwned).
+func TestStandardInputAsCron(t *testing.T) {
+	for _, tc := range []struct{ line, cmd, stdin string }{
+		{`echo a) ; touch pwned #%stdin`, `echo a) ; touch pwned #`, "stdin"},
+		{`cat ) ; touch pwned ; ( cat %x`, `cat ) ; touch pwned ; ( cat `, "x"},
+		{`echo a ) & touch pwned %`, `echo a ) & touch pwned `, ""},
+		{`cat <<EOF%x`, `cat <<EOF`, "x"},
+		{`cat "%x`, `cat "`, "x"},
+		{`echo a' ; touch pwned%`, `echo a' ; touch pwned`, ""},
+		{`echo ') ; touch pwned ; echo '%x`, `echo ') ; touch pwned ; echo '`, "x"},
+		{`touch made; cat%x`, `touch made; cat`, "x"},
+		{`cat%line one%line \% two%`, `cat`, "line one\nline % two\n"},
+		{`cat; exit 3%x`, `cat; exit 3`, "x"},
+		{`echo "$0"; cat%in`, `echo "$0"; cat`, "in"},
+		{`read a; echo "[$a]"; cat%one%two`, `read a; echo "[$a]"; cat`, "one\ntwo"},
+	} {
+		for _, shell := range []string{"/bin/sh", "/bin/bash"} {
+			if _, err := os.Stat(shell); err != nil {
+				t.Logf("no %s: %v", shell, err)
+				continue
+			}
+			cfg := load(t, translate(t, "SHELL="+shell+"\n0 0 * * * "+tc.line+"\n", Options{}).TOML)
+			if len(cfg.Jobs) != 1 {
+				t.Fatalf("%q: %d jobs", tc.line, len(cfg.Jobs))
+			}
+			job := cfg.Jobs[0]
+			argv := job.Command
+			if job.Shell != "" {
+				argv = []string{"/bin/sh", "-c", job.Shell}
+			}
+			jobOut, jobCode, jobFiles := runIn(t, "", argv...)
+			cronOut, cronCode, cronFiles := runIn(t, tc.stdin, shell, "-c", tc.cmd)
+			if jobOut != cronOut || jobCode != cronCode || !slices.Equal(jobFiles, cronFiles) || slices.Contains(jobFiles, "pwned") {
+				t.Errorf("%s, %q:\n the job prints %q, exits %d, leaves %q\n cron's %s prints %q, exits %d, leaves %q\n the job: %q",
+					shell, tc.line, jobOut, jobCode, jobFiles, shell, cronOut, cronCode, cronFiles, argv)
+			}
+		}
 	}
 }
