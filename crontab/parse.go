@@ -6,11 +6,12 @@ import (
 	"github.com/schedulerd/schedulerd/jobs/command"
 )
 
-// hasUserColumn reports whether every job line has a user of this machine
-// and a command after its schedule.
-func hasUserColumn(lines []line) bool {
-	users := map[string]bool{}
-	found := false
+// userColumn returns the users named on the job lines, each once, if on
+// every job line a user of this machine and a command follow the schedule;
+// else nil.
+func userColumn(lines []line) []string {
+	known := map[string]bool{}
+	var users []string
 	for _, l := range lines {
 		if l.text == "" || l.text[0] == '#' || l.env {
 			continue
@@ -21,21 +22,23 @@ func hasUserColumn(lines []line) bool {
 		}
 		fields, rest := cutFields(l.text, n+1)
 		if len(fields) < n+1 || strings.TrimSpace(rest) == "" {
-			return false
+			return nil
 		}
 		name := fields[n]
-		known, ok := users[name]
-		if !ok {
+		ok, seen := known[name]
+		if !seen {
 			_, err := command.LookupUser(name)
-			known = err == nil
-			users[name] = known
+			ok = err == nil
+			known[name] = ok
+			if ok {
+				users = append(users, name)
+			}
 		}
-		if !known {
-			return false
+		if !ok {
+			return nil
 		}
-		found = true
 	}
-	return found
+	return users
 }
 
 // parseEnvLine reads a "NAME = value" line as cron does: NAME and value may

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,7 +71,7 @@ func Translate(data []byte, opts Options) (*Translation, error) {
 	if tr.tooLarge {
 		return nil, ErrTooLarge
 	}
-	t := &Translation{TOML: out, Jobs: tr.jobs, Skipped: tr.skipped}
+	t := &Translation{TOML: out, Jobs: tr.jobs, Skipped: tr.skipped, Warnings: tr.warnings}
 	switch {
 	case tr.skipped == 1:
 		t.Warnings = append(t.Warnings, "1 line not translated; a comment in the output says why")
@@ -101,7 +102,8 @@ type translator struct {
 	file string // Options.File
 	user string // Options.User
 
-	system bool // lines have a user column
+	system   bool     // lines have a user column
+	byColumn []string // when the user column was guessed from the lines: the users it names
 
 	env     []envVar // set so far, in order
 	shell   string   // SHELL
@@ -110,10 +112,12 @@ type translator struct {
 	zoneErr string // why the jobs after an unknown CRON_TZ are not translated
 
 	names    map[string]bool
+	users    []string // of the jobs, each once, in order
 	out      strings.Builder
 	blank    bool // the last line written is blank
 	jobs     int
 	skipped  int
+	warnings []string
 	tooLarge bool // the translation stopped: a config could not hold it
 }
 
@@ -133,7 +137,8 @@ func (tr *translator) translate(data []byte) string {
 			lines = append(lines, l)
 		}
 	}
-	tr.header(lines)
+	format := tr.format(lines)
+	tr.blank = true // the header ends with a blank line
 	for _, l := range lines {
 		if tr.out.Len() > config.MaxFileSize || tr.jobs > config.MaxJobs {
 			tr.tooLarge = true
@@ -154,40 +159,88 @@ func (tr *translator) translate(data []byte) string {
 			tr.job(l)
 		}
 	}
+	body := tr.out.String()
+	tr.out.Reset()
+	tr.header(format)
+	tr.out.WriteString(body)
 	return tr.out.String()
 }
 
-// header decides between the user and the system format and says so.
-func (tr *translator) header(lines []line) {
-	source := "the crontab " + tr.file
-	if tr.file == "-" {
-		source = "a crontab on standard input"
-	}
-	var format []string
+// format decides between the user and the system format, and returns the
+// comment that says which.
+func (tr *translator) format(lines []line) []string {
 	switch clean := filepath.Clean(tr.file); {
 	case tr.user != "":
-		format = []string{fmt.Sprintf("read as the crontab of %s: its jobs run as %s.", tr.user, tr.user)}
+		return []string{fmt.Sprintf("read as the crontab of %s: its jobs run as %s.", tr.user, tr.user)}
 	case clean == "/etc/crontab" || filepath.Dir(clean) == "/etc/cron.d":
 		tr.system = true
-		format = []string{"read as a system crontab, as cron reads this file: the field after",
+		return []string{"read as a system crontab, as cron reads this file: the field after",
 			"the schedule is the user a job runs as."}
-	case hasUserColumn(lines):
-		tr.system = true
-		format = []string{"read as a system crontab: on every job line, the field after the schedule",
-			"names a user of this machine, the user the job runs as (--user NAME reads",
-			"it as the crontab of NAME)."}
-	default:
-		format = []string{"read as a user crontab: its jobs run as the daemon's user (--user NAME",
-			"runs them as NAME)."}
+	}
+	if users := userColumn(lines); users != nil {
+		tr.system, tr.byColumn = true, users
+		return []string{"read as a system crontab: on every job line, the field after the schedule",
+			"names a user of this machine, the user the job runs as."}
+	}
+	return []string{"read as a user crontab: its jobs run as the daemon's user (--user NAME",
+		"runs them as NAME)."}
+}
+
+// packagedUser is the user the packaged service runs the daemon as.
+const packagedUser = "schedulerd"
+
+// header writes the first comment: where the jobs come from, how the
+// crontab was read, what the reader must not miss, and cron's behaviour.
+func (tr *translator) header(format []string) {
+	source, name := "the crontab "+tr.file, tr.file
+	if tr.file == "-" {
+		source, name = "a crontab on standard input", "the crontab on standard input"
 	}
 	tr.writeln("# Jobs imported by schedulerd import-crontab from " + commentText(source) + ",")
 	for _, l := range format {
 		tr.writeln("# " + commentText(l))
 	}
+	if tr.byColumn != nil {
+		tr.writeln("# WARNING: if this is a user crontab (as crontab -l prints it), that field is")
+		tr.writeln("# the first word of each command, not a user: import it with --user NAME.")
+		tr.warn("%s is read as a system crontab, its jobs run as the users its lines name (%s), because on every job line the field after the schedule names a user of this machine; if it is a user crontab, that field is the first word of each command: import it with --user NAME",
+			name, listed(tr.byColumn))
+	}
+	var others []string
+	for _, u := range tr.users {
+		if u != packagedUser {
+			others = append(others, u)
+		}
+	}
+	if len(others) > 0 {
+		tr.writeln("# WARNING: the jobs below run as " + commentText(listed(others)) + ".")
+		tr.writeln("# Only a daemon running as root runs jobs as other users: the packaged")
+		tr.writeln("# service runs as the user " + packagedUser + " and refuses them, at start and on")
+		tr.writeln("# reload. Run it as root with its drop-in root.conf (schedulerd(8);")
+		tr.writeln("# docs/operations.md, \"Running jobs as other users\"):")
+		tr.writeln("#   install -D -m 0644 /usr/share/schedulerd/root.conf /etc/systemd/system/schedulerd.service.d/root.conf")
+		tr.writeln("#   systemctl daemon-reload && systemctl restart schedulerd")
+		tr.warn("the jobs run as %s: the packaged service, which runs as the user %s, refuses them until it runs as root with its drop-in root.conf (schedulerd(8); docs/operations.md, \"Running jobs as other users\")",
+			listed(others), packagedUser)
+	}
 	tr.writeln("# As under cron, each job has no timeout, no retry and no catch-up of ticks")
 	tr.writeln("# missed while no node ran: " + strings.Join(cronBehaviour, ", ") + ".")
 	tr.writeln("# Drop those keys for schedulerd's defaults.")
 	tr.writeBlank()
+}
+
+// warn adds a warning for standard error.
+func (tr *translator) warn(format string, args ...any) {
+	tr.warnings = append(tr.warnings, commentText(fmt.Sprintf(format, args...)))
+}
+
+// listed returns names as a list, its first five and how many more.
+func listed(names []string) string {
+	const most = 5
+	if len(names) <= most {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
 }
 
 // mailVars are cron's variables about mailing a job's output.
@@ -341,6 +394,9 @@ func (tr *translator) job(l line) {
 	}
 	if user != "" {
 		tr.writeln("user = " + tomlString(user))
+		if !slices.Contains(tr.users, user) {
+			tr.users = append(tr.users, user)
+		}
 	}
 	if tr.shell == defaultShell {
 		tr.writeln("shell = " + tomlString(script))

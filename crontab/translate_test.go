@@ -380,3 +380,53 @@ func TestStandardInputAsCron(t *testing.T) {
 		}
 	}
 }
+
+// TestGuessedSystemCrontab: a crontab read as a system crontab only because
+// every job line's sixth field names a user (a user crontab whose commands
+// start with a user's name looks just so) says it loudly, in the output
+// and in a warning, and how to read it as a user crontab.
+func TestGuessedSystemCrontab(t *testing.T) {
+	const crontab = "0 0 * * * root /bin/true\n@daily root /bin/true\n"
+	tr := translate(t, crontab, Options{File: "mine"})
+	if !strings.Contains(tr.TOML, "\n# WARNING: if this is a user crontab") || !strings.Contains(tr.TOML, "--user NAME") ||
+		!slices.ContainsFunc(tr.Warnings, func(w string) bool {
+			return strings.Contains(w, "mine is read as a system crontab") && strings.Contains(w, "(root)") && strings.Contains(w, "--user NAME")
+		}) {
+		t.Errorf("no loud word of the guess: warnings %q\n%s", tr.Warnings, tr.TOML)
+	}
+	for _, opts := range []Options{{File: "/etc/crontab"}, {File: "/etc/cron.d/x"}, {File: "mine", User: "root"}} {
+		tr := translate(t, crontab, opts)
+		if strings.Contains(tr.TOML, "if this is a user crontab") || slices.ContainsFunc(tr.Warnings, func(w string) bool { return strings.Contains(w, "--user NAME") }) {
+			t.Errorf("%+v: a warning of a guess that was none: %q\n%s", opts, tr.Warnings, tr.TOML)
+		}
+	}
+}
+
+// TestOtherUsers: jobs that run as other users, which the packaged service
+// (user schedulerd) refuses, come with a warning that says how to run them
+// (the drop-in root.conf), in the output and on standard error.
+func TestOtherUsers(t *testing.T) {
+	for _, tc := range []struct {
+		crontab string
+		opts    Options
+		users   string // "" for no warning
+	}{
+		{"0 0 * * * root /bin/true\n0 1 * * * nobody /bin/true\n0 2 * * * root /bin/true\n", Options{File: "/etc/crontab"}, "root, nobody"},
+		{"0 0 * * * /bin/true\n", Options{User: "alice"}, "alice"},
+		{"0 0 * * * /bin/true\n", Options{}, ""},
+		{"0 0 * * * /bin/true\n", Options{User: "schedulerd"}, ""},
+		{"0 0 * * * schedulerd /bin/true\n", Options{File: "/etc/crontab"}, ""},
+		{"@reboot root /bin/true\n", Options{File: "/etc/crontab"}, ""},
+	} {
+		tr := translate(t, tc.crontab, tc.opts)
+		warned := slices.ContainsFunc(tr.Warnings, func(w string) bool {
+			return strings.Contains(w, "the jobs run as "+tc.users+":") && strings.Contains(w, "root.conf")
+		})
+		commented := strings.Contains(tr.TOML, "\n# WARNING: the jobs below run as "+tc.users+".") &&
+			strings.Contains(tr.TOML, "\n#   install -D -m 0644 /usr/share/schedulerd/root.conf /etc/systemd/system/schedulerd.service.d/root.conf\n")
+		anyWarning := strings.Contains(tr.TOML, "root.conf") || slices.ContainsFunc(tr.Warnings, func(w string) bool { return strings.Contains(w, "root.conf") })
+		if tc.users != "" && (!warned || !commented) || tc.users == "" && anyWarning {
+			t.Errorf("%q %+v: want a warning of %q; warnings %q\n%s", tc.crontab, tc.opts, tc.users, tr.Warnings, tr.TOML)
+		}
+	}
+}
