@@ -18,7 +18,8 @@
 //     command = [SHELL, "-c", ...]); CRON_TZ the timezone; LOGNAME and USER
 //     are set by cron and by the daemon alike, and ignored. MAILTO,
 //     MAILFROM, CONTENT_TYPE, CONTENT_TRANSFER_ENCODING and RANDOM_DELAY
-//     have no counterpart: a comment says so.
+//     have no counterpart yet: a comment says so, and the first MAILTO's
+//     holds a [[notifier]] to uncomment that mails each event to MAILTO.
 //   - In a command, an unescaped % ends the command; the text after it, each
 //     further % a newline, is its standard input. \% is a %. Cron runs
 //     SHELL -c COMMAND with the text on its standard input; the job runs

@@ -113,6 +113,7 @@ type translator struct {
 
 	names    map[string]bool
 	users    []string // of the jobs, each once, in order
+	mailLine int      // the line of the first MAILTO, whose comment has a [[notifier]]
 	out      strings.Builder
 	blank    bool // the last line written is blank
 	jobs     int
@@ -271,8 +272,10 @@ func (tr *translator) setEnv(l line) {
 		note("the jobs below get timezone = %s", tomlString(l.value))
 	case l.name == "MAILTO" && l.value == "":
 		note("cron mails no output; schedulerd mails none either (it keeps the output with each run)")
+	case l.name == "MAILTO":
+		tr.mailto(l)
 	case mailVars[l.name]:
-		skip("cron mails a job's output; schedulerd has no notifications yet (it keeps the output with each run: schedulerd runs show ID)")
+		skip("cron mails a job's output with this; schedulerd sends no mail yet, and tells a [[notifier]] when a job fails (docs/notifications.md)")
 	case l.name == "RANDOM_DELAY":
 		skip("cron delays each job by up to %s minutes; schedulerd has no counterpart yet", l.value)
 	case l.name == "LOGNAME" || l.name == "USER":
@@ -296,6 +299,36 @@ func (tr *translator) setEnv(l line) {
 		}
 		tr.env = append(tr.env, envVar{l.name, l.value})
 	}
+}
+
+// mailto says that a MAILTO line is not translated, and what schedulerd
+// does instead: the first time, with a [[notifier]] to uncomment that mails
+// each event to MAILTO's addresses.
+func (tr *translator) mailto(l line) {
+	tr.skipped++
+	tr.writeln("# line " + strconv.Itoa(l.n) + ": " + commentText(strings.TrimRight(l.text, " \t")))
+	tr.writeln("#   " + commentText("not translated yet: schedulerd sends no mail; cron mails the output of the jobs below to "+l.value+"."))
+	if tr.mailLine != 0 {
+		tr.writeln("#   See the [[notifier]] at line " + strconv.Itoa(tr.mailLine) + ".")
+		return
+	}
+	tr.mailLine = l.n
+	var to []string
+	for _, a := range strings.FieldsFunc(l.value, func(c rune) bool { return c == ',' || c == ' ' || c == '\t' }) {
+		to = append(to, shellWord(a))
+	}
+	if len(to) == 0 {
+		to = []string{"ADDRESS"}
+	}
+	tr.writeln("#   schedulerd keeps the output with each run (schedulerd runs show ID), and")
+	tr.writeln("#   tells a [[notifier]] when a job fails, is overdue or recovers")
+	tr.writeln("#   (docs/notifications.md). This one mails each event, its JSON as the body:")
+	tr.writeln("#   uncomment it and add notify = [\"mail\"] to the jobs, or to [defaults].")
+	tr.writeln("#")
+	tr.writeln("# [[notifier]]")
+	tr.writeln(`# name = "mail"`)
+	tr.writeln("# " + commentText("shell = "+tomlString("mail -s 'schedulerd: a job event' "+strings.Join(to, " "))))
+	tr.writeBlank()
 }
 
 // descriptors are the @ schedules of crontab(5) that schedulerd reads too.
