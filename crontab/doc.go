@@ -25,10 +25,25 @@
 //     SHELL -c COMMAND with the text on its standard input; the job runs
 //     printf '%s' 'TEXT' | SHELL -c 'COMMAND', so that its shell reads the
 //     command alone, as cron's does (a POSIX SHELL only).
+//   - A command that does not parse as its POSIX shell (SHELL -n, the
+//     shell of that name on PATH) is translated as cron ran it, failing at
+//     each run, with a WARNING comment and a warning naming its line.
 //   - Each job gets cron's behaviour where schedulerd's default differs:
 //     no timeout, no retry, no catch-up of missed ticks.
 //   - A line that cannot be translated (@reboot, a schedule schedulerd
 //     refuses, an unknown CRON_TZ) becomes a comment saying why.
+//
+// # Warnings
+//
+// [Translation.Warnings], for standard error, tell what the reader must not
+// miss; the first two also head the output as WARNING comments:
+//
+//   - a system crontab guessed from its lines: a user crontab whose
+//     commands start with a user's name looks just so;
+//   - jobs that run as other users, which the packaged service (user
+//     schedulerd) refuses until it runs as root with its drop-in root.conf;
+//   - commands that do not parse, each with its line;
+//   - how many lines were not translated.
 //
 // # Job names
 //

@@ -3,6 +3,7 @@ package crontab
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/BurntSushi/toml"
@@ -11,7 +12,9 @@ import (
 )
 
 // FuzzImportCrontab: whatever the crontab, the translation is TOML whose
-// jobs have valid, distinct names.
+// jobs have valid, distinct names; the command line of a job that feeds
+// its command standard input parses as its shell, whatever the command;
+// and that of another job parses unless a WARNING says it does not.
 func FuzzImportCrontab(f *testing.F) {
 	for _, file := range []string{"cronie-crontab.5", "debian-crontab.5", "debian-etc-crontab", "edge-cases", "cron.d/php"} {
 		data, err := os.ReadFile(filepath.Join("testdata", file))
@@ -30,7 +33,11 @@ func FuzzImportCrontab(f *testing.F) {
 			t.Fatal(err)
 		}
 		var v struct {
-			Job []struct{ Name string }
+			Job []struct {
+				Name    string
+				Shell   string
+				Command []string
+			}
 		}
 		if _, err := toml.Decode(tr.TOML, &v); err != nil {
 			t.Fatalf("the translation is not TOML: %v\n%s", err, tr.TOML)
@@ -44,6 +51,23 @@ func FuzzImportCrontab(f *testing.F) {
 		}
 		if len(v.Job) != tr.Jobs {
 			t.Fatalf("%d [[job]] tables, %d jobs counted\n%s", len(v.Job), tr.Jobs, tr.TOML)
+		}
+		broken := 0
+		for _, j := range v.Job {
+			shell, script := "/bin/sh", j.Shell
+			if script == "" {
+				shell, script = j.Command[0], j.Command[2]
+			}
+			if checkSyntax(shell, script) != "" {
+				broken++
+			}
+		}
+		// A job that feeds standard input has a warning of its own command
+		// with a word about %, and its command line parses.
+		warned := strings.Count(tr.TOML, "\n#   WARNING: the command does not parse as ") -
+			strings.Count(tr.TOML, "\n#   Cron ends the command at the first unescaped %")
+		if broken != warned {
+			t.Fatalf("%d jobs do not parse, %d warnings of jobs without standard input say so\n%s", broken, warned, tr.TOML)
 		}
 	})
 }

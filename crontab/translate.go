@@ -99,8 +99,9 @@ type line struct {
 
 // translator translates one crontab.
 type translator struct {
-	file string // Options.File
-	user string // Options.User
+	file    string               // Options.File
+	user    string               // Options.User
+	checked map[[2]string]string // shell and command: checkSyntax's result
 
 	system   bool     // lines have a user column
 	byColumn []string // when the user column was guessed from the lines: the users it names
@@ -125,7 +126,7 @@ type translator struct {
 type envVar struct{ name, value string }
 
 func (tr *translator) translate(data []byte) string {
-	tr.shell, tr.loc, tr.names = defaultShell, time.Local, map[string]bool{}
+	tr.shell, tr.loc, tr.names, tr.checked = defaultShell, time.Local, map[string]bool{}, map[[2]string]string{}
 	text := string(data)
 	text = strings.TrimSuffix(text, "\n")
 	var lines []line
@@ -201,11 +202,12 @@ func (tr *translator) header(format []string) {
 	for _, l := range format {
 		tr.writeln("# " + commentText(l))
 	}
+	var warnings []string
 	if tr.byColumn != nil {
 		tr.writeln("# WARNING: if this is a user crontab (as crontab -l prints it), that field is")
 		tr.writeln("# the first word of each command, not a user: import it with --user NAME.")
-		tr.warn("%s is read as a system crontab, its jobs run as the users its lines name (%s), because on every job line the field after the schedule names a user of this machine; if it is a user crontab, that field is the first word of each command: import it with --user NAME",
-			name, listed(tr.byColumn))
+		warnings = append(warnings, warning("%s is read as a system crontab, its jobs run as the users its lines name (%s), because on every job line the field after the schedule names a user of this machine; if it is a user crontab, that field is the first word of each command: import it with --user NAME",
+			name, listed(tr.byColumn)))
 	}
 	var others []string
 	for _, u := range tr.users {
@@ -221,18 +223,19 @@ func (tr *translator) header(format []string) {
 		tr.writeln("# docs/operations.md, \"Running jobs as other users\"):")
 		tr.writeln("#   install -D -m 0644 /usr/share/schedulerd/root.conf /etc/systemd/system/schedulerd.service.d/root.conf")
 		tr.writeln("#   systemctl daemon-reload && systemctl restart schedulerd")
-		tr.warn("the jobs run as %s: the packaged service, which runs as the user %s, refuses them until it runs as root with its drop-in root.conf (schedulerd(8); docs/operations.md, \"Running jobs as other users\")",
-			listed(others), packagedUser)
+		warnings = append(warnings, warning("the jobs run as %s: the packaged service, which runs as the user %s, refuses them until it runs as root with its drop-in root.conf (schedulerd(8); docs/operations.md, \"Running jobs as other users\")",
+			listed(others), packagedUser))
 	}
 	tr.writeln("# As under cron, each job has no timeout, no retry and no catch-up of ticks")
 	tr.writeln("# missed while no node ran: " + strings.Join(cronBehaviour, ", ") + ".")
 	tr.writeln("# Drop those keys for schedulerd's defaults.")
 	tr.writeBlank()
+	tr.warnings = append(warnings, tr.warnings...) // before those of the lines
 }
 
-// warn adds a warning for standard error.
-func (tr *translator) warn(format string, args ...any) {
-	tr.warnings = append(tr.warnings, commentText(fmt.Sprintf(format, args...)))
+// warning returns a warning for standard error.
+func warning(format string, args ...any) string {
+	return commentText(fmt.Sprintf(format, args...))
 }
 
 // listed returns names as a list, its first five and how many more.
@@ -419,6 +422,18 @@ func (tr *translator) job(l line) {
 
 	tr.jobs++
 	tr.writeln("# line " + strconv.Itoa(l.n) + ": " + commentText(strings.TrimRight(l.text, " \t")))
+	if msg := tr.checkOnce(tr.shell, cmd); msg != "" {
+		// As under cron, the job fails at each run: translated, with a word.
+		sh := path.Base(tr.shell)
+		tr.writeln("#   WARNING: the command does not parse as " + commentText(sh) + " (" + commentText(sh) + " -n): it fails at each")
+		tr.writeln("#   run, as it did under cron.")
+		hint := ""
+		if hasStdin {
+			tr.writeln("#   Cron ends the command at the first unescaped %: write \\% for a %.")
+			hint = `; cron ends the command at the first unescaped %: write \% for a %`
+		}
+		tr.warnings = append(tr.warnings, warning("line %d: the command does not parse as %s (%s): it fails at each run, as it did under cron%s", l.n, sh, msg, hint))
+	}
 	tr.writeln("[[job]]")
 	tr.writeln("name = " + tomlString(tr.uniqueName(jobName(cmd))))
 	tr.writeln("schedule = " + tomlString(spec))
@@ -446,6 +461,17 @@ func (tr *translator) job(l line) {
 		}
 	}
 	tr.writeBlank()
+}
+
+// checkOnce returns checkSyntax(shell, cmd), checking each command once.
+func (tr *translator) checkOnce(shell, cmd string) string {
+	key := [2]string{shell, cmd}
+	msg, ok := tr.checked[key]
+	if !ok {
+		msg = checkSyntax(shell, cmd)
+		tr.checked[key] = msg
+	}
+	return msg
 }
 
 // uniqueName returns name, or name-2, name-3... if it is taken.

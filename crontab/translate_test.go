@@ -3,6 +3,7 @@ package crontab
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io/fs"
 	"maps"
 	"os"
@@ -157,7 +158,8 @@ func TestRoundTrip(t *testing.T) {
 			{"python3-manage.py", "0 5 * * *", "", "", "cd /srv && exec nice -n 10 ionice -c3 /usr/bin/python3 /srv/app/manage.py cleanup >/dev/null 2>&1", nil, edge},
 			{"sync.sh", "0 6 * * *", "", "", "VAR=1 timeout 10m /opt/sync.sh", nil, edge},
 			{"x-y_z.sh", "0 7 * * *", "", "", "~/bin/x-y_z.sh", nil, edge},
-			{"echo", "0 8 * * *", "", "", "", []string{"/bin/csh", "-c", "echo csh"},
+			{"echo", "0 9 * * *", "", "", `printf '%s' ''\'' >> out.log' | /bin/sh -c 'echo '\''percent 100'`, nil, edge},
+			{"echo-2", "0 8 * * *", "", "", "", []string{"/bin/csh", "-c", "echo csh"},
 				map[string]string{"SHELL": "/bin/csh", "GREETING": "hello world  ", "EMPTY": "", "HOME": "/srv"}},
 		},
 	} {
@@ -469,5 +471,84 @@ func TestMailto(t *testing.T) {
 	}
 	if n := cfg.Notifiers[0]; n.Name != "mail" || n.Shell != `mail -s 'schedulerd: a job event' ops@example.com 'o'\''brien'` {
 		t.Errorf("notifier %q: shell %q", n.Name, n.Shell)
+	}
+}
+
+// TestSyntaxWarning: a line whose command does not parse as its shell
+// (sh -n), which failed at each run under cron and will as a job, is
+// translated with a WARNING comment and a warning that names its line.
+func TestSyntaxWarning(t *testing.T) {
+	for _, tc := range []struct {
+		crontab string
+		line    string // "" for no warning
+		hint    bool   // the warning tells of cron's %
+	}{
+		{"# cron's % ends the command:\n0 0 * * * echo 'percent 100%' >> out.log\n", "line 2", true},
+		{"0 0 * * * echo a) ; touch pwned #%stdin\n", "line 1", true},
+		{"0 0 * * * echo 'unterminated\n", "line 1", false},
+		{"0 0 * * * echo 'percent 100\\%' >> out.log\n", "", false},
+		{"0 0 * * * if true; then echo; fi\n", "", false},
+		{"SHELL=/bin/csh\n0 0 * * * echo 'unterminated\n", "", false}, // not a POSIX shell: unchecked
+		{"SHELL=/bin/bash\n0 0 * * * cat <(echo a)\n", "", false},
+		{"SHELL=/bin/bash\n0 0 * * * cat <(echo a\n", "line 2", false},
+	} {
+		if strings.Contains(tc.crontab, "/bin/bash") {
+			if _, err := exec.LookPath("bash"); err != nil {
+				t.Logf("no bash: %v", err)
+				continue
+			}
+		}
+		tr := translate(t, tc.crontab, Options{})
+		var warnings []string
+		for _, w := range tr.Warnings {
+			if strings.Contains(w, "does not parse") {
+				warnings = append(warnings, w)
+			}
+		}
+		commented := strings.Contains(tr.TOML, "\n#   WARNING: the command does not parse as ")
+		switch {
+		case tc.line == "" && (len(warnings) > 0 || commented):
+			t.Errorf("%q: warned of a command that parses: %q\n%s", tc.crontab, warnings, tr.TOML)
+		case tc.line != "" && (len(warnings) != 1 || !commented || !strings.HasPrefix(warnings[0], tc.line+": the command does not parse as ")):
+			t.Errorf("%q: want one warning of %s, got %q\n%s", tc.crontab, tc.line, warnings, tr.TOML)
+		case tc.line != "" && strings.Contains(warnings[0], `write \% for a %`) != tc.hint:
+			t.Errorf("%q: hint of %% %v, want %v: %q", tc.crontab, !tc.hint, tc.hint, warnings[0])
+		}
+		load(t, tr.TOML)
+	}
+}
+
+// TestSyntaxCheckRunsNothing: checking a command's syntax runs none of it,
+// nor the crontab's SHELL, nor the files that ENV and BASH_ENV name.
+func TestSyntaxCheckRunsNothing(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"sh", "bash", "env.sh"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\ntouch "+dir+"/ran-"+name+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("ENV", filepath.Join(dir, "env.sh"))
+	t.Setenv("BASH_ENV", filepath.Join(dir, "env.sh"))
+	var crontab strings.Builder
+	for _, shell := range []string{dir + "/sh", dir + "/bash", "/bin/sh", "/bin/bash"} {
+		crontab.WriteString("SHELL=" + shell + "\n")
+		for i, cmd := range []string{"touch %s/a", "echo $(touch %s/b)", "echo `touch %s/c`", "touch %s/d; (", "cat <<EOF $(touch %s/e)", "x=${y:=$(touch %s/f)}"} {
+			fmt.Fprintf(&crontab, "%d 0 * * * "+cmd+"\n", i, dir)
+		}
+	}
+	tr := translate(t, crontab.String(), Options{})
+	if !slices.ContainsFunc(tr.Warnings, func(w string) bool { return strings.Contains(w, "does not parse") }) {
+		t.Errorf("the broken lines were not checked: %q", tr.Warnings)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 3 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("checking the syntax ran something: %q", names)
 	}
 }
