@@ -52,7 +52,7 @@ fuzz: ## run every fuzz target for FUZZTIME each
 	$(GO) test -run='^$$' -fuzz='^FuzzReplyString$$' -fuzztime=$(FUZZTIME) ./control/
 	$(GO) test -run='^$$' -fuzz='^FuzzAPIRequest$$' -fuzztime=$(FUZZTIME) ./control/
 	$(GO) test -run='^$$' -fuzz='^FuzzEscape$$' -fuzztime=$(FUZZTIME) ./internal/termtext/
-	$(GO) test -run='^$$' -fuzz='^FuzzImportCrontab$$' -fuzztime=$(FUZZTIME) ./cmd/schedulerd/
+	$(GO) test -run='^$$' -fuzz='^FuzzImportCrontab$$' -fuzztime=$(FUZZTIME) ./crontab/
 
 sim: ## the engine against the reference model on seeded timelines, SIM_TIME long (SEED=N replays one)
 	$(GO) test -c -o bin/scheduler.test ./scheduler/
