@@ -46,13 +46,13 @@ lint: ## gofmt, go vet and staticcheck; the River CLI that bench/river pins buil
 	$(GO) -C bench/river build -o /dev/null github.com/riverqueue/river/cmd/river
 
 fuzz: ## run every fuzz target for FUZZTIME each
-	$(GO) test -run='^$$' -fuzz='^FuzzSchedule$$' -fuzztime=$(FUZZTIME) ./jobs/schedule/
-	$(GO) test -run='^$$' -fuzz='^FuzzParseConfig$$' -fuzztime=$(FUZZTIME) ./config/
-	$(GO) test -run='^$$' -fuzz='^FuzzControlRequest$$' -fuzztime=$(FUZZTIME) ./control/
-	$(GO) test -run='^$$' -fuzz='^FuzzReplyString$$' -fuzztime=$(FUZZTIME) ./control/
-	$(GO) test -run='^$$' -fuzz='^FuzzAPIRequest$$' -fuzztime=$(FUZZTIME) ./control/
-	$(GO) test -run='^$$' -fuzz='^FuzzEscape$$' -fuzztime=$(FUZZTIME) ./internal/termtext/
-	$(GO) test -run='^$$' -fuzz='^FuzzImportCrontab$$' -fuzztime=$(FUZZTIME) ./crontab/
+	$(GO) test -run='^$$' -fuzz='^FuzzSchedule$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=2s ./jobs/schedule/
+	$(GO) test -run='^$$' -fuzz='^FuzzParseConfig$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=2s ./config/
+	$(GO) test -run='^$$' -fuzz='^FuzzControlRequest$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=2s ./control/
+	$(GO) test -run='^$$' -fuzz='^FuzzReplyString$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=2s ./control/
+	$(GO) test -run='^$$' -fuzz='^FuzzAPIRequest$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=2s ./control/
+	$(GO) test -run='^$$' -fuzz='^FuzzEscape$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=2s ./internal/termtext/
+	$(GO) test -run='^$$' -fuzz='^FuzzImportCrontab$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=2s ./crontab/
 
 sim: ## the engine against the reference model on seeded timelines, SIM_TIME long (SEED=N replays one)
 	$(GO) test -c -o bin/scheduler.test ./scheduler/
