@@ -22,6 +22,7 @@ build: ## build bin/schedulerd, stamped with the version
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/schedulerd
 
 run: build ## run the daemon on the example config (embedded store under ./var)
+	@echo 'make run: in another shell, from this directory: ./$(BIN) $(if $(filter schedulerd.toml,$(CONFIG)),,--config $(CONFIG) )jobs (or runs, trigger reindex --wait, help)'
 	./$(BIN) run --config $(CONFIG)
 
 test: lint unit ## what CI runs: gofmt, vet, staticcheck, and every test with -race

@@ -91,7 +91,7 @@ func addClientFlags(fs *flag.FlagSet, stderr io.Writer) *clientFlags {
 		fs:        fs,
 		stderr:    stderr,
 		socket:    fs.String("socket", "", "the control socket `PATH` (default: $SCHEDULERD_SOCKET, else the socket of --config)"),
-		config:    fs.String("config", defaultConfig, "the config file `F` whose socket to use"),
+		config:    fs.String("config", defaultConfig, "the config file `F` whose socket to use; without it, ./schedulerd.toml when the default does not exist"),
 		api:       fs.String("api", "", "use the daemon's HTTP API at `URL`, such as https://host:8080, instead of the socket (default: $SCHEDULERD_API)"),
 		tokenFile: fs.String("token-file", "", "read the API's token from the file `F`, which others may not read (default: $SCHEDULERD_TOKEN_FILE)"),
 		json:      fs.Bool("json", false, "print one JSON object per line"),
@@ -208,7 +208,8 @@ func checkSocketDir(path string) error {
 }
 
 // socketPath finds the control socket: --socket, else $SCHEDULERD_SOCKET,
-// else the config's, else the systemd unit's.
+// else the config's (configPath: --config, the default config or
+// ./schedulerd.toml), else the systemd unit's.
 func (cf *clientFlags) socketPath() (string, error) {
 	if *cf.socket != "" {
 		return *cf.socket, nil
@@ -216,9 +217,12 @@ func (cf *clientFlags) socketPath() (string, error) {
 	if s := os.Getenv("SCHEDULERD_SOCKET"); s != "" {
 		return s, nil
 	}
-	configGiven := false
-	cf.fs.Visit(func(f *flag.Flag) { configGiven = configGiven || f.Name == "config" })
-	d, past, err := config.LoadDaemonPast(*cf.config)
+	configGiven := flagGiven(cf.fs, "config")
+	path, err := configPath(*cf.config, configGiven)
+	if err != nil {
+		return "", err
+	}
+	d, past, err := config.LoadDaemonPast(path)
 	if err == nil && past != nil {
 		// The daemon runs its last good config; say that this one is not.
 		fmt.Fprintf(cf.stderr, "schedulerd: warning: %v\nschedulerd: read [daemon] alone for the socket; the daemon keeps its running config until this file is fixed and reloaded\n", past)
@@ -229,6 +233,8 @@ func (cf *clientFlags) socketPath() (string, error) {
 		return d.Socket, nil
 	case fallback:
 		return systemdSocket, nil
+	case !configGiven && errors.Is(err, fs.ErrNotExist):
+		return "", usageError{fmt.Errorf("find the control socket: there is no %s, nor a ./%s here: give --config F, --socket PATH or $SCHEDULERD_SOCKET", defaultConfig, localConfig)}
 	}
 	return "", usageError{fmt.Errorf("find the control socket: give --socket or $SCHEDULERD_SOCKET, or a readable --config: %w", err)}
 }

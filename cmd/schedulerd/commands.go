@@ -263,15 +263,16 @@ func writeUsage(w io.Writer) {
 		codes = append(codes, fmt.Sprintf("%d %s", e.code, e.short))
 	}
 	fmt.Fprintf(w, `
-They take --json (one JSON object per line), --socket PATH, and --config F;
-the socket is --socket, else $SCHEDULERD_SOCKET, else the socket of the config.
-With --api URL and --token-file F (or $SCHEDULERD_API and $SCHEDULERD_TOKEN_FILE)
-they use the daemon's HTTP API instead.
+They take --json (one JSON object per line), --socket PATH and --config F,
+before or after the command; the socket is --socket, else $SCHEDULERD_SOCKET,
+else the socket of the config. With --api URL and --token-file F (or
+$SCHEDULERD_API and $SCHEDULERD_TOKEN_FILE) they use the daemon's HTTP API.
 %s.
 
-The default config is %s.
+%s
 "schedulerd COMMAND --help" prints a command's flags.
-`, wrap("Exit codes: "+strings.Join(codes, ", "), 79), defaultConfig)
+`, wrap("Exit codes: "+strings.Join(codes, ", "), 79),
+		wrap(fmt.Sprintf("The default config is %s; where it does not exist, every command but run and migrate reads ./%s.", defaultConfig, localConfig), 79))
 }
 
 // writeCommandHelp writes what `schedulerd COMMAND --help` prints.

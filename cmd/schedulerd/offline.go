@@ -16,12 +16,16 @@ import (
 
 func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("check-config")
-	cfgPath := fs.String("config", defaultConfig, "the config file `F`")
+	cfgPath := fs.String("config", defaultConfig, "the config file `F`; without it, ./schedulerd.toml when the default does not exist")
 	n := fs.Int("n", 3, "print `N` fire times per job")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(*cfgPath)
+	path, err := configPath(*cfgPath, flagGiven(fs, "config"))
+	if err != nil {
+		return err
+	}
+	cfg, err := loadConfig(path)
 	if err != nil {
 		return err
 	}
@@ -85,7 +89,7 @@ func cmdNext(args []string, stdout io.Writer) error {
 	tz := fs.String("timezone", "", "the IANA time zone `TZ` of the schedule (default: local)")
 	name := fs.String("job", "", "the job `NAME` of the config, with its schedule, zone and jitter; with --schedule, the name the delays of --jitter depend on")
 	jitter := fs.String("jitter", "", "with --schedule and --job, delay each tick's start as a job's jitter `D` does")
-	cfgPath := fs.String("config", defaultConfig, "the config file `F` that declares --job")
+	cfgPath := fs.String("config", defaultConfig, "the config file `F` that declares --job; without it, ./schedulerd.toml when the default does not exist")
 	from := fs.String("from", "", "the `TIME` to start from, RFC 3339 (default: now)")
 	n := fs.Int("n", 10, "print `N` fire times")
 	asJSON := fs.Bool("json", false, "print one JSON object per fire time: tick, start")
@@ -95,7 +99,11 @@ func cmdNext(args []string, stdout io.Writer) error {
 	if *n < 1 || *n > 100000 {
 		return usageError{fmt.Errorf("next: -n must be between 1 and 100000")}
 	}
-	d, err := nextJob(*spec, *tz, *name, *jitter, *cfgPath)
+	path, err := configPath(*cfgPath, flagGiven(fs, "config"))
+	if err != nil && *spec == "" {
+		return err
+	}
+	d, err := nextJob(*spec, *tz, *name, *jitter, path)
 	if err != nil {
 		return err
 	}
@@ -220,7 +228,11 @@ func cmdMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(*cfgPath)
+	path, err := daemonConfigPath(*cfgPath, flagGiven(fs, "config"))
+	if err != nil {
+		return err
+	}
+	cfg, err := loadConfig(path)
 	if err != nil {
 		return err
 	}
