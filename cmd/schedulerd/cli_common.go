@@ -284,6 +284,82 @@ func oneArg(pos []string, usage string) (string, error) {
 	return pos[0], nil
 }
 
+// actOnOne is the shape of the commands that act on one job or one run
+// (trigger, rerun, cancel, pause, resume, forget): the client flags and
+// the command's own, one argument, a client, one call, then the reply as
+// JSON or as a line; with --wait, the run that the call made or stopped is
+// followed until it finishes.
+type actOnOne[R any] struct {
+	name  string // the command
+	usage string // its synopsis, for a wrong number of arguments
+	// flags adds the command's own flags (nil for none); check reads them
+	// once parsed, before any connection (nil for nothing to check).
+	flags func(fs *flag.FlagSet)
+	check func() error
+	// call makes the request about arg (a method expression such as
+	// (*control.Client).Pause); line says its reply.
+	call func(c *control.Client, ctx context.Context, arg string) (R, error)
+	line func(arg string, reply R) string
+	// wait is the usage of --wait, for the commands whose reply is a run
+	// (R is *control.Run), or "" for none. waitCompleted makes --wait exit
+	// 9 unless the run completed (trigger, rerun); without it --wait waits
+	// for the run to stop (cancel).
+	wait          string
+	waitCompleted bool
+}
+
+func (o actOnOne[R]) run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags(o.name)
+	cf := addClientFlags(fs, stderr)
+	if o.flags != nil {
+		o.flags(fs)
+	}
+	wait := new(bool)
+	if o.wait != "" {
+		wait = fs.Bool("wait", false, o.wait)
+	}
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	arg, err := oneArg(pos, o.usage)
+	if err != nil {
+		return err
+	}
+	if o.check != nil {
+		if err := o.check(); err != nil {
+			return err
+		}
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	reply, err := o.call(c, ctx, arg)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", o.name, arg, err)
+	}
+	switch {
+	case !*cf.json:
+		fmt.Fprintln(stdout, o.line(arg, reply))
+	case !*wait:
+		return printJSON(stdout, reply)
+	}
+	if !*wait {
+		return nil
+	}
+	run, ok := any(reply).(*control.Run)
+	if !ok {
+		return fmt.Errorf("%s --wait: the reply is no run", o.name)
+	}
+	if o.waitCompleted {
+		return followCompleted(ctx, c, run, *cf.json, stdout)
+	}
+	_, err = follow(ctx, c, run, *cf.json, stdout)
+	return err
+}
+
 // describe is a one-line summary of a run's state.
 func describe(r *control.Run) string {
 	s := fmt.Sprintf("run %s of %s: %s", r.ID, r.Job, r.Status)
