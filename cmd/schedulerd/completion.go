@@ -72,7 +72,7 @@ const (
 // flagValueKind says what the value of a flag completes to.
 func flagValueKind(name string) string {
 	switch name {
-	case "config", "socket", "payload-file", "token-file":
+	case "config", "socket", "payload-file", "token-file", "out":
 		return valueFile
 	case "job":
 		return valueJob
