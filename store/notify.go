@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -85,13 +86,30 @@ func (p JobOverdueParams) Due(lastSuccess, now time.Time) bool {
 	return !now.Before(ref.Add(p.Within))
 }
 
-// OverduePayload is the payload of a job's overdue event.
-func OverduePayload(job, node string, lastSuccess time.Time) EventPayload {
-	pl := EventPayload{Job: job, Node: node, Error: "no run completed within expect_success_within"}
-	if !lastSuccess.IsZero() {
-		pl.Error += " (last success " + lastSuccess.UTC().Format(time.RFC3339) + ")"
+// OverduePayload is the payload of the overdue event of the job of p,
+// whose last success was lastSuccess (zero: none): its error names the
+// window and the last success, or when the cluster began expecting one.
+func OverduePayload(p JobOverdueParams, lastSuccess time.Time) EventPayload {
+	msg := fmt.Sprintf("no run completed within expect_success_within (%s): ", windowText(p.Within))
+	if lastSuccess.IsZero() {
+		msg += "none ever did; the cluster has expected one since " + p.Since.UTC().Format(time.RFC3339)
+	} else {
+		msg += "the last success was at " + lastSuccess.UTC().Format(time.RFC3339)
 	}
-	return pl
+	return EventPayload{Job: p.Job, Node: p.Node, Error: msg}
+}
+
+// windowText writes a window as the config would: "26h", "1h30m", "90s",
+// without the zero units time.Duration.String ends with ("26h0m0s").
+func windowText(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // NotificationState is where a notification is in its delivery.

@@ -379,6 +379,10 @@ func testNotifyOverdue(t *testing.T, s store.Store) {
 	if err := json.Unmarshal(ns[0].Payload, &pl); err != nil || pl.Event != jobs.EventOverdue || pl.Node != nodeA || pl.Since == nil {
 		t.Fatalf("payload %s: %v", ns[0].Payload, err)
 	}
+	// The error says the window and the last success.
+	if want := "no run completed within expect_success_within (2h): the last success was at 2026-03-01T12:00:02Z"; pl.Error != want {
+		t.Errorf("overdue error %q, want %q", pl.Error, want)
+	}
 	runOnce(t, s, "nightly", due.Add(time.Hour), true, opsTarget)
 	wantNotifications(t, s, "nightly", "ops nightly overdue pending", "ops nightly resolved pending")
 	states, err := s.JobNotifyStates(ctx, []string{"nightly"})
@@ -386,7 +390,7 @@ func testNotifyOverdue(t *testing.T, s store.Store) {
 		t.Fatalf("after a success: %+v, %v", states["nightly"], err)
 	}
 
-	never := store.JobOverdueParams{Job: "never", Within: time.Hour, Since: t0, Notify: []jobs.NotifyTarget{}, Node: nodeA}
+	never := store.JobOverdueParams{Job: "never", Within: 90 * time.Minute, Since: t0.Add(-30 * time.Minute), Notify: []jobs.NotifyTarget{opsTarget}, Node: nodeA}
 	never.Now = t0.Add(59 * time.Minute)
 	if _, made, err := s.JobOverdue(ctx, never); err != nil || made {
 		t.Fatalf("a job that never succeeded, before Since + Within: %t, %v", made, err)
@@ -395,7 +399,11 @@ func testNotifyOverdue(t *testing.T, s store.Store) {
 	if _, made, err := s.JobOverdue(ctx, never); err != nil || !made {
 		t.Fatalf("a job that never succeeded, at Since + Within: %t, %v", made, err)
 	}
-	wantNotifications(t, s, "never")
+	ns = wantNotifications(t, s, "never", "ops never overdue pending")
+	if err := json.Unmarshal(ns[0].Payload, &pl); err != nil ||
+		pl.Error != "no run completed within expect_success_within (1h30m): none ever did; the cluster has expected one since 2026-03-01T11:30:00Z" {
+		t.Errorf("overdue error of a job that never succeeded: %q, %v", pl.Error, err)
+	}
 }
 
 // testNotifySkipped: a fire that skips ticks (catch-up and overlap) tells
