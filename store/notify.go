@@ -216,9 +216,15 @@ type JobNotifyState struct {
 	// OverdueSince is when the job became overdue; zero while it is not.
 	OverdueSince time.Time
 	// Told maps each notifier told of the current failing or overdue
-	// state to when it was last told (for renotify).
+	// state to when it was last told (for renotify). A notifier told of
+	// failed alone (a retry) is under retryToldKey(notifier) instead: it
+	// is still told of the first dead_letter, expired or overdue.
 	Told map[string]time.Time
 }
+
+// retryToldKey is the key of Told for a notifier told of failed alone. A
+// notifier name has no space, so the key is no notifier's.
+func retryToldKey(notifier string) string { return notifier + " failed" }
 
 // Troubled reports whether the job is failing or overdue.
 func (s *JobNotifyState) Troubled() bool { return !s.FailingSince.IsZero() || !s.OverdueSince.IsZero() }
@@ -256,7 +262,9 @@ func failure(e jobs.NotifyEvent) bool {
 //
 //   - a failure (failed, dead_letter, expired) or overdue tells each
 //     target once per failing or overdue state: the first time, then
-//     again (a reminder) only every Renotify;
+//     again (a reminder) only every Renotify; but a target told only of
+//     failed (an attempt that will be retried) is told of the first
+//     dead_letter, expired or overdue too, since the run gave up;
 //   - recovered and skipped tell every time, and change no state;
 //   - resolved (a success) tells only when the job was failing or
 //     overdue, and clears the state.
@@ -289,7 +297,16 @@ func DecideNotifications(st *JobNotifyState, e jobs.NotifyEvent, targets []jobs.
 			if !t.Wants(e) {
 				continue
 			}
-			last, told := st.Told[t.Notifier]
+			key := t.Notifier
+			last, told := st.Told[key]
+			if e == jobs.EventFailed {
+				// A retry: told already if told of anything in this
+				// state; kept apart so that a run that gives up is told.
+				key = retryToldKey(t.Notifier)
+				if retry, ok := st.Told[key]; ok && (!told || retry.After(last)) {
+					last, told = retry, true
+				}
+			}
 			switch {
 			case !told:
 				picks = append(picks, pick{t.Notifier, false})
@@ -298,7 +315,7 @@ func DecideNotifications(st *JobNotifyState, e jobs.NotifyEvent, targets []jobs.
 			default:
 				continue
 			}
-			st.Told[t.Notifier] = now
+			st.Told[key] = now
 		}
 	case e == jobs.EventResolved:
 		if !st.Troubled() {
