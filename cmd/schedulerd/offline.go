@@ -90,7 +90,7 @@ func cmdNext(args []string, stdout io.Writer) error {
 	name := fs.String("job", "", "the job `NAME` of the config, with its schedule, zone and jitter; with --schedule, the name the delays of --jitter depend on")
 	jitter := fs.String("jitter", "", "with --schedule and --job, delay each tick's start as a job's jitter `D` does")
 	cfgPath := fs.String("config", defaultConfig, "the config file `F` that declares --job; without it, ./schedulerd.toml when the default does not exist")
-	from := fs.String("from", "", "the `TIME` to start from, RFC 3339 (default: now)")
+	from := fs.String("from", "", "the `TIME` to start from, RFC 3339, 1970 or later (default: now); fire times end with year 9999")
 	n := fs.Int("n", 10, "print `N` fire times")
 	asJSON := fs.Bool("json", false, "print one JSON object per fire time: tick, start")
 	if _, err := parseFlags(fs, args); err != nil {
@@ -113,6 +113,12 @@ func cmdNext(args []string, stdout io.Writer) error {
 		if err != nil {
 			return usageError{fmt.Errorf("next: --from: want RFC 3339 such as 2026-03-29T00:00:00+01:00: %w", err)}
 		}
+		// Before the epoch a fire time could be Go's zero time, which a
+		// schedule returns for "no more fire times"; the daemon keeps no
+		// time before it.
+		if t.Before(time.Unix(0, 0)) {
+			return usageError{fmt.Errorf("next: --from %s is before 1970-01-01T00:00:00Z: schedulerd has no fire times before then", *from)}
+		}
 	}
 	// A job of the config fires within its life only (not_before,
 	// not_after).
@@ -122,7 +128,7 @@ func cmdNext(args []string, stdout io.Writer) error {
 	loc := scheduleZone(d)
 	for i := 0; i < *n; i++ {
 		t = d.Schedule.Next(t)
-		if t.IsZero() || !d.InLife(t) {
+		if t.IsZero() || !d.InLife(t) || t.Year() > 9999 { // RFC 3339 has four digits of year
 			break
 		}
 		if *asJSON {
