@@ -4,12 +4,15 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
 DATE     ?= $(shell git log -1 --format=%cI 2>/dev/null)
 LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(DATE)
-BIN      := bin/schedulerd
+BIN      ?= bin/schedulerd
+# GEN holds the man pages and completions that make install generates.
+GEN      := $(BIN)-install
 CONFIG   ?= schedulerd.toml
 GOFMT    ?= $(shell $(GO) env GOROOT)/bin/gofmt
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
 PREFIX   ?= /usr/local
+MANDIR   ?= $(PREFIX)/share/man
 DIST_ARCHS ?= amd64,arm64
 
 .DEFAULT_GOAL := help
@@ -60,10 +63,23 @@ dist: ## static binaries, .deb and .rpm for linux/DIST_ARCHS, and SHA256SUMS, in
 	$(GO) -C tools/dist run . -root '$(CURDIR)' -out '$(CURDIR)/dist' -arch '$(DIST_ARCHS)' \
 		-version '$(VERSION)' -commit '$(COMMIT)' -date '$(DATE)' -ldflags '$(LDFLAGS)'
 
-install: build ## install binary, unit, root.conf and config (if absent); add the user schedulerd
+install: build ## install binary, unit, root.conf, man pages, completions and config (if absent); add the user schedulerd
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/schedulerd
 	install -D -m 0644 systemd/schedulerd.service $(DESTDIR)/etc/systemd/system/schedulerd.service
 	install -D -m 0644 systemd/root.conf $(DESTDIR)$(PREFIX)/share/schedulerd/root.conf
+	@# What the unit's Documentation= names, and completion, as the packages
+	@# install them (tools/dist), under PREFIX.
+	mkdir -p $(GEN)
+	$(abspath $(BIN)) man 8 > $(GEN)/schedulerd.8 && gzip -9nf $(GEN)/schedulerd.8
+	$(abspath $(BIN)) man 5 > $(GEN)/schedulerd.toml.5 && gzip -9nf $(GEN)/schedulerd.toml.5
+	$(abspath $(BIN)) completion bash > $(GEN)/completion.bash
+	$(abspath $(BIN)) completion zsh > $(GEN)/completion.zsh
+	$(abspath $(BIN)) completion fish > $(GEN)/completion.fish
+	install -D -m 0644 $(GEN)/schedulerd.8.gz $(DESTDIR)$(MANDIR)/man8/schedulerd.8.gz
+	install -D -m 0644 $(GEN)/schedulerd.toml.5.gz $(DESTDIR)$(MANDIR)/man5/schedulerd.toml.5.gz
+	install -D -m 0644 $(GEN)/completion.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/schedulerd
+	install -D -m 0644 $(GEN)/completion.zsh $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_schedulerd
+	install -D -m 0644 $(GEN)/completion.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/schedulerd.fish
 	test -e $(DESTDIR)/etc/schedulerd/schedulerd.toml || install -D -m 0640 systemd/schedulerd.toml $(DESTDIR)/etc/schedulerd/schedulerd.toml
 	@# The unit runs the daemon as schedulerd, which must read the config.
 	@# Into a DESTDIR (a package being built) no user is added.
