@@ -1,6 +1,9 @@
 # schedulerd: make (or make help) lists the targets.
 GO       ?= go
-VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The version: VERSION (the last release) and how far past it HEAD is, in
+# the form of git describe (tools/dist/describe.sh): v0.1.0 at the commit
+# that set VERSION, v0.1.0-3-gabc123456789 three commits later.
+VERSION  ?= $(shell tools/dist/describe.sh)
 COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
 DATE     ?= $(shell git log -1 --format=%cI 2>/dev/null)
 LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(DATE)
@@ -22,6 +25,7 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## build bin/schedulerd, stamped with the version
+	@test -n '$(VERSION)' || { echo 'make: no version (tools/dist/describe.sh failed: see VERSION)' >&2; exit 1; }
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/schedulerd
 
 run: build ## run the daemon on the example config (embedded store under ./var)
@@ -60,6 +64,8 @@ bench: ## measure throughput, lag, idle cost, recovery, scale (about 35 minutes)
 	$(GO) run ./bench -command 'make bench' -out BENCHMARKS.md
 
 dist: ## static binaries, .deb and .rpm for linux/DIST_ARCHS, and SHA256SUMS, in dist/
+	@test -n '$(VERSION)' || { echo 'make: no version (tools/dist/describe.sh failed: see VERSION)' >&2; exit 1; }
+	tools/dist/describe.sh check
 	$(GO) -C tools/dist run . -root '$(CURDIR)' -out '$(CURDIR)/dist' -arch '$(DIST_ARCHS)' \
 		-version '$(VERSION)' -commit '$(COMMIT)' -date '$(DATE)' -ldflags '$(LDFLAGS)'
 
