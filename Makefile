@@ -34,14 +34,30 @@ run: build ## run the daemon on the example config (embedded store under ./var)
 
 test: lint unit ## what CI runs: gofmt, vet, staticcheck, and every test with -race
 
-unit: ## go test -race ./... (and the packaging tool's tests: see tools/dist)
-	$(GO) test -race -count=1 -timeout 30m ./...
-	$(GO) -C tools/dist test -race -count=1 -timeout 10m ./...
+# The tests that skip for want of a program or server (internal/testtool)
+# append why to SKIPS; unit and short list them at the end. On CI they fail
+# instead.
+SKIPS := $(CURDIR)/bin/test-skips
+SKIPPED = if [ -s '$(SKIPS)' ]; then \
+		echo; echo 'Tests skipped for want of a tool (docs/development.md\#what-the-tests-need; on CI they fail):'; \
+		sort '$(SKIPS)' | uniq -c | sort -rn; \
+	else echo 'No test skipped for want of a tool.'; fi
+
+unit: ## go test -race ./... (and the packaging tool's tests: see tools/dist); lists the tests skipped for a missing tool
+	@mkdir -p bin && rm -f '$(SKIPS)'; export SCHEDULERD_TEST_SKIPS='$(SKIPS)'; status=0; \
+	echo '$(GO) test -race -count=1 -timeout 30m ./...'; \
+	$(GO) test -race -count=1 -timeout 30m ./... || status=1; \
+	echo '$(GO) -C tools/dist test -race -count=1 -timeout 10m ./...'; \
+	$(GO) -C tools/dist test -race -count=1 -timeout 10m ./... || status=1; \
+	$(SKIPPED); exit $$status
 
 # go test runs the packages in the order given, as many at once as there are
 # CPUs: the two longest go first, or ./... would start store/postgres last.
 short: ## the inner loop: go test -short ./..., without the long process tests
-	$(GO) test -short ./store/postgres ./cmd/schedulerd ./...
+	@mkdir -p bin && rm -f '$(SKIPS)'; export SCHEDULERD_TEST_SKIPS='$(SKIPS)'; status=0; \
+	echo '$(GO) test -short ./store/postgres ./cmd/schedulerd ./...'; \
+	$(GO) test -short ./store/postgres ./cmd/schedulerd ./... || status=1; \
+	$(SKIPPED); exit $$status
 
 lint: ## gofmt, go vet and staticcheck; the River CLI that bench/river pins builds
 	@out=$$($(GOFMT) -l .); if [ -n "$$out" ]; then echo "gofmt -l: these files are not formatted:"; echo "$$out"; exit 1; fi

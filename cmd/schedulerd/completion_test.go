@@ -8,20 +8,16 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/schedulerd/schedulerd/internal/testtool"
 )
 
 // shell returns the path of a shell the completion tests need. CI
-// installs them (.ci/run); elsewhere a missing one skips the test.
+// installs them (.ci/run); elsewhere a missing one skips the test
+// (testtool).
 func shell(t *testing.T, name string) string {
 	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is required on CI", name)
-		}
-		t.Skipf("%s not installed", name)
-	}
-	return path
+	return testtool.Path(t, name, name)
 }
 
 // completionScript writes `schedulerd completion SHELL` to a file.

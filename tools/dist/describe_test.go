@@ -57,7 +57,7 @@ func TestDescribe(t *testing.T) {
 	describe := func(dir string, want string) {
 		t.Helper()
 		got, err := run(dir, script)
-		if err != nil || !regexp.MustCompile("^" + want + "$").MatchString(got) {
+		if err != nil || !regexp.MustCompile("^"+want+"$").MatchString(got) {
 			t.Fatalf("describe.sh: %q, %v; want %s", got, err, want)
 		}
 		if _, err := packageVersion(got, time.Now()); err != nil {
