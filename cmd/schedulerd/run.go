@@ -80,9 +80,13 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	path, err := daemonConfigPath(*cfgPath, flagGiven(fs, "config"))
+	if err != nil {
+		return err
+	}
 	hardenProcess(stderr)
 	leanGC()
-	n, err := configure(*cfgPath, stderr)
+	n, err := configure(path, stderr)
 	if err != nil {
 		return err
 	}

@@ -84,6 +84,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"JobResults", testJobResults},
 		{"NotifyTransition", testNotifyTransition},
 		{"NotifySuppression", testNotifySuppression},
+		{"NotifyDeadLetterAfterFailed", testNotifyDeadLetterAfterFailed},
 		{"NotifyClaimLease", testNotifyClaimLease},
 		{"NotifyRetryAndFailed", testNotifyRetryAndFailed},
 		{"NotifyClaimConcurrent", testNotifyClaimConcurrent},
