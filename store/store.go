@@ -128,11 +128,14 @@ type Store interface {
 	// RunsRunning returns the running runs whose attempt belongs to node
 	// (any incarnation).
 	RunsRunning(ctx context.Context, node string) ([]*jobs.Run, error)
-	// RunsNextDue returns the earliest not_before of the pending and
-	// retrying runs of the named jobs; zero when there is none. The loop
-	// asks this often: jobNames may come in any order, and sorted costs
-	// least (see NameIndex).
-	RunsNextDue(ctx context.Context, jobNames []string) (time.Time, error)
+	// RunsNextDue returns the earliest not_before later than after (any,
+	// when after is zero) of the pending and retrying runs of the named
+	// jobs; zero when there is none. The loop asks it when it will next
+	// have a run to claim: a run already due that waits for its job's
+	// limit must not hide one that becomes due later. The loop asks this
+	// often: jobNames may come in any order, and sorted costs least (see
+	// NameIndex).
+	RunsNextDue(ctx context.Context, jobNames []string, after time.Time) (time.Time, error)
 	// RunsPrune deletes finished runs (with their events and attempts) that
 	// finished before the given time, and returns how many.
 	RunsPrune(ctx context.Context, before time.Time) (int, error)

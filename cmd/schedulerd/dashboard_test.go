@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -20,23 +19,15 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/schedulerd/schedulerd/internal/proctest"
+	"github.com/schedulerd/schedulerd/internal/testtool"
 )
 
 // chromium returns the path of Debian's Chromium, which the dashboard's
 // browser test drives. CI installs it (.ci/run); elsewhere the test is
-// skipped without it.
+// skipped without it (testtool).
 func chromium(t *testing.T) string {
 	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("chromium is required on CI (apt-get install chromium)")
-	}
-	t.Skip("chromium not installed (apt-get install chromium)")
-	return ""
+	return testtool.Path(t, "chromium", "chromium", "chromium-browser", "google-chrome")
 }
 
 // dashboardJobs: echo prints its payload and some HTML, slow reports

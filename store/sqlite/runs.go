@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -688,9 +689,13 @@ func (s *Store) RunsRunning(ctx context.Context, node string) ([]*jobs.Run, erro
 
 // RunsNextDue returns the earliest not_before of the waiting runs of the
 // named jobs; zero when there is none.
-func (s *Store) RunsNextDue(ctx context.Context, jobNames []string) (time.Time, error) {
+func (s *Store) RunsNextDue(ctx context.Context, jobNames []string, after time.Time) (time.Time, error) {
 	if len(jobNames) == 0 {
 		return time.Time{}, nil
+	}
+	from := int64(math.MinInt64)
+	if !after.IsZero() {
+		from = after.UnixMicro()
 	}
 	// The scheduling loop asks this every iteration. The first waiting runs
 	// of all jobs, in the order of the runs_due index, nearly always hold
@@ -699,7 +704,7 @@ func (s *Store) RunsNextDue(ctx context.Context, jobNames []string) (time.Time, 
 	// walked the whole backlog: most of the CPU of a burn-down).
 	const scan = 256
 	rows, err := s.read().query(ctx, `SELECT job, not_before FROM runs INDEXED BY runs_due
-		WHERE status IN `+sqlWaiting+` ORDER BY not_before, created_at, id LIMIT ?`, scan)
+		WHERE status IN `+sqlWaiting+` AND not_before > ? ORDER BY not_before, created_at, id LIMIT ?`, from, scan)
 	if err != nil {
 		return time.Time{}, fail("next due run", err)
 	}
@@ -729,8 +734,8 @@ func (s *Store) RunsNextDue(ctx context.Context, jobNames []string) (time.Time, 
 	}
 	var next sql.NullInt64
 	err = s.read().queryRow(ctx, `SELECT MIN((SELECT not_before FROM runs INDEXED BY runs_claim
-			WHERE job = j.value AND status IN `+sqlWaiting+` ORDER BY not_before LIMIT 1))
-		FROM json_each(?) j`, jsonStrings(jobNames)).Scan(&next)
+			WHERE job = j.value AND status IN `+sqlWaiting+` AND not_before > ? ORDER BY not_before LIMIT 1))
+		FROM json_each(?) j`, from, jsonStrings(jobNames)).Scan(&next)
 	if err != nil {
 		return time.Time{}, fail("next due run", err)
 	}

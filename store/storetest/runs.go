@@ -154,7 +154,7 @@ func testProgress(t *testing.T, s store.Store) {
 // testRunsRunningAndNextDue: a node's running runs, and the next due time.
 func testRunsRunningAndNextDue(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	next, err := s.RunsNextDue(ctx, []string{"a", "b"})
+	next, err := s.RunsNextDue(ctx, []string{"a", "b"}, time.Time{})
 	if err != nil || !next.IsZero() {
 		t.Fatalf("RunsNextDue of an empty store = %s, %v", next, err)
 	}
@@ -186,27 +186,38 @@ func testRunsRunningAndNextDue(t *testing.T, s store.Store) {
 	}
 
 	// Running runs and other jobs do not count; the pending "b" run does.
-	next, err = s.RunsNextDue(ctx, []string{"a", "b"})
+	next, err = s.RunsNextDue(ctx, []string{"a", "b"}, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantTime(t, "next due", next, t0.Add(time.Hour))
-	next, err = s.RunsNextDue(ctx, []string{"b", "c"})
+	next, err = s.RunsNextDue(ctx, []string{"b", "c"}, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantTime(t, "next due with c", next, t0.Add(-time.Hour))
 	// The names may come in any order.
-	next, err = s.RunsNextDue(ctx, []string{"b", "a"})
+	next, err = s.RunsNextDue(ctx, []string{"b", "a"}, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantTime(t, "next due of b and a", next, t0.Add(time.Hour))
-	next, err = s.RunsNextDue(ctx, []string{"zz", "c", "b"})
+	next, err = s.RunsNextDue(ctx, []string{"zz", "c", "b"}, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantTime(t, "next due of zz, c and b", next, t0.Add(-time.Hour))
+	// After a time: a run due already (waiting for its job's limit, say)
+	// does not hide one that becomes due later.
+	next, err = s.RunsNextDue(ctx, []string{"b", "c"}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTime(t, "next due of b and c after t0", next, t0.Add(time.Hour))
+	next, err = s.RunsNextDue(ctx, []string{"b", "c"}, t0.Add(time.Hour))
+	if err != nil || !next.IsZero() {
+		t.Fatalf("next due of b and c after b's not_before = %s, %v; want none", next, err)
+	}
 }
 
 func sortedIDs(runs []*jobs.Run) []string {
@@ -505,7 +516,7 @@ func testManyJobNames(t *testing.T, s store.Store) {
 	if err != nil || len(cs) != 1 || cs["job-00007"] == nil {
 		t.Fatalf("ScheduleCursors with %d names = %d cursors, %v", len(names), len(cs), err)
 	}
-	next, err := s.RunsNextDue(ctx, names)
+	next, err := s.RunsNextDue(ctx, names, time.Time{})
 	if err != nil || !next.Equal(t0) {
 		t.Fatalf("RunsNextDue with %d names = %s, %v", len(names), next, err)
 	}
