@@ -6,17 +6,24 @@ import (
 	"sync"
 )
 
+// liveKeep bounds what a LiveOutput keeps of each end of the output: the
+// command's own capture already keeps output_limit bytes of each end for
+// the store, and followers read as it is written, so the copy for them
+// stays small whatever output_limit is.
+const liveKeep = 1 << 20
+
 // LiveOutput is the output of an attempt running on this node as it is
 // written, for followers (schedulerd logs -f, the dashboard's run page).
-// It is bounded as the stored output is: the first limit bytes, and the
-// last limit bytes after them; a follower that falls behind the kept tail
-// gets a marker line saying how many bytes it missed.
+// It keeps the first bytes of the output, and in a ring the last bytes
+// after them, each at most min(output_limit, liveKeep); a follower that
+// falls behind the ring gets a marker line saying how many bytes it
+// missed. Once the attempt has ended, its stored output is the whole
+// kept output.
 type LiveOutput struct {
 	mu    sync.Mutex
-	limit int
+	keep  int
 	head  []byte
-	tail  []byte // the last bytes after the head, at most 2*limit while kept
-	base  int64  // offset of tail[0] in the whole output
+	ring  []byte // allocated on the first byte past the head
 	total int64
 	done  bool
 	// changed is closed and replaced at each write and at the end.
@@ -24,29 +31,32 @@ type LiveOutput struct {
 }
 
 func newLiveOutput(limit int) *LiveOutput {
-	return &LiveOutput{limit: max(limit, 1), changed: make(chan struct{})}
+	return &LiveOutput{keep: min(max(limit, 1), liveKeep), changed: make(chan struct{})}
 }
 
 // write records p (Spec.Live): it never keeps p.
 func (l *LiveOutput) write(p []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if room := l.limit - len(l.head); room > 0 {
+	if room := l.keep - len(l.head); room > 0 {
 		n := min(room, len(p))
 		l.head = append(l.head, p[:n]...)
 		p = p[n:]
 		l.total += int64(n)
-		l.base = l.total
 	}
 	if len(p) > 0 {
-		l.tail = append(l.tail, p...)
-		l.total += int64(len(p))
-		// Keep the last limit bytes; cut when twice that, so that the
-		// copy costs once per limit bytes written.
-		if over := len(l.tail) - l.limit; over > 0 && len(l.tail) >= 2*l.limit {
-			l.tail = append(l.tail[:0], l.tail[over:]...)
-			l.base += int64(over)
+		if l.ring == nil {
+			l.ring = make([]byte, l.keep)
 		}
+		if len(p) > l.keep {
+			l.total += int64(len(p) - l.keep)
+			p = p[len(p)-l.keep:]
+		}
+		// The byte at offset o past the head is at ring[o%keep].
+		pos := int((l.total - int64(len(l.head))) % int64(l.keep))
+		n := copy(l.ring[pos:], p)
+		copy(l.ring, p[n:])
+		l.total += int64(len(p))
 	}
 	close(l.changed)
 	l.changed = make(chan struct{})
@@ -88,17 +98,22 @@ func (l *LiveOutput) Next(ctx context.Context, from int64) (data []byte, next in
 // readLocked returns what is kept from offset from on; l.mu is held.
 func (l *LiveOutput) readLocked(from int64) ([]byte, int64) {
 	var out []byte
-	if from < int64(len(l.head)) {
+	head := int64(len(l.head))
+	if from < head {
 		out = append(out, l.head[from:]...)
-		from = int64(len(l.head))
+		from = head
 	}
-	if from < l.base {
-		out = append(out, "\n[... "+strconv.FormatInt(l.base-from, 10)+" bytes not kept ...]\n"...)
-		from = l.base
+	// The ring holds the bytes from base to total.
+	base := max(head, l.total-int64(l.keep))
+	if from < base {
+		out = append(out, "\n[... "+strconv.FormatInt(base-from, 10)+" bytes not kept ...]\n"...)
+		from = base
 	}
-	if i := from - l.base; i < int64(len(l.tail)) {
-		out = append(out, l.tail[i:]...)
-		from = l.total
+	for from < l.total {
+		i := int((from - head) % int64(l.keep))
+		n := min(int64(l.keep-i), l.total-from)
+		out = append(out, l.ring[i:i+int(n)]...)
+		from += n
 	}
 	return out, from
 }

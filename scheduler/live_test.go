@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,5 +95,61 @@ func TestLiveOutputOfARunningCommand(t *testing.T) {
 	h.attemptsDone(1)
 	if _, ok := h.s.LiveOutput(r.ID); ok {
 		t.Fatal("live output of an attempt that has ended")
+	}
+}
+
+// TestLiveOutputRing: over random writes, a follower that keeps up reads
+// every byte in order, and a late one reads the first keep bytes, a marker
+// of what was not kept, and the last keep bytes; the copy kept is bounded
+// by liveKeep whatever the output limit.
+func TestLiveOutputRing(t *testing.T) {
+	if l := newLiveOutput(16 << 20); l.keep != liveKeep {
+		t.Fatalf("an output limit of 16 MiB keeps %d bytes of each end", l.keep)
+	}
+	ctx := context.Background()
+	for seed := range int64(300) {
+		rng := rand.New(rand.NewPCG(uint64(seed), 0))
+		keep := 1 + rng.IntN(16)
+		l := newLiveOutput(keep)
+		eager := seed%2 == 0 // reads after every write
+		var all, followed []byte
+		var next int64
+		for range rng.IntN(40) {
+			size := rng.IntN(3 * keep)
+			if eager { // a write is at most a read buffer, far less than the ring
+				size = rng.IntN(keep + 1)
+			}
+			p := make([]byte, size)
+			for i := range p {
+				p[i] = byte('a' + rng.IntN(26))
+			}
+			all = append(all, p...)
+			l.write(p)
+			if len(p) > 0 && (eager || rng.IntN(2) == 0) {
+				var data []byte
+				data, next, _, _ = l.Next(ctx, next)
+				followed = append(followed, data...)
+			}
+		}
+		l.end()
+		for done := false; !done; {
+			var data []byte
+			data, next, done, _ = l.Next(ctx, next)
+			followed = append(followed, data...)
+		}
+		late, _, _, _ := l.Next(ctx, 0)
+		want := string(all)
+		if len(all) > 2*keep {
+			want = fmt.Sprintf("%s\n[... %d bytes not kept ...]\n%s", all[:keep], len(all)-2*keep, all[len(all)-keep:])
+		}
+		if string(late) != want {
+			t.Fatalf("seed %d keep %d: a late follower read %q, want %q", seed, keep, late, want)
+		}
+		if (eager || !strings.Contains(string(followed), "not kept")) && string(followed) != string(all) {
+			t.Fatalf("seed %d keep %d: a follower read %q, want %q", seed, keep, followed, all)
+		}
+		if len(l.head) > keep || len(l.ring) > keep {
+			t.Fatalf("seed %d: kept %d+%d bytes, keep %d", seed, len(l.head), len(l.ring), keep)
+		}
 	}
 }
