@@ -414,3 +414,10 @@ func (td *testDash) failAttempt(t *testing.T, run *jobs.Run, output string) {
 		t.Fatal(err)
 	}
 }
+
+// snapReads returns how many snapshots the dashboard has read.
+func (td *testDash) snapReads() int {
+	td.snaps.mu.Lock()
+	defer td.snaps.mu.Unlock()
+	return td.snaps.reads
+}
