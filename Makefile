@@ -21,7 +21,7 @@ MANDIR   ?= $(PREFIX)/share/man
 DIST_ARCHS ?= amd64,arm64
 
 .DEFAULT_GOAL := help
-.PHONY: help build run test unit short lint fuzz sim bench dist install clean
+.PHONY: help build run test unit short lint fuzz sim sim-ci bench dist install clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -34,7 +34,7 @@ run: build ## run the daemon on the example config (embedded store under ./var)
 	@echo 'make run: in another shell, from this directory: ./$(BIN) $(if $(filter schedulerd.toml,$(CONFIG)),,--config $(CONFIG) )jobs (or runs, trigger reindex --wait, help)'
 	./$(BIN) run --config $(CONFIG)
 
-test: lint unit ## what CI runs: gofmt, vet, staticcheck, and every test with -race
+test: lint unit sim-ci ## what CI runs: gofmt, vet, staticcheck, every test with -race, 2 minutes of make sim
 
 # The tests that skip for want of a program or server (internal/testtool)
 # append why to SKIPS; unit and short list them at the end. On CI they fail
@@ -81,6 +81,11 @@ fuzz: ## run every fuzz target for FUZZTIME each
 sim: ## the engine against the reference model on seeded timelines, SIM_TIME long (SEED=N replays one)
 	$(GO) test -c -o bin/scheduler.test ./scheduler/
 	cd scheduler && ../bin/scheduler.test -test.run '^TestSim$$' -test.timeout 0 -sim.time=$(SIM_TIME) $(if $(SEED),-sim.seed=$(SEED))
+
+# CI's share of the simulator: the regression seeds, then random seeds
+# (from the clock, printed) for the rest of two minutes.
+sim-ci:
+	$(MAKE) sim SIM_TIME=2m
 
 bench: ## measure throughput, lag, idle cost, recovery, scale (about 35 minutes); writes BENCHMARKS.md
 	$(GO) run ./bench -command 'make bench' -out BENCHMARKS.md
