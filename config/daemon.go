@@ -44,83 +44,93 @@ func (p *parser) daemon(m map[string]any) Daemon {
 		LogLevel:          "info",
 	}
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		v := m[k]
-		switch k {
-		case "node_id":
-			if s, ok := p.str(sc, k, v); ok {
-				if s != "" && !namePattern.MatchString(s) {
-					p.errorf(sc, k, "%s is not a valid node id: use up to 128 letters, digits, '.', '_' and '-', starting with a letter or digit", clip(strconv.Quote(s)))
-				}
-				d.NodeID = s
+		p.daemonKey(sc, &d, k, m[k])
+	}
+	p.checkDaemon(sc, m, &d)
+	p.daemonDefaults(sc, &d)
+	return d
+}
+
+// daemonKey sets the key k of [daemon] in d.
+func (p *parser) daemonKey(sc scope, d *Daemon, k string, v any) {
+	switch k {
+	case "node_id":
+		if s, ok := p.str(sc, k, v); ok {
+			if s != "" && !namePattern.MatchString(s) {
+				p.errorf(sc, k, "%s is not a valid node id: use up to 128 letters, digits, '.', '_' and '-', starting with a letter or digit", clip(strconv.Quote(s)))
 			}
-		case "store":
-			if s, ok := p.str(sc, k, v); ok {
-				if msg := checkStore(s); msg != "" {
-					p.errorf(sc, k, "%s", msg)
-				}
-				d.Store = s
+			d.NodeID = s
+		}
+	case "store":
+		if s, ok := p.str(sc, k, v); ok {
+			if msg := checkStore(s); msg != "" {
+				p.errorf(sc, k, "%s", msg)
 			}
-		case "state_dir":
-			d.StateDir, _ = p.str(sc, k, v)
-		case "socket":
-			d.Socket, _ = p.str(sc, k, v)
-		case "socket_group":
-			if s, ok := p.str(sc, k, v); ok && s != "" {
-				if err := lookupGroup(s); err != nil {
-					p.errorf(sc, k, "%v", err)
-				}
-				d.SocketGroup = s
+			d.Store = s
+		}
+	case "state_dir":
+		d.StateDir, _ = p.str(sc, k, v)
+	case "socket":
+		d.Socket, _ = p.str(sc, k, v)
+	case "socket_group":
+		if s, ok := p.str(sc, k, v); ok && s != "" {
+			if err := lookupGroup(s); err != nil {
+				p.errorf(sc, k, "%v", err)
 			}
-		case "concurrency":
-			d.Concurrency, _ = p.integer(sc, k, v, 0, MaxConcurrency)
-		case "heartbeat_interval":
-			d.HeartbeatInterval, _ = p.duration(sc, k, v, positive)
-		case "inactive_threshold":
-			d.InactiveThreshold, _ = p.duration(sc, k, v, positive)
-		case "shutdown_grace":
-			d.ShutdownGrace, _ = p.duration(sc, k, v, nonNegative)
-		case "history":
-			if h, ok := p.duration(sc, k, v, positive); ok {
-				if h < MinHistory {
-					p.errorf(sc, k, "must be at least %s, got %s", MinHistory, h)
-				}
-				d.History = h
+			d.SocketGroup = s
+		}
+	case "concurrency":
+		d.Concurrency, _ = p.integer(sc, k, v, 0, MaxConcurrency)
+	case "heartbeat_interval":
+		d.HeartbeatInterval, _ = p.duration(sc, k, v, positive)
+	case "inactive_threshold":
+		d.InactiveThreshold, _ = p.duration(sc, k, v, positive)
+	case "shutdown_grace":
+		d.ShutdownGrace, _ = p.duration(sc, k, v, nonNegative)
+	case "history":
+		if h, ok := p.duration(sc, k, v, positive); ok {
+			if h < MinHistory {
+				p.errorf(sc, k, "must be at least %s, got %s", MinHistory, h)
 			}
-		case "health_listen":
-			if s, ok := p.str(sc, k, v); ok && s != "" {
-				if msg := checkListen(s); msg != "" {
-					p.errorf(sc, k, "%s", msg)
-				}
-				d.HealthListen = s
+			d.History = h
+		}
+	case "health_listen":
+		if s, ok := p.str(sc, k, v); ok && s != "" {
+			if msg := checkListen(s); msg != "" {
+				p.errorf(sc, k, "%s", msg)
 			}
-		case "api_listen":
-			if s, ok := p.str(sc, k, v); ok && s != "" {
-				if msg := checkListen(s); msg != "" {
-					p.errorf(sc, k, "%s", msg)
-				}
-				d.APIListen = s
+			d.HealthListen = s
+		}
+	case "api_listen":
+		if s, ok := p.str(sc, k, v); ok && s != "" {
+			if msg := checkListen(s); msg != "" {
+				p.errorf(sc, k, "%s", msg)
 			}
-		case "api_tls_cert":
-			if s, ok := p.str(sc, k, v); ok && s != "" {
-				d.APITLSCert = p.absolute(sc, k, s)
-			}
-		case "api_tls_key":
-			if s, ok := p.str(sc, k, v); ok && s != "" {
-				d.APITLSKey = p.absolute(sc, k, s)
-			}
-		case "log_format":
-			d.LogFormat, _ = p.oneOf(sc, k, v, "text", "json")
-		case "log_level":
-			d.LogLevel, _ = p.oneOf(sc, k, v, "debug", "info", "warn", "error")
-		default:
-			if slices.Contains(settingKeys, k) || slices.Contains(jobOnlyKeys, k) {
-				p.errorf(sc, k, "unknown key in [daemon]; %s is a job setting: put it in [defaults] or a [[job]]", k)
-			} else {
-				p.unknown(sc, k, daemonKeys)
-			}
+			d.APIListen = s
+		}
+	case "api_tls_cert":
+		if s, ok := p.str(sc, k, v); ok && s != "" {
+			d.APITLSCert = p.absolute(sc, k, s)
+		}
+	case "api_tls_key":
+		if s, ok := p.str(sc, k, v); ok && s != "" {
+			d.APITLSKey = p.absolute(sc, k, s)
+		}
+	case "log_format":
+		d.LogFormat, _ = p.oneOf(sc, k, v, "text", "json")
+	case "log_level":
+		d.LogLevel, _ = p.oneOf(sc, k, v, "debug", "info", "warn", "error")
+	default:
+		if slices.Contains(settingKeys, k) || slices.Contains(jobOnlyKeys, k) {
+			p.errorf(sc, k, "unknown key in [daemon]; %s is a job setting: put it in [defaults] or a [[job]]", k)
+		} else {
+			p.unknown(sc, k, daemonKeys)
 		}
 	}
+}
 
+// checkDaemon checks what the keys of [daemon] (m) say together.
+func (p *parser) checkDaemon(sc scope, m map[string]any, d *Daemon) {
 	switch {
 	case (d.APITLSCert == "") != (d.APITLSKey == ""):
 		set, unset := "api_tls_cert", "api_tls_key"
@@ -143,7 +153,11 @@ func (p *parser) daemon(m map[string]any) Daemon {
 		p.errAt(p.line(joinPath(sc.path, key)), sc.label+"inactive_threshold",
 			"must be more than twice heartbeat_interval (%s), got %s", hb, in)
 	}
+}
 
+// daemonDefaults fills in what [daemon] left unset and depends on the
+// machine: node id, concurrency, state directory and socket.
+func (p *parser) daemonDefaults(sc scope, d *Daemon) {
 	if d.NodeID == "" {
 		host, err := os.Hostname()
 		switch {
@@ -176,7 +190,6 @@ func (p *parser) daemon(m map[string]any) Daemon {
 	if len(d.Socket) > maxSocketPath {
 		p.errorf(sc, "socket", "the path %s is %d bytes; a unix socket path has at most %d", clip(strconv.Quote(d.Socket)), len(d.Socket), maxSocketPath)
 	}
-	return d
 }
 
 // absolute makes path absolute, against the directory of the config file:
