@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,6 +17,15 @@ const runColumns = `id, job, status, attempt, max_attempts, trigger_kind, schedu
 	not_after, created_at, started_at, finished_at, node, incarnation, exit_code, error, reason,
 	dedup_id, rerun_of, payload, retry, cancel_requested, progress, progress_message, claimed_from,
 	actor, cancelled_by`
+
+// qualified prefixes each column of a column list with table.
+func qualified(table, columns string) string {
+	cols := strings.Split(columns, ",")
+	for i, col := range cols {
+		cols[i] = table + "." + strings.TrimSpace(col)
+	}
+	return strings.Join(cols, ", ")
+}
 
 // runScanner reads rows of runColumns (and any columns after them) with
 // few allocations: one run and its id per row, as the hot paths (a claim,
@@ -155,6 +165,36 @@ func scanRuns(rows pgx.Rows, err error) ([]*jobs.Run, error) {
 		runs = append(runs, r)
 	}
 	return runs, rows.Err()
+}
+
+// scanRunsNow reads rows of runColumns followed by the database clock, and
+// closes them.
+func scanRunsNow(rows pgx.Rows, err error) ([]*jobs.Run, time.Time, error) {
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	defer rows.Close()
+	var (
+		runs []*jobs.Run
+		now  time.Time
+	)
+	sc := newRunScanner(&now)
+	for rows.Next() {
+		run, err := sc.scan(rows)
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		runs = append(runs, run)
+	}
+	return runs, now.UTC(), rows.Err()
+}
+
+// collectStrings reads every row of one text column and closes them.
+func collectStrings(rows pgx.Rows, err error) ([]string, error) {
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 // eventColumns is the one column list of an event; scanEvent reads it.
