@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -64,6 +65,24 @@ func scanRuns(rows *sql.Rows, err error) ([]*jobs.Run, error) {
 		runs = append(runs, r)
 	}
 	return runs, rows.Err()
+}
+
+// queryStrings runs q and reads every row of its one text column.
+func queryStrings(ctx context.Context, c conn, q string, args ...any) ([]string, error) {
+	rows, err := c.query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
 }
 
 // eventColumns is the one column list of an event; scanEvent reads it.

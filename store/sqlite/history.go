@@ -1,0 +1,93 @@
+package sqlite
+
+import (
+	"context"
+
+	"github.com/schedulerd/schedulerd/jobs"
+)
+
+// sqlRunEvents and sqlRunAttempts read a run's events and attempts, and
+// while it runs, the claim's event and the attempt that its run's row
+// stands for until the attempt ends (claimed_from), in one snapshot. An
+// attempt row stands for two events, read from that row (claimed_from,
+// end_node): its claim's and its end's. They go in the order they
+// happened among the rows of events by attempt number: a claim starts
+// attempt n, no event is written while an attempt runs (each change of a
+// running run ends its attempt), and each event written between the end of
+// attempt n and the claim of n+1 carries attempt n. So by attempt, and in
+// an attempt the claim, the end, then the rows of events in their order.
+const (
+	sqlRunEvents = `SELECT ` + eventColumns + ` FROM (
+			SELECT attempt AS n, 2 AS k, id AS seq, ` + eventColumns + ` FROM events WHERE run_id = ?1
+			UNION ALL
+			SELECT number, 0, 0, run_id, started_at, node, number, claimed_from, 'running', 'claimed', '', ''
+			FROM attempts WHERE run_id = ?1
+			UNION ALL
+			SELECT number, 1, 0, run_id, finished_at, end_node, number, 'running', status, reason, error,
+				CASE WHEN reason = 'cancelled' THEN (SELECT cancelled_by FROM runs WHERE id = ?1) ELSE '' END
+			FROM attempts WHERE run_id = ?1
+			UNION ALL
+			SELECT attempt, 0, 0, id, started_at, node, attempt, claimed_from, 'running', 'claimed', '', '' FROM runs
+			WHERE id = ?1 AND status = 'running')
+		ORDER BY n, k, seq`
+	sqlRunAttempts = `SELECT ` + attemptColumns + ` FROM (
+			SELECT ` + attemptColumns + ` FROM attempts WHERE run_id = ?1
+			UNION ALL
+			SELECT id, attempt, node, incarnation, started_at, NULL, 'running', NULL, '', '', x'', 0, 0
+			FROM runs WHERE id = ?1 AND status = 'running')
+		ORDER BY number`
+)
+
+// RunEvents returns a run's history, oldest first.
+func (s *Store) RunEvents(ctx context.Context, id string) ([]*jobs.Event, error) {
+	c := s.read()
+	rows, err := c.query(ctx, sqlRunEvents, id)
+	if err != nil {
+		return nil, fail("run events", err)
+	}
+	defer rows.Close()
+	var events []*jobs.Event
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return nil, fail("run events", err)
+		}
+		events = append(events, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail("run events", err)
+	}
+	if len(events) == 0 { // every run has its creation event
+		if _, err := getRun(ctx, c, id); err != nil {
+			return nil, fail("run events", err)
+		}
+	}
+	return events, nil
+}
+
+// RunAttempts returns a run's attempts, oldest first, with their output.
+func (s *Store) RunAttempts(ctx context.Context, id string) ([]*jobs.Attempt, error) {
+	c := s.read()
+	rows, err := c.query(ctx, sqlRunAttempts, id)
+	if err != nil {
+		return nil, fail("run attempts", err)
+	}
+	defer rows.Close()
+	var attempts []*jobs.Attempt
+	for rows.Next() {
+		a, err := scanAttempt(rows)
+		if err != nil {
+			return nil, fail("run attempts", err)
+		}
+		attempts = append(attempts, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail("run attempts", err)
+	}
+	if len(attempts) == 0 {
+		if _, err := getRun(ctx, c, id); err != nil {
+			return nil, fail("run attempts", err)
+		}
+	}
+	return attempts, nil
+}
