@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
 
 // ExpectationsSync writes and deletes a node's expectations and returns
@@ -105,22 +106,18 @@ func expected(ctx context.Context, c *conn, job string) (bool, error) {
 }
 
 func scanExpectations(rows pgx.Rows, err error) ([]*store.Expectation, error) {
-	if err != nil {
+	return rowscan.All(rows, err, scanExpectation)
+}
+
+func scanExpectation(row rowscan.Scanner) (*store.Expectation, error) {
+	var (
+		e      store.Expectation
+		within int64
+		since  time.Time
+	)
+	if err := row.Scan(&e.Job, &within, &e.Notify, &since); err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []*store.Expectation
-	for rows.Next() {
-		var (
-			e      store.Expectation
-			within int64
-			since  time.Time
-		)
-		if err := rows.Scan(&e.Job, &within, &e.Notify, &since); err != nil {
-			return nil, err
-		}
-		e.Within, e.Since = time.Duration(within)*time.Microsecond, since.UTC()
-		out = append(out, &e)
-	}
-	return out, rows.Err()
+	e.Within, e.Since = time.Duration(within)*time.Microsecond, since.UTC()
+	return &e, nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
 
 // sqlRunsRunning reads the running runs of node $1 from runs_running.
@@ -101,21 +102,8 @@ const sqlRunsCount = `SELECT status, count(*) FROM runs WHERE status NOT IN ('ru
 	SELECT 'running', count(*) FROM runs WHERE status = 'running'`
 
 func (s *Store) RunsCount(ctx context.Context) (map[jobs.Status]int64, error) {
-	rows, err := s.read().query(ctx, sqlRunsCount)
+	out, err := rowscan.RunCounts(s.read().query(ctx, sqlRunsCount))
 	if err != nil {
-		return nil, fail("count runs", err)
-	}
-	defer rows.Close()
-	out := store.NewRunCounts()
-	for rows.Next() {
-		var st string
-		var n int64
-		if err := rows.Scan(&st, &n); err != nil {
-			return nil, fail("count runs", err)
-		}
-		out[jobs.Status(st)] += n
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fail("count runs", err)
 	}
 	return out, nil

@@ -13,12 +13,13 @@ import (
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
 
 const notificationColumns = `id, notifier, job, event, run_id, payload, state, attempts, next_attempt_at,
 	lease_node, lease_incarnation, lease_until, last_error, created_at, delivered_at`
 
-func scanNotification(row pgx.Row) (*store.Notification, error) {
+func scanNotification(row rowscan.Scanner) (*store.Notification, error) {
 	var (
 		n                     store.Notification
 		leaseUntil, delivered *time.Time
@@ -41,19 +42,7 @@ func scanNotification(row pgx.Row) (*store.Notification, error) {
 }
 
 func scanNotifications(rows pgx.Rows, err error) ([]*store.Notification, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*store.Notification
-	for rows.Next() {
-		n, err := scanNotification(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, n)
-	}
-	return out, rows.Err()
+	return rowscan.All(rows, err, scanNotification)
 }
 
 // NotificationsClaim leases due notifications; see store.Notifications.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
 
 // runColumns is the one column list of a run; scanRun reads it.
@@ -101,7 +102,7 @@ func newRunScanner(extra ...any) *runScanner {
 }
 
 // scan reads one row into a new run.
-func (s *runScanner) scan(row pgx.Row) (*jobs.Run, error) {
+func (s *runScanner) scan(row rowscan.Scanner) (*jobs.Run, error) {
 	s.r = jobs.Run{}
 	if err := row.Scan(s.dest...); err != nil {
 		return nil, err
@@ -151,20 +152,7 @@ func scanRun(row pgx.Row) (*jobs.Run, error) {
 
 // scanRuns reads every row of rows and closes them.
 func scanRuns(rows pgx.Rows, err error) ([]*jobs.Run, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var runs []*jobs.Run
-	sc := newRunScanner()
-	for rows.Next() {
-		r, err := sc.scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		runs = append(runs, r)
-	}
-	return runs, rows.Err()
+	return rowscan.All(rows, err, newRunScanner().scan)
 }
 
 // scanRunsNow reads rows of runColumns followed by the database clock, and

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
 
 // ExpectationsSync writes and deletes a node's expectations and returns
@@ -104,26 +105,23 @@ func expected(ctx context.Context, c conn, job string) (bool, error) {
 }
 
 func scanExpectations(rows *sql.Rows, err error) ([]*store.Expectation, error) {
-	if err != nil {
+	r, err := rowscan.SQL(rows, err)
+	return rowscan.All(r, err, scanExpectation)
+}
+
+func scanExpectation(row rowscan.Scanner) (*store.Expectation, error) {
+	var (
+		e      store.Expectation
+		within int64
+		notify string
+		since  sql.NullInt64
+	)
+	if err := row.Scan(&e.Job, &within, &notify, &since); err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []*store.Expectation
-	for rows.Next() {
-		var (
-			e      store.Expectation
-			within int64
-			notify string
-			since  sql.NullInt64
-		)
-		if err := rows.Scan(&e.Job, &within, &notify, &since); err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal([]byte(notify), &e.Notify); err != nil {
-			return nil, fmt.Errorf("expectation of job %s: notify: %w", e.Job, err)
-		}
-		e.Within, e.Since = time.Duration(within)*time.Microsecond, goTime(since)
-		out = append(out, &e)
+	if err := json.Unmarshal([]byte(notify), &e.Notify); err != nil {
+		return nil, fmt.Errorf("expectation of job %s: notify: %w", e.Job, err)
 	}
-	return out, rows.Err()
+	e.Within, e.Since = time.Duration(within)*time.Microsecond, goTime(since)
+	return &e, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
 
 // sqlRunEvents and sqlRunAttempts read a run's events and attempts, and
@@ -41,20 +42,9 @@ const (
 // RunEvents returns a run's history, oldest first.
 func (s *Store) RunEvents(ctx context.Context, id string) ([]*jobs.Event, error) {
 	c := s.read()
-	rows, err := c.query(ctx, sqlRunEvents, id)
+	rows, err := rowscan.SQL(c.query(ctx, sqlRunEvents, id))
+	events, err := rowscan.All(rows, err, scanEvent)
 	if err != nil {
-		return nil, fail("run events", err)
-	}
-	defer rows.Close()
-	var events []*jobs.Event
-	for rows.Next() {
-		e, err := scanEvent(rows)
-		if err != nil {
-			return nil, fail("run events", err)
-		}
-		events = append(events, e)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fail("run events", err)
 	}
 	if len(events) == 0 { // every run has its creation event
@@ -68,20 +58,9 @@ func (s *Store) RunEvents(ctx context.Context, id string) ([]*jobs.Event, error)
 // RunAttempts returns a run's attempts, oldest first, with their output.
 func (s *Store) RunAttempts(ctx context.Context, id string) ([]*jobs.Attempt, error) {
 	c := s.read()
-	rows, err := c.query(ctx, sqlRunAttempts, id)
+	rows, err := rowscan.SQL(c.query(ctx, sqlRunAttempts, id))
+	attempts, err := rowscan.All(rows, err, scanAttempt)
 	if err != nil {
-		return nil, fail("run attempts", err)
-	}
-	defer rows.Close()
-	var attempts []*jobs.Attempt
-	for rows.Next() {
-		a, err := scanAttempt(rows)
-		if err != nil {
-			return nil, fail("run attempts", err)
-		}
-		attempts = append(attempts, a)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fail("run attempts", err)
 	}
 	if len(attempts) == 0 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
 
 const notificationColumns = `id, notifier, job, event, run_id, payload, state, attempts, next_attempt_at,
@@ -20,7 +21,7 @@ const notificationColumns = `id, notifier, job, event, run_id, payload, state, a
 // sqlNotificationDue is the condition of a pending notification due at ?.
 const sqlNotificationDue = `state = 'pending' AND next_attempt_at <= ?1 AND (lease_until IS NULL OR lease_until <= ?1)`
 
-func scanNotification(row scanner) (*store.Notification, error) {
+func scanNotification(row rowscan.Scanner) (*store.Notification, error) {
 	var (
 		n                                 store.Notification
 		next, leaseUntil, created, delivd sql.NullInt64
@@ -35,19 +36,8 @@ func scanNotification(row scanner) (*store.Notification, error) {
 }
 
 func scanNotifications(rows *sql.Rows, err error) ([]*store.Notification, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*store.Notification
-	for rows.Next() {
-		n, err := scanNotification(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, n)
-	}
-	return out, rows.Err()
+	r, err := rowscan.SQL(rows, err)
+	return rowscan.All(r, err, scanNotification)
 }
 
 // NotificationsClaim leases due notifications; see store.Notifications.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
 
 // runColumns is the one column list of a run; scanRun reads it.
@@ -17,10 +18,7 @@ const runColumns = `id, job, status, attempt, max_attempts, trigger_kind, schedu
 	dedup_id, rerun_of, payload, retry_json, cancel_requested, progress, progress_message, claimed_from,
 	actor, cancelled_by`
 
-// scanner is a *sql.Row or *sql.Rows.
-type scanner interface{ Scan(dest ...any) error }
-
-func scanRun(row scanner) (*jobs.Run, error) {
+func scanRun(row rowscan.Scanner) (*jobs.Run, error) {
 	var (
 		r                                        jobs.Run
 		scheduledAt, notBefore                   int64
@@ -52,43 +50,20 @@ func scanRun(row scanner) (*jobs.Run, error) {
 
 // scanRuns reads every row of rows and closes them.
 func scanRuns(rows *sql.Rows, err error) ([]*jobs.Run, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var runs []*jobs.Run
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			return nil, err
-		}
-		runs = append(runs, r)
-	}
-	return runs, rows.Err()
+	r, err := rowscan.SQL(rows, err)
+	return rowscan.All(r, err, scanRun)
 }
 
 // queryStrings runs q and reads every row of its one text column.
 func queryStrings(ctx context.Context, c conn, q string, args ...any) ([]string, error) {
-	rows, err := c.query(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+	rows, err := rowscan.SQL(c.query(ctx, q, args...))
+	return rowscan.All(rows, err, rowscan.String)
 }
 
 // eventColumns is the one column list of an event; scanEvent reads it.
 const eventColumns = `run_id, time, node, attempt, from_status, to_status, reason, message, actor`
 
-func scanEvent(row scanner) (*jobs.Event, error) {
+func scanEvent(row rowscan.Scanner) (*jobs.Event, error) {
 	var (
 		e    jobs.Event
 		t    int64
@@ -106,7 +81,7 @@ func scanEvent(row scanner) (*jobs.Event, error) {
 const attemptColumns = `run_id, number, node, incarnation, started_at, finished_at, status, exit_code,
 	error, reason, output, output_bytes, truncated`
 
-func scanAttempt(row scanner) (*jobs.Attempt, error) {
+func scanAttempt(row rowscan.Scanner) (*jobs.Attempt, error) {
 	var (
 		a        jobs.Attempt
 		started  int64
@@ -131,7 +106,7 @@ func scanAttempt(row scanner) (*jobs.Attempt, error) {
 // cursorColumns is the one column list of a cursor; scanCursor reads it.
 const cursorColumns = `job, last, paused, skipped, last_skipped_at, updated_at`
 
-func scanCursor(row scanner) (*store.Cursor, error) {
+func scanCursor(row rowscan.Scanner) (*store.Cursor, error) {
 	var (
 		c             store.Cursor
 		last, updated int64
@@ -143,6 +118,17 @@ func scanCursor(row scanner) (*store.Cursor, error) {
 	c.Last, c.UpdatedAt = time.UnixMicro(last).UTC(), time.UnixMicro(updated).UTC()
 	c.LastSkippedAt = goTime(lastSkipped)
 	return &c, nil
+}
+
+// collectCursors reads rows of cursorColumns into by job, and closes
+// them.
+func collectCursors(rows *sql.Rows, err error, into map[string]*store.Cursor) error {
+	r, err := rowscan.SQL(rows, err)
+	cursors, err := rowscan.All(r, err, scanCursor)
+	for _, cur := range cursors {
+		into[cur.Job] = cur
+	}
+	return err
 }
 
 // nodeColumns are the columns of a node (n) that scanNodes reads, then

@@ -9,6 +9,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
 
 // getCursor returns the job's cursor, or nil when it has none.
@@ -30,18 +31,7 @@ func (s *Store) ScheduleCursors(ctx context.Context, jobNames []string) (map[str
 	// statement (32,766), and a config may declare 100,000 jobs.
 	rows, err := s.read().query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE job IN (SELECT value FROM json_each(?))`,
 		jsonStrings(jobNames))
-	if err != nil {
-		return nil, fail("schedule cursors", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		cur, err := scanCursor(rows)
-		if err != nil {
-			return nil, fail("schedule cursors", err)
-		}
-		out[cur.Job] = cur
-	}
-	if err := rows.Err(); err != nil {
+	if err := collectCursors(rows, err, out); err != nil {
 		return nil, fail("schedule cursors", err)
 	}
 	return out, nil
@@ -226,19 +216,7 @@ func readCursors(ctx context.Context, c conn, items []*fireItem) (*cursorsFound,
 	}
 	rows, err := c.query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE job IN (SELECT value FROM json_each(?))`,
 		jsonStrings(names))
-	if err != nil {
-		return nil, err
-	}
-	for rows.Next() {
-		cur, err := scanCursor(rows)
-		if err != nil {
-			rows.Close()
-			return nil, err
-		}
-		found.cursors[cur.Job] = cur
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err := collectCursors(rows, err, found.cursors); err != nil {
 		return nil, err
 	}
 
@@ -252,7 +230,7 @@ func readCursors(ctx context.Context, c conn, items []*fireItem) (*cursorsFound,
 	}
 	err = chunkedQuery(ctx, c, sqlTakenOccurrences, 2, len(ticks), func(i int) []any {
 		return []any{ticks[i].job, ticks[i].at}
-	}, func(row scanner) error {
+	}, func(row rowscan.Scanner) error {
 		var k occurrence
 		if err := row.Scan(&k.job, &k.at); err != nil {
 			return err
@@ -482,18 +460,7 @@ func (s *Store) ScheduleWithdraw(ctx context.Context, jobNames []string, at time
 		}
 		rows, err := c.query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE job IN (SELECT value FROM json_each(?))`,
 			jsonStrings(jobNames))
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			cur, err := scanCursor(rows)
-			if err != nil {
-				return err
-			}
-			out[cur.Job] = cur
-		}
-		return rows.Err()
+		return collectCursors(rows, err, out)
 	})
 	if err != nil {
 		return nil, 0, err
