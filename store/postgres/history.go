@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
 
 // sqlRunEvents and sqlRunAttempts read a run's events and attempts, and
@@ -20,8 +21,8 @@ import (
 // attempt n and the claim of n+1 carries attempt n. So by attempt, and in
 // an attempt the claim, the end, then the rows of events in their order.
 const (
-	sqlRunEvents = `SELECT ` + eventColumns + ` FROM (
-			SELECT attempt AS n, 2 AS k, id AS seq, ` + eventColumns + ` FROM events WHERE run_id = $1
+	sqlRunEvents = `SELECT ` + rowscan.EventColumns + ` FROM (
+			SELECT attempt AS n, 2 AS k, id AS seq, ` + rowscan.EventColumns + ` FROM events WHERE run_id = $1
 			UNION ALL
 			SELECT number, v.* FROM attempts CROSS JOIN LATERAL (VALUES
 				(0, 0::bigint, run_id, started_at, node, number, claimed_from, 'running', 'claimed', '', ''),
@@ -32,8 +33,8 @@ const (
 			SELECT attempt, 0, 0, id, started_at, node, attempt, claimed_from, 'running', 'claimed', '', '' FROM runs
 			WHERE id = $1 AND status = 'running') e
 		ORDER BY n, k, seq`
-	sqlRunAttempts = `SELECT ` + attemptColumns + ` FROM (
-			SELECT ` + attemptColumns + ` FROM attempts WHERE run_id = $1
+	sqlRunAttempts = `SELECT ` + rowscan.AttemptColumns + ` FROM (
+			SELECT ` + rowscan.AttemptColumns + ` FROM attempts WHERE run_id = $1
 			UNION ALL
 			SELECT id, attempt, node, incarnation, started_at, NULL, 'running', NULL, '', '', ''::bytea, 0, false
 			FROM runs WHERE id = $1 AND status = 'running') a
@@ -47,7 +48,7 @@ func (s *Store) RunEvents(ctx context.Context, id string) ([]*jobs.Event, error)
 	if err != nil {
 		return nil, fail("run events", err)
 	}
-	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*jobs.Event, error) { return scanEvent(row) })
+	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*jobs.Event, error) { return rowscan.Event[tstz](row) })
 	if err != nil {
 		return nil, fail("run events", err)
 	}
@@ -66,7 +67,7 @@ func (s *Store) RunAttempts(ctx context.Context, id string) ([]*jobs.Attempt, er
 	if err != nil {
 		return nil, fail("run attempts", err)
 	}
-	attempts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*jobs.Attempt, error) { return scanAttempt(row) })
+	attempts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*jobs.Attempt, error) { return rowscan.Attempt[tstz](row) })
 	if err != nil {
 		return nil, fail("run attempts", err)
 	}

@@ -16,33 +16,8 @@ import (
 	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
 
-const notificationColumns = `id, notifier, job, event, run_id, payload, state, attempts, next_attempt_at,
-	lease_node, lease_incarnation, lease_until, last_error, created_at, delivered_at`
-
-func scanNotification(row rowscan.Scanner) (*store.Notification, error) {
-	var (
-		n                     store.Notification
-		leaseUntil, delivered *time.Time
-		event, state          string
-	)
-	err := row.Scan(&n.ID, &n.Notifier, &n.Job, &event, &n.RunID, &n.Payload, &state, &n.Attempts, &n.NextAttemptAt,
-		&n.LeaseNode, &n.LeaseIncarnation, &leaseUntil, &n.LastError, &n.CreatedAt, &delivered)
-	if err != nil {
-		return nil, err
-	}
-	n.Event, n.State = jobs.NotifyEvent(event), store.NotificationState(state)
-	n.NextAttemptAt, n.CreatedAt = n.NextAttemptAt.UTC(), n.CreatedAt.UTC()
-	if leaseUntil != nil {
-		n.LeaseUntil = leaseUntil.UTC()
-	}
-	if delivered != nil {
-		n.DeliveredAt = delivered.UTC()
-	}
-	return &n, nil
-}
-
 func scanNotifications(rows pgx.Rows, err error) ([]*store.Notification, error) {
-	return rowscan.All(rows, err, scanNotification)
+	return rowscan.All(rows, err, rowscan.Notification[tstz])
 }
 
 // NotificationsClaim leases due notifications; see store.Notifications.
@@ -61,7 +36,7 @@ func (s *Store) NotificationsClaim(ctx context.Context, p store.NotificationsCla
 			UPDATE notifications n SET lease_node = $2, lease_incarnation = $3,
 				lease_until = COALESCE($1::timestamptz, now()) + $5::interval
 			FROM due WHERE n.id = due.id
-			RETURNING `+qualified("n", notificationColumns),
+			RETURNING `+qualified("n", rowscan.NotificationColumns),
 			ts(p.Now), p.Node, p.Incarnation, p.Limit, p.Lease))
 		return err
 	})
@@ -149,7 +124,7 @@ func (s *Store) NotificationsRelease(ctx context.Context, p store.NotificationsR
 
 // NotificationsList returns notifications, newest first.
 func (s *Store) NotificationsList(ctx context.Context, f store.NotificationFilter) ([]*store.Notification, error) {
-	out, err := scanNotifications(s.read().query(ctx, `SELECT `+notificationColumns+` FROM notifications
+	out, err := scanNotifications(s.read().query(ctx, `SELECT `+rowscan.NotificationColumns+` FROM notifications
 		WHERE ($1 = '' OR state = $1) AND ($2 = '' OR job = $2)
 		ORDER BY created_at DESC, id DESC LIMIT $3`, string(f.State), f.Job, f.ListLimit()))
 	if err != nil {

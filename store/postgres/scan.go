@@ -137,6 +137,12 @@ func utc(t *time.Time) time.Time {
 	return t.UTC()
 }
 
+// tstz is a timestamptz column as rowscan reads it (rowscan.Time).
+type tstz struct{ pgtype.Timestamptz }
+
+// UTC returns the time read, in UTC; zero for NULL.
+func (t *tstz) UTC() time.Time { return utcOf(t.Timestamptz) }
+
 // utcOf is utc of a timestamptz read as a pgtype value.
 func utcOf(t pgtype.Timestamptz) time.Time {
 	if !t.Valid {
@@ -183,70 +189,6 @@ func collectStrings(rows pgx.Rows, err error) ([]string, error) {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
-}
-
-// eventColumns is the one column list of an event; scanEvent reads it.
-const eventColumns = `run_id, time, node, attempt, from_status, to_status, reason, message, actor`
-
-func scanEvent(row pgx.Row) (*jobs.Event, error) {
-	var (
-		e          jobs.Event
-		t          time.Time
-		from       *string
-		to, reason string
-	)
-	if err := row.Scan(&e.RunID, &t, &e.Node, &e.Attempt, &from, &to, &reason, &e.Message, &e.Actor); err != nil {
-		return nil, err
-	}
-	e.Time, e.To, e.Reason = t.UTC(), jobs.Status(to), jobs.Reason(reason)
-	if from != nil {
-		e.From = jobs.Status(*from)
-	}
-	return &e, nil
-}
-
-// attemptColumns is the one column list of an attempt; scanAttempt reads it.
-const attemptColumns = `run_id, number, node, incarnation, started_at, finished_at, status, exit_code,
-	error, reason, output, output_bytes, truncated`
-
-func scanAttempt(row pgx.Row) (*jobs.Attempt, error) {
-	var (
-		a              jobs.Attempt
-		started        time.Time
-		finished       *time.Time
-		status, reason string
-		exitCode       *int32
-		output         []byte
-	)
-	err := row.Scan(&a.RunID, &a.Number, &a.Node, &a.Incarnation, &started, &finished, &status, &exitCode,
-		&a.Error, &reason, &output, &a.OutputBytes, &a.Truncated)
-	if err != nil {
-		return nil, err
-	}
-	a.StartedAt, a.FinishedAt = started.UTC(), utc(finished)
-	a.Status, a.Reason = jobs.Status(status), jobs.Reason(reason)
-	if exitCode != nil {
-		c := int(*exitCode)
-		a.ExitCode = &c
-	}
-	a.Output = string(output)
-	return &a, nil
-}
-
-// cursorColumns is the one column list of a cursor; scanCursor reads it.
-const cursorColumns = `job, last, paused, skipped, last_skipped_at, updated_at`
-
-func scanCursor(row pgx.Row) (*store.Cursor, error) {
-	var (
-		c             store.Cursor
-		last, updated time.Time
-		lastSkipped   *time.Time
-	)
-	if err := row.Scan(&c.Job, &last, &c.Paused, &c.Skipped, &lastSkipped, &updated); err != nil {
-		return nil, err
-	}
-	c.Last, c.UpdatedAt, c.LastSkippedAt = last.UTC(), updated.UTC(), utc(lastSkipped)
-	return &c, nil
 }
 
 // nodeColumns is the one column list of a node; scanNode reads it and,

@@ -12,16 +12,17 @@ import (
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
 
 // getCursor returns the job's cursor, or nil when it has none; lock takes
 // its row lock until the transaction ends.
 func getCursor(ctx context.Context, c *conn, job string, lock bool) (*store.Cursor, error) {
-	q := `SELECT ` + cursorColumns + ` FROM cursors WHERE job = $1`
+	q := `SELECT ` + rowscan.CursorColumns + ` FROM cursors WHERE job = $1`
 	if lock {
 		q += ` FOR UPDATE`
 	}
-	cur, err := scanCursor(c.queryRow(ctx, q, job))
+	cur, err := rowscan.Cursor[tstz](c.queryRow(ctx, q, job))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -34,11 +35,11 @@ func (s *Store) ScheduleCursors(ctx context.Context, jobNames []string) (map[str
 	if len(jobNames) == 0 {
 		return out, nil
 	}
-	rows, err := s.read().query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE job = ANY($1::text[])`, jobNames)
+	rows, err := s.read().query(ctx, `SELECT `+rowscan.CursorColumns+` FROM cursors WHERE job = ANY($1::text[])`, jobNames)
 	if err != nil {
 		return nil, fail("schedule cursors", err)
 	}
-	cursors, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Cursor, error) { return scanCursor(row) })
+	cursors, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Cursor, error) { return rowscan.Cursor[tstz](row) })
 	if err != nil {
 		return nil, fail("schedule cursors", err)
 	}
@@ -130,7 +131,7 @@ func (it *fireItem) fail(err error) error {
 // takes its locks in two rounds; should that meet another batch in a
 // deadlock, write runs the transaction again.)
 const (
-	sqlLockCursors = `SELECT ` + cursorColumns + ` FROM cursors WHERE job = ANY($1::text[]) ORDER BY job FOR UPDATE`
+	sqlLockCursors = `SELECT ` + rowscan.CursorColumns + ` FROM cursors WHERE job = ANY($1::text[]) ORDER BY job FOR UPDATE`
 	// sqlMakeCursors: a concurrent maker waits for this transaction, then
 	// finds the row and loses.
 	sqlMakeCursors = `INSERT INTO cursors (job, last, updated_at)
@@ -138,7 +139,7 @@ const (
 		FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[]) AS n(job, last, updated_at)
 		ORDER BY job
 		ON CONFLICT (job) DO NOTHING RETURNING job`
-	sqlGetCursors  = `SELECT ` + cursorColumns + ` FROM cursors WHERE job = ANY($1::text[])`
+	sqlGetCursors  = `SELECT ` + rowscan.CursorColumns + ` FROM cursors WHERE job = ANY($1::text[])`
 	sqlOccurrences = `SELECT o.job, o.scheduled_at FROM occurrences o
 		JOIN unnest($1::text[], $2::timestamptz[]) AS k(job, scheduled_at)
 			ON o.job = k.job AND o.scheduled_at = k.scheduled_at`
@@ -152,7 +153,7 @@ var sqlAdvanceCursors = `UPDATE cursors SET last = u.last, skipped = cursors.ski
 	FROM unnest($1::text[], $2::timestamptz[], $3::int8[], $4::timestamptz[], $5::timestamptz[])
 		AS u(job, last, skipped, last_skipped_at, updated_at)
 	WHERE cursors.job = u.job
-	RETURNING ` + qualified("cursors", cursorColumns)
+	RETURNING ` + qualified("cursors", rowscan.CursorColumns)
 
 // occurrence is the key of a tick's run.
 type occurrence struct {
@@ -295,7 +296,7 @@ func lockCursors(ctx context.Context, c *conn, items []*fireItem) (*cursorsFound
 func collectCursors(into map[string]*store.Cursor) func(pgx.Rows) error {
 	return func(rows pgx.Rows) error {
 		for rows.Next() {
-			cur, err := scanCursor(rows)
+			cur, err := rowscan.Cursor[tstz](rows)
 			if err != nil {
 				return err
 			}
@@ -430,13 +431,13 @@ func (s *Store) SchedulePause(ctx context.Context, job string, paused bool, now 
 				return err
 			}
 		}
-		cur, err = scanCursor(c.queryRow(ctx, `INSERT INTO cursors (job, last, paused, updated_at)
+		cur, err = rowscan.Cursor[tstz](c.queryRow(ctx, `INSERT INTO cursors (job, last, paused, updated_at)
 				VALUES ($1, COALESCE($3::timestamptz, now()), $2, COALESCE($3::timestamptz, now()))
 			ON CONFLICT (job) DO UPDATE SET
 				last = CASE WHEN excluded.paused THEN LEAST(cursors.last, excluded.last) ELSE GREATEST(cursors.last, excluded.last) END,
 				paused = excluded.paused, updated_at = excluded.updated_at
 			WHERE cursors.paused <> excluded.paused
-			RETURNING `+cursorColumns, job, paused, ts(now)))
+			RETURNING `+rowscan.CursorColumns, job, paused, ts(now)))
 		if errors.Is(err, pgx.ErrNoRows) {
 			cur, err = getCursor(ctx, c, job, false)
 		}

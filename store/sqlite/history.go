@@ -18,8 +18,8 @@ import (
 // attempt n and the claim of n+1 carries attempt n. So by attempt, and in
 // an attempt the claim, the end, then the rows of events in their order.
 const (
-	sqlRunEvents = `SELECT ` + eventColumns + ` FROM (
-			SELECT attempt AS n, 2 AS k, id AS seq, ` + eventColumns + ` FROM events WHERE run_id = ?1
+	sqlRunEvents = `SELECT ` + rowscan.EventColumns + ` FROM (
+			SELECT attempt AS n, 2 AS k, id AS seq, ` + rowscan.EventColumns + ` FROM events WHERE run_id = ?1
 			UNION ALL
 			SELECT number, 0, 0, run_id, started_at, node, number, claimed_from, 'running', 'claimed', '', ''
 			FROM attempts WHERE run_id = ?1
@@ -31,8 +31,8 @@ const (
 			SELECT attempt, 0, 0, id, started_at, node, attempt, claimed_from, 'running', 'claimed', '', '' FROM runs
 			WHERE id = ?1 AND status = 'running')
 		ORDER BY n, k, seq`
-	sqlRunAttempts = `SELECT ` + attemptColumns + ` FROM (
-			SELECT ` + attemptColumns + ` FROM attempts WHERE run_id = ?1
+	sqlRunAttempts = `SELECT ` + rowscan.AttemptColumns + ` FROM (
+			SELECT ` + rowscan.AttemptColumns + ` FROM attempts WHERE run_id = ?1
 			UNION ALL
 			SELECT id, attempt, node, incarnation, started_at, NULL, 'running', NULL, '', '', x'', 0, 0
 			FROM runs WHERE id = ?1 AND status = 'running')
@@ -43,7 +43,7 @@ const (
 func (s *Store) RunEvents(ctx context.Context, id string) ([]*jobs.Event, error) {
 	c := s.read()
 	rows, err := rowscan.SQL(c.query(ctx, sqlRunEvents, id))
-	events, err := rowscan.All(rows, err, scanEvent)
+	events, err := rowscan.All(rows, err, rowscan.Event[micros])
 	if err != nil {
 		return nil, fail("run events", err)
 	}
@@ -59,7 +59,7 @@ func (s *Store) RunEvents(ctx context.Context, id string) ([]*jobs.Event, error)
 func (s *Store) RunAttempts(ctx context.Context, id string) ([]*jobs.Attempt, error) {
 	c := s.read()
 	rows, err := rowscan.SQL(c.query(ctx, sqlRunAttempts, id))
-	attempts, err := rowscan.All(rows, err, scanAttempt)
+	attempts, err := rowscan.All(rows, err, rowscan.Attempt[micros])
 	if err != nil {
 		return nil, fail("run attempts", err)
 	}

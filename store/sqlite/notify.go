@@ -15,29 +15,12 @@ import (
 	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
 
-const notificationColumns = `id, notifier, job, event, run_id, payload, state, attempts, next_attempt_at,
-	lease_node, lease_incarnation, lease_until, last_error, created_at, delivered_at`
-
 // sqlNotificationDue is the condition of a pending notification due at ?.
 const sqlNotificationDue = `state = 'pending' AND next_attempt_at <= ?1 AND (lease_until IS NULL OR lease_until <= ?1)`
 
-func scanNotification(row rowscan.Scanner) (*store.Notification, error) {
-	var (
-		n                                 store.Notification
-		next, leaseUntil, created, delivd sql.NullInt64
-	)
-	err := row.Scan(&n.ID, &n.Notifier, &n.Job, &n.Event, &n.RunID, &n.Payload, &n.State, &n.Attempts, &next,
-		&n.LeaseNode, &n.LeaseIncarnation, &leaseUntil, &n.LastError, &created, &delivd)
-	if err != nil {
-		return nil, err
-	}
-	n.NextAttemptAt, n.LeaseUntil, n.CreatedAt, n.DeliveredAt = goTime(next), goTime(leaseUntil), goTime(created), goTime(delivd)
-	return &n, nil
-}
-
 func scanNotifications(rows *sql.Rows, err error) ([]*store.Notification, error) {
 	r, err := rowscan.SQL(rows, err)
-	return rowscan.All(r, err, scanNotification)
+	return rowscan.All(r, err, rowscan.Notification[micros])
 }
 
 // NotificationsClaim leases due notifications; see store.Notifications.
@@ -61,7 +44,7 @@ func (s *Store) NotificationsClaim(ctx context.Context, p store.NotificationsCla
 		out, err = scanNotifications(c.query(ctx, `UPDATE notifications SET lease_node = ?2, lease_incarnation = ?3, lease_until = ?4
 			WHERE id IN (SELECT id FROM notifications INDEXED BY notifications_due WHERE `+sqlNotificationDue+`
 				ORDER BY next_attempt_at, id LIMIT ?5)
-			RETURNING `+notificationColumns,
+			RETURNING `+rowscan.NotificationColumns,
 			at.UnixMicro(), p.Node, p.Incarnation, at.Add(p.Lease).UnixMicro(), p.Limit))
 		return err
 	})
@@ -153,7 +136,7 @@ func (s *Store) NotificationsRelease(ctx context.Context, p store.NotificationsR
 
 // NotificationsList returns notifications, newest first.
 func (s *Store) NotificationsList(ctx context.Context, f store.NotificationFilter) ([]*store.Notification, error) {
-	q := `SELECT ` + notificationColumns + ` FROM notifications WHERE 1 = 1`
+	q := `SELECT ` + rowscan.NotificationColumns + ` FROM notifications WHERE 1 = 1`
 	var args []any
 	if f.State != "" {
 		q += ` AND state = ?`

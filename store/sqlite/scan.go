@@ -60,71 +60,11 @@ func queryStrings(ctx context.Context, c conn, q string, args ...any) ([]string,
 	return rowscan.All(rows, err, rowscan.String)
 }
 
-// eventColumns is the one column list of an event; scanEvent reads it.
-const eventColumns = `run_id, time, node, attempt, from_status, to_status, reason, message, actor`
-
-func scanEvent(row rowscan.Scanner) (*jobs.Event, error) {
-	var (
-		e    jobs.Event
-		t    int64
-		from sql.NullString
-	)
-	if err := row.Scan(&e.RunID, &t, &e.Node, &e.Attempt, &from, &e.To, &e.Reason, &e.Message, &e.Actor); err != nil {
-		return nil, err
-	}
-	e.Time = time.UnixMicro(t).UTC()
-	e.From = jobs.Status(from.String)
-	return &e, nil
-}
-
-// attemptColumns is the one column list of an attempt; scanAttempt reads it.
-const attemptColumns = `run_id, number, node, incarnation, started_at, finished_at, status, exit_code,
-	error, reason, output, output_bytes, truncated`
-
-func scanAttempt(row rowscan.Scanner) (*jobs.Attempt, error) {
-	var (
-		a        jobs.Attempt
-		started  int64
-		finished sql.NullInt64
-		exitCode sql.NullInt64
-		output   []byte
-	)
-	err := row.Scan(&a.RunID, &a.Number, &a.Node, &a.Incarnation, &started, &finished, &a.Status, &exitCode,
-		&a.Error, &a.Reason, &output, &a.OutputBytes, &a.Truncated)
-	if err != nil {
-		return nil, err
-	}
-	a.StartedAt, a.FinishedAt = time.UnixMicro(started).UTC(), goTime(finished)
-	if exitCode.Valid {
-		c := int(exitCode.Int64)
-		a.ExitCode = &c
-	}
-	a.Output = string(output)
-	return &a, nil
-}
-
-// cursorColumns is the one column list of a cursor; scanCursor reads it.
-const cursorColumns = `job, last, paused, skipped, last_skipped_at, updated_at`
-
-func scanCursor(row rowscan.Scanner) (*store.Cursor, error) {
-	var (
-		c             store.Cursor
-		last, updated int64
-		lastSkipped   sql.NullInt64
-	)
-	if err := row.Scan(&c.Job, &last, &c.Paused, &c.Skipped, &lastSkipped, &updated); err != nil {
-		return nil, err
-	}
-	c.Last, c.UpdatedAt = time.UnixMicro(last).UTC(), time.UnixMicro(updated).UTC()
-	c.LastSkippedAt = goTime(lastSkipped)
-	return &c, nil
-}
-
-// collectCursors reads rows of cursorColumns into by job, and closes
+// collectCursors reads rows of rowscan.CursorColumns into by job, and closes
 // them.
 func collectCursors(rows *sql.Rows, err error, into map[string]*store.Cursor) error {
 	r, err := rowscan.SQL(rows, err)
-	cursors, err := rowscan.All(r, err, scanCursor)
+	cursors, err := rowscan.All(r, err, rowscan.Cursor[micros])
 	for _, cur := range cursors {
 		into[cur.Job] = cur
 	}

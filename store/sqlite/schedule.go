@@ -14,7 +14,7 @@ import (
 
 // getCursor returns the job's cursor, or nil when it has none.
 func getCursor(ctx context.Context, c conn, job string) (*store.Cursor, error) {
-	cur, err := scanCursor(c.queryRow(ctx, sqlGetCursor, job))
+	cur, err := rowscan.Cursor[micros](c.queryRow(ctx, sqlGetCursor, job))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -29,7 +29,7 @@ func (s *Store) ScheduleCursors(ctx context.Context, jobNames []string) (map[str
 	}
 	// One JSON parameter, not one per job: SQLite bounds the variables of a
 	// statement (32,766), and a config may declare 100,000 jobs.
-	rows, err := s.read().query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE job IN (SELECT value FROM json_each(?))`,
+	rows, err := s.read().query(ctx, `SELECT `+rowscan.CursorColumns+` FROM cursors WHERE job IN (SELECT value FROM json_each(?))`,
 		jsonStrings(jobNames))
 	if err := collectCursors(rows, err, out); err != nil {
 		return nil, fail("schedule cursors", err)
@@ -214,7 +214,7 @@ func readCursors(ctx context.Context, c conn, items []*fireItem) (*cursorsFound,
 	for i, it := range items {
 		names[i] = it.p.Job
 	}
-	rows, err := c.query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE job IN (SELECT value FROM json_each(?))`,
+	rows, err := c.query(ctx, `SELECT `+rowscan.CursorColumns+` FROM cursors WHERE job IN (SELECT value FROM json_each(?))`,
 		jsonStrings(names))
 	if err := collectCursors(rows, err, found.cursors); err != nil {
 		return nil, err
@@ -401,7 +401,7 @@ var (
 )
 
 // sqlGetCursor reads one job's cursor.
-const sqlGetCursor = `SELECT ` + cursorColumns + ` FROM cursors WHERE job = ?`
+const sqlGetCursor = `SELECT ` + rowscan.CursorColumns + ` FROM cursors WHERE job = ?`
 
 // SchedulePause pauses or resumes a job's schedule. Resuming a paused
 // cursor moves Last to now, so ticks that fell while paused never fire; a job
@@ -433,10 +433,10 @@ func (s *Store) SchedulePause(ctx context.Context, job string, paused bool, at t
 		case cur.Last.After(at):
 			last = cur.Last
 		}
-		cur, err = scanCursor(c.queryRow(ctx, `INSERT INTO cursors (job, last, paused, skipped, updated_at)
+		cur, err = rowscan.Cursor[micros](c.queryRow(ctx, `INSERT INTO cursors (job, last, paused, skipped, updated_at)
 			VALUES (?, ?, ?, 0, ?)
 			ON CONFLICT (job) DO UPDATE SET last = excluded.last, paused = excluded.paused, updated_at = excluded.updated_at
-			RETURNING `+cursorColumns, job, last.UnixMicro(), paused, at.UnixMicro()))
+			RETURNING `+rowscan.CursorColumns, job, last.UnixMicro(), paused, at.UnixMicro()))
 		return err
 	})
 	if err != nil {
@@ -458,7 +458,7 @@ func (s *Store) ScheduleWithdraw(ctx context.Context, jobNames []string, at time
 		if n, err = withdraw(ctx, c, jobNames, at); err != nil {
 			return err
 		}
-		rows, err := c.query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE job IN (SELECT value FROM json_each(?))`,
+		rows, err := c.query(ctx, `SELECT `+rowscan.CursorColumns+` FROM cursors WHERE job IN (SELECT value FROM json_each(?))`,
 			jsonStrings(jobNames))
 		return collectCursors(rows, err, out)
 	})

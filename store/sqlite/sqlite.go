@@ -456,6 +456,13 @@ func goTime(v sql.NullInt64) time.Time {
 	return time.UnixMicro(v.Int64).UTC()
 }
 
+// micros is a time column (unix microseconds) as rowscan reads it
+// (rowscan.Time).
+type micros struct{ sql.NullInt64 }
+
+// UTC returns the time read, in UTC; zero for NULL.
+func (t *micros) UTC() time.Time { return goTime(t.NullInt64) }
+
 // nullString stores an empty string as NULL.
 func nullString(s string) any {
 	if s == "" {
