@@ -16,19 +16,7 @@ import (
 // all of them; see store.Expectations.
 func (s *Store) ExpectationsSync(ctx context.Context, p store.ExpectationsSyncParams) ([]*store.Expectation, error) {
 	at := now(p.Now)
-	type row struct {
-		Job    string   `json:"j"`
-		Within int64    `json:"w"`
-		Notify []string `json:"n"`
-	}
-	put := make([]row, len(p.Put))
-	for i, e := range p.Put {
-		put[i] = row{e.Job, e.Within.Microseconds(), e.Notify}
-		if put[i].Notify == nil {
-			put[i].Notify = []string{}
-		}
-	}
-	arg, err := json.Marshal(put)
+	put, err := p.PutJSON()
 	if err != nil {
 		return nil, err
 	}
@@ -39,11 +27,11 @@ func (s *Store) ExpectationsSync(ctx context.Context, p store.ExpectationsSyncPa
 				return err
 			}
 		}
-		if len(put) > 0 {
+		if len(p.Put) > 0 {
 			if _, err := c.exec(ctx, `INSERT INTO job_expect (job, within_us, notify, since)
 				SELECT value ->> 'j', value ->> 'w', value -> 'n', ? FROM json_each(?) WHERE true
 				ON CONFLICT (job) DO UPDATE SET within_us = excluded.within_us, notify = excluded.notify`,
-				at.UnixMicro(), string(arg)); err != nil {
+				at.UnixMicro(), put); err != nil {
 				return err
 			}
 		}
