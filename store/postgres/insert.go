@@ -95,7 +95,7 @@ func insertRun(ctx context.Context, c *conn, p store.RunInsertParams, now time.T
 	const at = `COALESCE($3::timestamptz, now())`
 	const scheduledAt = `COALESCE($4::timestamptz, ` + at + `)`
 	var occurrence, from string
-	if hasOccurrence(p.Trigger) {
+	if store.HasOccurrence(p.Trigger) {
 		// ON CONFLICT DO NOTHING: a concurrent maker of the occurrence is
 		// waited for; if it commits, this statement makes nothing.
 		occurrence = `o AS (
@@ -144,7 +144,7 @@ func newRunOf(p store.RunInsertParams, now time.Time) (newRun, error) {
 	case p.Trigger != jobs.TriggerSchedule && p.Trigger != jobs.TriggerOnce &&
 		p.Trigger != jobs.TriggerManual && p.Trigger != jobs.TriggerRerun:
 		return newRun{}, fmt.Errorf("unknown trigger %q", p.Trigger)
-	case hasOccurrence(p.Trigger) && p.ScheduledAt.IsZero():
+	case store.HasOccurrence(p.Trigger) && p.ScheduledAt.IsZero():
 		return newRun{}, fmt.Errorf("a %s run needs its scheduled time", p.Trigger)
 	}
 	// The window is checked here when its start is known, and by the

@@ -23,12 +23,6 @@ const (
 // that no transaction holds many locks for long.
 const batchSize = 1000
 
-// hasOccurrence reports whether runs of trigger are identified by their
-// occurrence (job, scheduled time).
-func hasOccurrence(t jobs.Trigger) bool {
-	return t == jobs.TriggerSchedule || t == jobs.TriggerOnce
-}
-
 // getRun reads a run; lock takes its row lock until the transaction ends.
 func getRun(ctx context.Context, c *conn, id string, lock bool) (*jobs.Run, error) {
 	q := `SELECT ` + runColumns + ` FROM runs WHERE id = $1`

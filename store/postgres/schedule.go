@@ -85,17 +85,9 @@ func (s *Store) scheduleFires(ctx context.Context, op string, ps []store.FirePar
 			items[i] = &fireItem{p: p, runs: runs[i], res: &store.FireResult{}, inBatch: len(ps) > 1}
 			results[i] = items[i].res
 		}
-		// A job fired twice sees its first fire: the second starts a new round.
-		for len(items) > 0 {
-			n, seen := 0, map[string]bool{}
-			for n < len(items) && !seen[items[n].p.Job] {
-				seen[items[n].p.Job] = true
-				n++
-			}
-			if err := fireRound(ctx, c, items[:n]); err != nil {
-				return err
-			}
-			items = items[n:]
+		err := store.FireRounds(ps, func(from, to int) error { return fireRound(ctx, c, items[from:to]) })
+		if err != nil {
+			return err
 		}
 		return writeSkipped(ctx, c, ps, results)
 	})
@@ -155,12 +147,6 @@ var sqlAdvanceCursors = `UPDATE cursors SET last = u.last, skipped = cursors.ski
 	WHERE cursors.job = u.job
 	RETURNING ` + qualified("cursors", rowscan.CursorColumns)
 
-// occurrence is the key of a tick's run.
-type occurrence struct {
-	job string
-	at  int64 // unix microseconds
-}
-
 // fireRound applies fires of distinct jobs, each as if alone, in at most
 // three round trips:
 //
@@ -195,20 +181,7 @@ func fireRound(ctx context.Context, c *conn, items []*fireItem) error {
 			continue
 		}
 		it.won = true
-		it.lastSkipped = p.LastSkipped
-		seen := map[int64]bool{}
-		for _, r := range it.runs {
-			if hasOccurrence(r.Trigger) {
-				key := r.ScheduledAt.UnixMicro()
-				if found.taken[occurrence{r.Job, key}] || seen[key] {
-					res.Duplicates++
-					continue
-				}
-				seen[key] = true
-			}
-			it.fresh = append(it.fresh, r)
-		}
-		it.fresh, it.lastSkipped = store.OneTickAtATime(p, res, it.fresh, it.lastSkipped)
+		it.fresh, it.lastSkipped = store.FreshRuns(p, res, it.runs, found.taken)
 		if len(it.fresh) > 0 && (p.Overlap == jobs.OverlapSkip || p.Overlap == jobs.OverlapReplace) {
 			overlapJobs = append(overlapJobs, p.Job)
 		}
@@ -230,7 +203,7 @@ type cursorsFound struct {
 	// taken: the occurrences of the round's ticks that have a run.
 	cursors map[string]*store.Cursor
 	made    map[string]bool
-	taken   map[occurrence]bool
+	taken   map[store.Occurrence]bool
 }
 
 // lockCursors runs the compare-and-set of a round in one round trip.
@@ -249,12 +222,12 @@ func lockCursors(ctx context.Context, c *conn, items []*fireItem) (*cursorsFound
 			lockJobs = append(lockJobs, it.p.Job)
 		}
 		for _, r := range it.runs {
-			if hasOccurrence(r.Trigger) {
+			if store.HasOccurrence(r.Trigger) {
 				tickJobs, tickTimes = append(tickJobs, r.Job), append(tickTimes, r.ScheduledAt.UTC().Truncate(time.Microsecond))
 			}
 		}
 	}
-	found := &cursorsFound{cursors: map[string]*store.Cursor{}, made: map[string]bool{}, taken: map[occurrence]bool{}}
+	found := &cursorsFound{cursors: map[string]*store.Cursor{}, made: map[string]bool{}, taken: map[store.Occurrence]bool{}}
 	var b pgx.Batch
 	if len(lockJobs) > 0 {
 		b.Queue(sqlLockCursors, lockJobs).Query(collectCursors(found.cursors))
@@ -275,12 +248,12 @@ func lockCursors(ctx context.Context, c *conn, items []*fireItem) (*cursorsFound
 	if len(tickJobs) > 0 {
 		b.Queue(sqlOccurrences, tickJobs, tickTimes).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
-				var k occurrence
+				var k store.Occurrence
 				var at time.Time
-				if err := rows.Scan(&k.job, &at); err != nil {
+				if err := rows.Scan(&k.Job, &at); err != nil {
 					return err
 				}
-				k.at = at.UnixMicro()
+				k.At = at.UnixMicro()
 				found.taken[k] = true
 			}
 			return rows.Err()

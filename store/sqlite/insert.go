@@ -72,7 +72,7 @@ func insertRun(ctx context.Context, c conn, p store.RunInsertParams, now time.Ti
 	if err != nil {
 		return nil, err
 	}
-	if hasOccurrence(run.Trigger) {
+	if store.HasOccurrence(run.Trigger) {
 		other, err := occurrenceRun(ctx, c, run.Job, run.ScheduledAt)
 		if err != nil {
 			return nil, err
@@ -94,7 +94,7 @@ func newRun(p store.RunInsertParams, now time.Time) (*jobs.Run, string, error) {
 	case p.Trigger != jobs.TriggerSchedule && p.Trigger != jobs.TriggerOnce &&
 		p.Trigger != jobs.TriggerManual && p.Trigger != jobs.TriggerRerun:
 		return nil, "", fmt.Errorf("unknown trigger %q", p.Trigger)
-	case hasOccurrence(p.Trigger) && p.ScheduledAt.IsZero():
+	case store.HasOccurrence(p.Trigger) && p.ScheduledAt.IsZero():
 		return nil, "", fmt.Errorf("a %s run needs its scheduled time", p.Trigger)
 	}
 	scheduledAt := p.ScheduledAt
@@ -130,7 +130,7 @@ func newRun(p store.RunInsertParams, now time.Time) (*jobs.Run, string, error) {
 // writeRun writes a new run whose occurrence is free, with its occurrence
 // and its creation event by node.
 func writeRun(ctx context.Context, c conn, run *jobs.Run, retry, node string) error {
-	if hasOccurrence(run.Trigger) {
+	if store.HasOccurrence(run.Trigger) {
 		_, err := c.exec(ctx, sqlInsertOccurrence, run.Job, run.ScheduledAt.UnixMicro(), run.ID, string(run.Trigger))
 		if err != nil {
 			return err

@@ -31,12 +31,6 @@ const sqlGetRun = `SELECT ` + runColumns + ` FROM runs WHERE id = ?`
 // that the writer is never held for long.
 const batchSize = 1000
 
-// hasOccurrence reports whether runs of trigger are identified by their
-// occurrence (job, scheduled time).
-func hasOccurrence(t jobs.Trigger) bool {
-	return t == jobs.TriggerSchedule || t == jobs.TriggerOnce
-}
-
 // getRun reads a run; ErrNotFound when there is none.
 func getRun(ctx context.Context, c conn, id string) (*jobs.Run, error) {
 	run, err := scanRun(c.queryRow(ctx, sqlGetRun, id))

@@ -73,17 +73,9 @@ func (s *Store) scheduleFires(ctx context.Context, op string, ps []store.FirePar
 			items[i] = &fireItem{p: p, runs: runs[i], res: &store.FireResult{}}
 			results[i] = items[i].res
 		}
-		// A job fired twice sees its first fire: the second starts a new round.
-		for len(items) > 0 {
-			n, seen := 0, map[string]bool{}
-			for n < len(items) && !seen[items[n].p.Job] {
-				seen[items[n].p.Job] = true
-				n++
-			}
-			if err := fireRound(ctx, c, items[:n]); err != nil {
-				return err
-			}
-			items = items[n:]
+		err := store.FireRounds(ps, func(from, to int) error { return fireRound(ctx, c, items[from:to]) })
+		if err != nil {
+			return err
 		}
 		at := now(time.Time{})
 		for i, p := range ps {
@@ -115,12 +107,6 @@ type fireItem struct {
 	won         bool                    // the compare-and-set succeeded, and the fire is not deferred
 	fresh       []store.RunInsertParams // the runs to make
 	lastSkipped time.Time
-}
-
-// occurrence is the key of a tick's run.
-type occurrence struct {
-	job string
-	at  int64 // unix microseconds
 }
 
 // fireRound is the one code path of fires, inside a write transaction, for
@@ -156,20 +142,7 @@ func fireRound(ctx context.Context, c conn, items []*fireItem) error {
 			continue
 		}
 		it.won = true
-		it.lastSkipped = p.LastSkipped
-		seen := map[int64]bool{}
-		for _, r := range it.runs {
-			if hasOccurrence(r.Trigger) {
-				key := r.ScheduledAt.UnixMicro()
-				if found.taken[occurrence{r.Job, key}] || seen[key] {
-					res.Duplicates++
-					continue
-				}
-				seen[key] = true
-			}
-			it.fresh = append(it.fresh, r)
-		}
-		it.fresh, it.lastSkipped = store.OneTickAtATime(p, res, it.fresh, it.lastSkipped)
+		it.fresh, it.lastSkipped = store.FreshRuns(p, res, it.runs, found.taken)
 		if len(it.fresh) > 0 && (p.Overlap == jobs.OverlapSkip || p.Overlap == jobs.OverlapReplace) {
 			overlapJobs = append(overlapJobs, p.Job)
 		}
@@ -203,13 +176,13 @@ func fireRound(ctx context.Context, c conn, items []*fireItem) error {
 // of its jobs, and the occurrences of its ticks that have a run.
 type cursorsFound struct {
 	cursors map[string]*store.Cursor
-	taken   map[occurrence]bool
+	taken   map[store.Occurrence]bool
 }
 
 // readCursors reads the cursors of the round's jobs and the occurrences
 // of their ticks that have a run.
 func readCursors(ctx context.Context, c conn, items []*fireItem) (*cursorsFound, error) {
-	found := &cursorsFound{cursors: map[string]*store.Cursor{}, taken: map[occurrence]bool{}}
+	found := &cursorsFound{cursors: map[string]*store.Cursor{}, taken: map[store.Occurrence]bool{}}
 	names := make([]string, len(items))
 	for i, it := range items {
 		names[i] = it.p.Job
@@ -220,19 +193,19 @@ func readCursors(ctx context.Context, c conn, items []*fireItem) (*cursorsFound,
 		return nil, err
 	}
 
-	var ticks []occurrence
+	var ticks []store.Occurrence
 	for _, it := range items {
 		for _, r := range it.runs {
-			if hasOccurrence(r.Trigger) {
-				ticks = append(ticks, occurrence{r.Job, r.ScheduledAt.UnixMicro()})
+			if store.HasOccurrence(r.Trigger) {
+				ticks = append(ticks, store.Occurrence{Job: r.Job, At: r.ScheduledAt.UnixMicro()})
 			}
 		}
 	}
 	err = chunkedQuery(ctx, c, sqlTakenOccurrences, 2, len(ticks), func(i int) []any {
-		return []any{ticks[i].job, ticks[i].at}
+		return []any{ticks[i].Job, ticks[i].At}
 	}, func(row rowscan.Scanner) error {
-		var k occurrence
-		if err := row.Scan(&k.job, &k.at); err != nil {
+		var k store.Occurrence
+		if err := row.Scan(&k.Job, &k.At); err != nil {
 			return err
 		}
 		found.taken[k] = true
@@ -323,7 +296,7 @@ func makeRuns(ctx context.Context, c conn, it *fireItem, at time.Time, made *mad
 func writeFires(ctx context.Context, c conn, items []*fireItem, found map[string]*store.Cursor, made *madeRuns) error {
 	var occ []*jobs.Run
 	for _, r := range made.runs {
-		if hasOccurrence(r.Trigger) {
+		if store.HasOccurrence(r.Trigger) {
 			occ = append(occ, r)
 		}
 	}
