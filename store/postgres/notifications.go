@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -43,18 +42,7 @@ func (s *Store) NotificationsClaim(ctx context.Context, p store.NotificationsCla
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(out, func(a, b *store.Notification) int {
-		if c := a.NextAttemptAt.Compare(b.NextAttemptAt); c != 0 {
-			return c
-		}
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, store.CompareNotifications)
 	return out, nil
 }
 
@@ -84,7 +72,7 @@ func (s *Store) NotificationFinish(ctx context.Context, p store.NotificationFini
 					lease_until = NULL, last_error = $5
 					WHERE id = $1 AND state = 'pending' AND lease_incarnation = $2 RETURNING id)
 				SELECT cur.state, EXISTS (SELECT 1 FROM upd) FROM cur`,
-				p.ID, p.Incarnation, string(next), ts(p.NextAttemptAt), cleanText(clipError(p.Error))).Scan(&state, &ok)
+				p.ID, p.Incarnation, string(next), ts(p.NextAttemptAt), cleanText(store.ClipError(p.Error))).Scan(&state, &ok)
 		}
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
@@ -96,15 +84,6 @@ func (s *Store) NotificationFinish(ctx context.Context, p store.NotificationFini
 		}
 		return fmt.Errorf("%w: notification %s is %s and no longer leased to %s", store.ErrFenced, p.ID, state, p.Incarnation)
 	})
-}
-
-// clipError bounds a stored delivery error.
-func clipError(s string) string {
-	const max = 2048
-	if len(s) > max {
-		return s[:max]
-	}
-	return s
 }
 
 // NotificationsRelease ends the leases of node's other incarnations.
@@ -220,12 +199,7 @@ func jobNotifyStates(ctx context.Context, c *conn, jobNames []string, lock bool)
 // each carries), and writes them with the jobs' new states, waking the
 // nodes' deliveries. Transitions without targets cost nothing.
 func writeNotifications(ctx context.Context, c *conn, trs []jobs.Transition, results []store.TransitionResult) error {
-	var jobNames []string
-	for i, t := range trs {
-		if t.Notify != nil && results[i].Err == nil && results[i].Run != nil {
-			jobNames = append(jobNames, results[i].Run.Job)
-		}
-	}
+	jobNames := store.NotifyingJobs(trs, results)
 	if len(jobNames) == 0 {
 		return nil
 	}
@@ -237,51 +211,41 @@ func writeNotifications(ctx context.Context, c *conn, trs []jobs.Transition, res
 	if err := c.queryRow(ctx, `SELECT now()`).Scan(&at); err != nil {
 		return err
 	}
-	at = at.UTC()
-	changed := map[string]bool{}
-	var b pgx.Batch
-	for i, t := range trs {
-		run := results[i].Run
-		if t.Notify == nil || results[i].Err != nil || run == nil {
-			continue
-		}
-		st := states[run.Job]
-		if st == nil {
-			st = &store.JobNotifyState{Job: run.Job}
-			states[run.Job] = st
-		}
-		when := at
-		if !t.Time.IsZero() {
-			when = t.Time.UTC().Truncate(time.Microsecond)
-		}
-		for _, e := range store.TransitionEvents(run, t) {
-			before := *st
-			before.Told = maps.Clone(st.Told)
-			ns, err := store.DecideNotifications(st, e, t.Notify, store.RunPayload(run, t.Node), when)
-			if err != nil {
-				return err
-			}
-			for _, n := range ns {
-				b.Queue(`INSERT INTO notifications (id, notifier, job, event, run_id, payload, state, next_attempt_at, created_at)
-					VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8)`,
-					n.ID, n.Notifier, n.Job, string(n.Event), n.RunID, n.Payload, ts(n.NextAttemptAt), ts(n.CreatedAt))
-				c.wake()
-			}
-			if !sameNotifyState(&before, st) {
-				changed[run.Job] = true
-			}
-		}
+	ns, changed, err := store.TransitionNotifications(trs, results, states, at.UTC())
+	if err != nil {
+		return err
 	}
-	for _, job := range slices.Sorted(maps.Keys(changed)) {
-		st := states[job]
-		told, err := json.Marshal(st.Told)
-		if err != nil {
+	var b pgx.Batch
+	queueNotifications(c, &b, ns)
+	for _, job := range changed {
+		if err := queueJobNotifyState(&b, states[job]); err != nil {
 			return err
 		}
-		b.Queue(`UPDATE job_notify SET failing_since = $2, overdue_since = $3, told = $4::jsonb WHERE job = $1`,
-			job, ts(st.FailingSince), ts(st.OverdueSince), string(told))
 	}
 	return c.send(ctx, &b)
+}
+
+// queueNotifications queues the inserts of new notifications in b, and
+// wakes the nodes' deliveries when the transaction commits.
+func queueNotifications(c *conn, b *pgx.Batch, ns []*store.Notification) {
+	for _, n := range ns {
+		b.Queue(`INSERT INTO notifications (id, notifier, job, event, run_id, payload, state, next_attempt_at, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8)`,
+			n.ID, n.Notifier, n.Job, string(n.Event), n.RunID, n.Payload, ts(n.NextAttemptAt), ts(n.CreatedAt))
+		c.wake()
+	}
+}
+
+// queueJobNotifyState queues the write of a job's state in b, to its row
+// that jobNotifyStates locked (and made).
+func queueJobNotifyState(b *pgx.Batch, st *store.JobNotifyState) error {
+	told, err := json.Marshal(st.Told)
+	if err != nil {
+		return err
+	}
+	b.Queue(`UPDATE job_notify SET failing_since = $2, overdue_since = $3, told = $4::jsonb WHERE job = $1`,
+		st.Job, ts(st.FailingSince), ts(st.OverdueSince), string(told))
+	return nil
 }
 
 // JobOverdue makes a job overdue once; see store.Notifications. The
@@ -330,19 +294,11 @@ func (s *Store) JobOverdue(ctx context.Context, p store.JobOverdueParams) (*stor
 		if err != nil {
 			return err
 		}
-		told, err := json.Marshal(st.Told)
-		if err != nil {
+		var b pgx.Batch
+		queueNotifications(c, &b, ns)
+		if err := queueJobNotifyState(&b, st); err != nil {
 			return err
 		}
-		var b pgx.Batch
-		for _, n := range ns {
-			b.Queue(`INSERT INTO notifications (id, notifier, job, event, run_id, payload, state, next_attempt_at, created_at)
-				VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8)`,
-				n.ID, n.Notifier, n.Job, string(n.Event), n.RunID, n.Payload, ts(n.NextAttemptAt), ts(n.CreatedAt))
-			c.wake()
-		}
-		b.Queue(`UPDATE job_notify SET failing_since = $2, overdue_since = $3, told = $4::jsonb WHERE job = $1`,
-			p.Job, ts(st.FailingSince), ts(st.OverdueSince), string(told))
 		made = true
 		return c.send(ctx, &b)
 	})
@@ -350,11 +306,6 @@ func (s *Store) JobOverdue(ctx context.Context, p store.JobOverdueParams) (*stor
 		return nil, false, err
 	}
 	return st, made, nil
-}
-
-func sameNotifyState(a, b *store.JobNotifyState) bool {
-	return a.FailingSince.Equal(b.FailingSince) && a.OverdueSince.Equal(b.OverdueSince) &&
-		maps.EqualFunc(a.Told, b.Told, time.Time.Equal)
 }
 
 // writeSkipped writes the skipped notifications of the fires ps, whose
@@ -381,12 +332,7 @@ func writeSkipped(ctx context.Context, c *conn, ps []store.FireParams, results [
 		if err != nil {
 			return err
 		}
-		for _, n := range ns {
-			b.Queue(`INSERT INTO notifications (id, notifier, job, event, run_id, payload, state, next_attempt_at, created_at)
-				VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8)`,
-				n.ID, n.Notifier, n.Job, string(n.Event), n.RunID, n.Payload, ts(n.NextAttemptAt), ts(n.CreatedAt))
-			c.wake()
-		}
+		queueNotifications(c, &b, ns)
 	}
 	return c.send(ctx, &b)
 }

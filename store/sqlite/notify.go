@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -51,24 +50,8 @@ func (s *Store) NotificationsClaim(ctx context.Context, p store.NotificationsCla
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(out, func(a, b *store.Notification) int {
-		return cmpNotification(a, b)
-	})
+	slices.SortFunc(out, store.CompareNotifications)
 	return out, nil
-}
-
-// cmpNotification orders notifications by due time, then id.
-func cmpNotification(a, b *store.Notification) int {
-	if c := a.NextAttemptAt.Compare(b.NextAttemptAt); c != 0 {
-		return c
-	}
-	switch {
-	case a.ID < b.ID:
-		return -1
-	case a.ID > b.ID:
-		return 1
-	}
-	return 0
 }
 
 // NotificationFinish records a delivery attempt; see store.Notifications.
@@ -89,7 +72,7 @@ func (s *Store) NotificationFinish(ctx context.Context, p store.NotificationFini
 			res, err = c.exec(ctx, `UPDATE notifications SET state = ?, attempts = attempts + 1, next_attempt_at = ?,
 				lease_node = '', lease_incarnation = '', lease_until = NULL, last_error = ?
 				WHERE id = ? AND state = 'pending' AND lease_incarnation = ?`,
-				state, now(p.NextAttemptAt).UnixMicro(), clipError(p.Error), p.ID, p.Incarnation)
+				state, now(p.NextAttemptAt).UnixMicro(), store.ClipError(p.Error), p.ID, p.Incarnation)
 		}
 		if err != nil {
 			return err
@@ -108,15 +91,6 @@ func (s *Store) NotificationFinish(ctx context.Context, p store.NotificationFini
 		}
 		return fmt.Errorf("%w: notification %s is %s and no longer leased to %s", store.ErrFenced, p.ID, state, p.Incarnation)
 	})
-}
-
-// clipError bounds a stored delivery error.
-func clipError(s string) string {
-	const max = 2048
-	if len(s) > max {
-		return s[:max]
-	}
-	return s
 }
 
 // NotificationsRelease ends the leases of node's other incarnations.
@@ -231,12 +205,7 @@ func jobNotifyStates(ctx context.Context, c conn, jobNames []string) (map[string
 // each carries), and writes them with the jobs' new states. Transitions
 // without targets cost nothing.
 func writeNotifications(ctx context.Context, c conn, ts []jobs.Transition, results []store.TransitionResult, at time.Time) error {
-	var jobNames []string
-	for i, t := range ts {
-		if t.Notify != nil && results[i].Err == nil && results[i].Run != nil {
-			jobNames = append(jobNames, results[i].Run.Job)
-		}
-	}
+	jobNames := store.NotifyingJobs(ts, results)
 	if len(jobNames) == 0 {
 		return nil
 	}
@@ -244,37 +213,14 @@ func writeNotifications(ctx context.Context, c conn, ts []jobs.Transition, resul
 	if err != nil {
 		return err
 	}
-	changed := map[string]bool{}
-	for i, t := range ts {
-		run := results[i].Run
-		if t.Notify == nil || results[i].Err != nil || run == nil {
-			continue
-		}
-		st := states[run.Job]
-		if st == nil {
-			st = &store.JobNotifyState{Job: run.Job}
-			states[run.Job] = st
-		}
-		when := at
-		if !t.Time.IsZero() {
-			when = now(t.Time)
-		}
-		for _, e := range store.TransitionEvents(run, t) {
-			before := *st
-			before.Told = maps.Clone(st.Told)
-			ns, err := store.DecideNotifications(st, e, t.Notify, store.RunPayload(run, t.Node), when)
-			if err != nil {
-				return err
-			}
-			if err := insertNotifications(ctx, c, ns); err != nil {
-				return err
-			}
-			if !sameNotifyState(&before, st) {
-				changed[run.Job] = true
-			}
-		}
+	ns, changed, err := store.TransitionNotifications(ts, results, states, at)
+	if err != nil {
+		return err
 	}
-	for _, job := range slices.Sorted(maps.Keys(changed)) {
+	if err := insertNotifications(ctx, c, ns); err != nil {
+		return err
+	}
+	for _, job := range changed {
 		if err := putJobNotifyState(ctx, c, states[job]); err != nil {
 			return err
 		}
@@ -331,11 +277,6 @@ func (s *Store) JobOverdue(ctx context.Context, p store.JobOverdueParams) (*stor
 		return nil, false, err
 	}
 	return st, made, nil
-}
-
-func sameNotifyState(a, b *store.JobNotifyState) bool {
-	return a.FailingSince.Equal(b.FailingSince) && a.OverdueSince.Equal(b.OverdueSince) &&
-		maps.EqualFunc(a.Told, b.Told, time.Time.Equal)
 }
 
 func insertNotifications(ctx context.Context, c conn, ns []*store.Notification) error {
