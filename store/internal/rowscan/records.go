@@ -104,3 +104,20 @@ func Notification[T any, PT Time[T]](row Scanner) (*store.Notification, error) {
 	n.CreatedAt, n.DeliveredAt = PT(&created).UTC(), PT(&deliver).UTC()
 	return &n, nil
 }
+
+// JobResultColumns is the one column list of a job's results; JobResult
+// reads it.
+const JobResultColumns = `job, last_success_at, last_failure_at`
+
+// JobResult reads a row of JobResultColumns.
+func JobResult[T any, PT Time[T]](row Scanner) (store.JobResult, error) {
+	var (
+		r                store.JobResult
+		success, failure T
+	)
+	if err := row.Scan(&r.Job, PT(&success), PT(&failure)); err != nil {
+		return store.JobResult{}, err
+	}
+	r.LastSuccess, r.LastFailure = PT(&success).UTC(), PT(&failure).UTC()
+	return r, nil
+}
