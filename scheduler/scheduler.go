@@ -179,6 +179,7 @@ type attempt struct {
 	run    *jobs.Run
 	fence  jobs.Fence
 	cancel context.CancelCauseFunc
+	live   *LiveOutput // its output as it is written
 }
 
 // stopCause carries the reason an attempt was stopped.

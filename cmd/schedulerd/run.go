@@ -41,10 +41,11 @@ func newLogger(w io.Writer, d config.Daemon) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(d.LogLevel))
 	opts := &slog.HandlerOptions{Level: level}
+	// What is logged on behalf of an API request says where it came from.
 	if d.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(control.LogRemote(slog.NewJSONHandler(w, opts)))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(control.LogRemote(slog.NewTextHandler(w, opts)))
 }
 
 // openStore opens the configured store. lock makes a second daemon on the
@@ -80,9 +81,13 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	path, err := daemonConfigPath(*cfgPath, flagGiven(fs, "config"))
+	if err != nil {
+		return err
+	}
 	hardenProcess(stderr)
 	leanGC()
-	n, err := configure(*cfgPath, stderr)
+	n, err := configure(path, stderr)
 	if err != nil {
 		return err
 	}
@@ -293,6 +298,9 @@ func (n *daemonNode) reload(ctx context.Context, actor string) error {
 	log := n.logger
 	if actor != "" {
 		log = n.logger.With("actor", actor)
+	}
+	if c, ok := control.CallerFrom(ctx); ok && c.Remote != "" {
+		log = log.With("remote", c.Remote)
 	}
 	err := reload(ctx, log, n.cfgPath, n.cfg, n.sched, n.api, n.deliverer)
 	settleMemory()

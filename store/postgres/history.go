@@ -2,10 +2,12 @@ package postgres
 
 import (
 	"context"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
 
@@ -77,4 +79,45 @@ func (s *Store) RunAttempts(ctx context.Context, id string) ([]*jobs.Attempt, er
 		}
 	}
 	return attempts, nil
+}
+
+// sqlRunAttemptsClipped reads attempts as sqlRunAttempts does, of one
+// number ($2, 0 for all), the newest $4 (NULL for all), each output
+// stored of more than 2*$3 bytes ($3 > 0) as its first and its last $3
+// bytes, with the length stored: the rows rowscan.ClippedAttempt reads.
+const sqlRunAttemptsClipped = `SELECT run_id, number, node, incarnation, started_at, finished_at, status, exit_code,
+		error, reason, head, output_bytes, truncated, tail, stored FROM (
+			SELECT run_id, number, node, incarnation, started_at, finished_at, status, exit_code, error, reason,
+				CASE WHEN $3 = 0 OR octet_length(output) <= 2 * $3 THEN output ELSE substring(output FROM 1 FOR $3) END AS head,
+				output_bytes, truncated,
+				CASE WHEN $3 = 0 OR octet_length(output) <= 2 * $3 THEN ''::bytea
+					ELSE substring(output FROM octet_length(output) - $3 + 1) END AS tail,
+				octet_length(output)::bigint AS stored
+			FROM attempts WHERE run_id = $1 AND ($2 = 0 OR number = $2)
+			UNION ALL
+			SELECT id, attempt, node, incarnation, started_at, NULL, 'running', NULL, '', '', ''::bytea, 0, false, ''::bytea, 0
+			FROM runs WHERE id = $1 AND status = 'running' AND ($2 = 0 OR attempt = $2)) a
+		ORDER BY number DESC LIMIT $4`
+
+// RunAttemptsClipped returns attempts of a run with a bounded part of
+// their output, oldest first.
+func (s *Store) RunAttemptsClipped(ctx context.Context, p store.AttemptsParams) ([]*store.ClippedAttempt, error) {
+	c := s.read()
+	var limit *int64
+	if p.Newest > 0 {
+		n := int64(p.Newest)
+		limit = &n
+	}
+	rows, err := c.query(ctx, sqlRunAttemptsClipped, p.RunID, int32(p.Number), int32(max(p.Keep, 0)), limit)
+	out, err := rowscan.All(rows, err, rowscan.ClippedAttempt[tstz])
+	if err != nil {
+		return nil, fail("run attempts", err)
+	}
+	if len(out) == 0 {
+		if _, err := getRun(ctx, c, p.RunID, false); err != nil {
+			return nil, fail("run attempts", err)
+		}
+	}
+	slices.Reverse(out)
+	return out, nil
 }

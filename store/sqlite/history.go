@@ -2,8 +2,10 @@ package sqlite
 
 import (
 	"context"
+	"slices"
 
 	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
 	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
 
@@ -69,4 +71,44 @@ func (s *Store) RunAttempts(ctx context.Context, id string) ([]*jobs.Attempt, er
 		}
 	}
 	return attempts, nil
+}
+
+// sqlRunAttemptsClipped reads attempts as sqlRunAttempts does, of one
+// number (?2, 0 for all), the newest ?4 (-1 for all), each output stored
+// of more than 2*?3 bytes (?3 > 0) as its first and its last ?3 bytes,
+// with the length stored: the rows rowscan.ClippedAttempt reads. A
+// blob's length is in its record: it is not read for it.
+const sqlRunAttemptsClipped = `SELECT run_id, number, node, incarnation, started_at, finished_at, status, exit_code,
+		error, reason, head, output_bytes, truncated, tail, stored FROM (
+			SELECT run_id, number, node, incarnation, started_at, finished_at, status, exit_code, error, reason,
+				CASE WHEN ?3 = 0 OR length(output) <= 2 * ?3 THEN output ELSE substr(output, 1, ?3) END AS head,
+				output_bytes, truncated,
+				CASE WHEN ?3 = 0 OR length(output) <= 2 * ?3 THEN x'' ELSE substr(output, -?3) END AS tail,
+				length(output) AS stored
+			FROM attempts WHERE run_id = ?1 AND (?2 = 0 OR number = ?2)
+			UNION ALL
+			SELECT id, attempt, node, incarnation, started_at, NULL, 'running', NULL, '', '', x'', 0, 0, x'', 0
+			FROM runs WHERE id = ?1 AND status = 'running' AND (?2 = 0 OR attempt = ?2))
+		ORDER BY number DESC LIMIT ?4`
+
+// RunAttemptsClipped returns attempts of a run with a bounded part of
+// their output, oldest first.
+func (s *Store) RunAttemptsClipped(ctx context.Context, p store.AttemptsParams) ([]*store.ClippedAttempt, error) {
+	c := s.read()
+	limit := -1
+	if p.Newest > 0 {
+		limit = p.Newest
+	}
+	rows, err := rowscan.SQL(c.query(ctx, sqlRunAttemptsClipped, p.RunID, p.Number, max(p.Keep, 0), limit))
+	out, err := rowscan.All(rows, err, rowscan.ClippedAttempt[micros])
+	if err != nil {
+		return nil, fail("run attempts", err)
+	}
+	if len(out) == 0 {
+		if _, err := getRun(ctx, c, p.RunID); err != nil {
+			return nil, fail("run attempts", err)
+		}
+	}
+	slices.Reverse(out)
+	return out, nil
 }

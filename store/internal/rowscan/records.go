@@ -44,6 +44,27 @@ const AttemptColumns = `run_id, number, node, incarnation, started_at, finished_
 
 // Attempt reads a row of AttemptColumns.
 func Attempt[T any, PT Time[T]](row Scanner) (*jobs.Attempt, error) {
+	return attempt[T, PT](row)
+}
+
+// ClippedAttempt reads a row of AttemptColumns whose output is the part
+// read first, followed by the part read last (a bytea or a blob) and the
+// length of the output stored: store.Store's RunAttemptsClipped.
+func ClippedAttempt[T any, PT Time[T]](row Scanner) (*store.ClippedAttempt, error) {
+	var (
+		tail []byte
+		ca   store.ClippedAttempt
+	)
+	a, err := attempt[T, PT](row, &tail, &ca.StoredBytes)
+	if err != nil {
+		return nil, err
+	}
+	ca.Attempt, ca.Tail = *a, string(tail)
+	return &ca, nil
+}
+
+// attempt reads the columns of AttemptColumns, and after them into extra.
+func attempt[T any, PT Time[T]](row Scanner, extra ...any) (*jobs.Attempt, error) {
 	var (
 		a                 jobs.Attempt
 		started, finished T
@@ -51,8 +72,8 @@ func Attempt[T any, PT Time[T]](row Scanner) (*jobs.Attempt, error) {
 		exitCode          *int64
 		output            []byte
 	)
-	err := row.Scan(&a.RunID, &a.Number, &a.Node, &a.Incarnation, PT(&started), PT(&finished), &status, &exitCode,
-		&a.Error, &reason, &output, &a.OutputBytes, &a.Truncated)
+	err := row.Scan(append([]any{&a.RunID, &a.Number, &a.Node, &a.Incarnation, PT(&started), PT(&finished), &status, &exitCode,
+		&a.Error, &reason, &output, &a.OutputBytes, &a.Truncated}, extra...)...)
 	if err != nil {
 		return nil, err
 	}
