@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -45,4 +46,24 @@ type ExpectationsSyncParams struct {
 	Put    []Expectation // Since is ignored
 	Delete []string
 	Now    time.Time
+}
+
+// PutJSON is p.Put as the one argument both stores write it from: a JSON
+// array of {"j": job, "w": Within in microseconds, "n": Notify, [] for
+// none}.
+func (p ExpectationsSyncParams) PutJSON() (string, error) {
+	type row struct {
+		Job    string   `json:"j"`
+		Within int64    `json:"w"`
+		Notify []string `json:"n"`
+	}
+	put := make([]row, len(p.Put))
+	for i, e := range p.Put {
+		put[i] = row{e.Job, e.Within.Microseconds(), e.Notify}
+		if put[i].Notify == nil {
+			put[i].Notify = []string{}
+		}
+	}
+	arg, err := json.Marshal(put)
+	return string(arg), err
 }

@@ -109,3 +109,56 @@ func Deferred(p FireParams, fresh []RunInsertParams, active int, now time.Time) 
 	}
 	return true
 }
+
+// HasOccurrence reports whether the runs of trigger are identified by
+// their occurrence (job, scheduled time): a schedule's ticks and one-off
+// jobs.
+func HasOccurrence(t jobs.Trigger) bool {
+	return t == jobs.TriggerSchedule || t == jobs.TriggerOnce
+}
+
+// Occurrence is the key of a tick's run: its job and its scheduled time in
+// unix microseconds, the precision both stores keep.
+type Occurrence struct {
+	Job string
+	At  int64
+}
+
+// FireRounds cuts a batch of fires into rounds of distinct jobs, in order,
+// and calls round with the bounds of each in ps: a job fired twice sees
+// its first fire, as the second starts a new round.
+func FireRounds(ps []FireParams, round func(from, to int) error) error {
+	for from := 0; from < len(ps); {
+		to, seen := from, map[string]bool{}
+		for to < len(ps) && !seen[ps[to].Job] {
+			seen[ps[to].Job] = true
+			to++
+		}
+		if err := round(from, to); err != nil {
+			return err
+		}
+		from = to
+	}
+	return nil
+}
+
+// FreshRuns returns the runs that a fire which won its compare-and-set
+// makes, and the newest skipped tick: its runs less those of a tick whose
+// occurrence has a run (taken) or comes twice, each a duplicate in res,
+// then as OneTickAtATime leaves them.
+func FreshRuns(p FireParams, res *FireResult, runs []RunInsertParams, taken map[Occurrence]bool) ([]RunInsertParams, time.Time) {
+	var fresh []RunInsertParams
+	seen := map[int64]bool{}
+	for _, r := range runs {
+		if HasOccurrence(r.Trigger) {
+			key := r.ScheduledAt.UnixMicro()
+			if taken[Occurrence{r.Job, key}] || seen[key] {
+				res.Duplicates++
+				continue
+			}
+			seen[key] = true
+		}
+		fresh = append(fresh, r)
+	}
+	return OneTickAtATime(p, res, fresh, p.LastSkipped)
+}

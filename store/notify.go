@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -390,4 +391,90 @@ func lastSkipped(p FireParams, res *FireResult) time.Time {
 		return res.Cursor.LastSkippedAt.UTC()
 	}
 	return p.LastSkipped.UTC()
+}
+
+// CompareNotifications orders notifications as claims return them: by
+// due time, then id.
+func CompareNotifications(a, b *Notification) int {
+	if c := a.NextAttemptAt.Compare(b.NextAttemptAt); c != 0 {
+		return c
+	}
+	switch {
+	case a.ID < b.ID:
+		return -1
+	case a.ID > b.ID:
+		return 1
+	}
+	return 0
+}
+
+// ClipError bounds a delivery error as the stores keep it: its first
+// 2,048 bytes.
+func ClipError(s string) string {
+	const max = 2048
+	if len(s) > max {
+		return s[:max]
+	}
+	return s
+}
+
+// Equal reports whether s and o are the same state: since when failing
+// and overdue, and who was told when.
+func (s *JobNotifyState) Equal(o *JobNotifyState) bool {
+	return s.FailingSince.Equal(o.FailingSince) && s.OverdueSince.Equal(o.OverdueSince) &&
+		maps.EqualFunc(s.Told, o.Told, time.Time.Equal)
+}
+
+// NotifyingJobs returns the jobs of the runs that the transitions ts,
+// whose results are results, changed with targets to tell: the jobs whose
+// states TransitionNotifications needs. None: the transitions tell no one.
+func NotifyingJobs(ts []jobs.Transition, results []TransitionResult) []string {
+	var names []string
+	for i, t := range ts {
+		if t.Notify != nil && results[i].Err == nil && results[i].Run != nil {
+			names = append(names, results[i].Run.Job)
+		}
+	}
+	return names
+}
+
+// TransitionNotifications decides, on the states of their jobs (changed in
+// place, and made for a job that has none), the notifications of the
+// transitions ts whose results are results: in order, for each one with
+// targets that changed its run, those of its events (TransitionEvents) at
+// its time, or at at when it has none. It returns them in order, and the
+// jobs whose state changed, sorted: what the store writes in the
+// transitions' transaction.
+func TransitionNotifications(ts []jobs.Transition, results []TransitionResult, states map[string]*JobNotifyState,
+	at time.Time) ([]*Notification, []string, error) {
+	var out []*Notification
+	changed := map[string]bool{}
+	for i, t := range ts {
+		run := results[i].Run
+		if t.Notify == nil || results[i].Err != nil || run == nil {
+			continue
+		}
+		st := states[run.Job]
+		if st == nil {
+			st = &JobNotifyState{Job: run.Job}
+			states[run.Job] = st
+		}
+		when := at
+		if !t.Time.IsZero() {
+			when = t.Time.UTC().Truncate(time.Microsecond)
+		}
+		for _, e := range TransitionEvents(run, t) {
+			before := *st
+			before.Told = maps.Clone(st.Told)
+			ns, err := DecideNotifications(st, e, t.Notify, RunPayload(run, t.Node), when)
+			if err != nil {
+				return nil, nil, err
+			}
+			out = append(out, ns...)
+			if !before.Equal(st) {
+				changed[run.Job] = true
+			}
+		}
+	}
+	return out, slices.Sorted(maps.Keys(changed)), nil
 }

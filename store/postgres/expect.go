@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
 
 // ExpectationsSync writes and deletes a node's expectations and returns
@@ -17,19 +17,7 @@ import (
 // of their jobs, so that two nodes syncing at once never wait for each
 // other's rows in turn.
 func (s *Store) ExpectationsSync(ctx context.Context, p store.ExpectationsSyncParams) ([]*store.Expectation, error) {
-	type row struct {
-		Job    string   `json:"j"`
-		Within int64    `json:"w"`
-		Notify []string `json:"n"`
-	}
-	put := make([]row, len(p.Put))
-	for i, e := range p.Put {
-		put[i] = row{e.Job, e.Within.Microseconds(), e.Notify}
-		if put[i].Notify == nil {
-			put[i].Notify = []string{}
-		}
-	}
-	arg, err := json.Marshal(put)
+	put, err := p.PutJSON()
 	if err != nil {
 		return nil, err
 	}
@@ -40,12 +28,12 @@ func (s *Store) ExpectationsSync(ctx context.Context, p store.ExpectationsSyncPa
 				return err
 			}
 		}
-		if len(put) > 0 {
+		if len(p.Put) > 0 {
 			if _, err := c.exec(ctx, `INSERT INTO job_expect (job, within_us, notify, since)
 				SELECT x.j, x.w, x.n, COALESCE($2::timestamptz, now()) FROM jsonb_to_recordset($1::jsonb) AS x(j text, w bigint, n jsonb)
 				ORDER BY x.j
 				ON CONFLICT (job) DO UPDATE SET within_us = excluded.within_us, notify = excluded.notify`,
-				string(arg), ts(p.Now)); err != nil {
+				put, ts(p.Now)); err != nil {
 				return err
 			}
 		}
@@ -105,22 +93,18 @@ func expected(ctx context.Context, c *conn, job string) (bool, error) {
 }
 
 func scanExpectations(rows pgx.Rows, err error) ([]*store.Expectation, error) {
-	if err != nil {
+	return rowscan.All(rows, err, scanExpectation)
+}
+
+func scanExpectation(row rowscan.Scanner) (*store.Expectation, error) {
+	var (
+		e      store.Expectation
+		within int64
+		since  time.Time
+	)
+	if err := row.Scan(&e.Job, &within, &e.Notify, &since); err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []*store.Expectation
-	for rows.Next() {
-		var (
-			e      store.Expectation
-			within int64
-			since  time.Time
-		)
-		if err := rows.Scan(&e.Job, &within, &e.Notify, &since); err != nil {
-			return nil, err
-		}
-		e.Within, e.Since = time.Duration(within)*time.Microsecond, since.UTC()
-		out = append(out, &e)
-	}
-	return out, rows.Err()
+	e.Within, e.Since = time.Duration(within)*time.Microsecond, since.UTC()
+	return &e, nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -13,47 +12,11 @@ import (
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
 
-const notificationColumns = `id, notifier, job, event, run_id, payload, state, attempts, next_attempt_at,
-	lease_node, lease_incarnation, lease_until, last_error, created_at, delivered_at`
-
-func scanNotification(row pgx.Row) (*store.Notification, error) {
-	var (
-		n                     store.Notification
-		leaseUntil, delivered *time.Time
-		event, state          string
-	)
-	err := row.Scan(&n.ID, &n.Notifier, &n.Job, &event, &n.RunID, &n.Payload, &state, &n.Attempts, &n.NextAttemptAt,
-		&n.LeaseNode, &n.LeaseIncarnation, &leaseUntil, &n.LastError, &n.CreatedAt, &delivered)
-	if err != nil {
-		return nil, err
-	}
-	n.Event, n.State = jobs.NotifyEvent(event), store.NotificationState(state)
-	n.NextAttemptAt, n.CreatedAt = n.NextAttemptAt.UTC(), n.CreatedAt.UTC()
-	if leaseUntil != nil {
-		n.LeaseUntil = leaseUntil.UTC()
-	}
-	if delivered != nil {
-		n.DeliveredAt = delivered.UTC()
-	}
-	return &n, nil
-}
-
 func scanNotifications(rows pgx.Rows, err error) ([]*store.Notification, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*store.Notification
-	for rows.Next() {
-		n, err := scanNotification(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, n)
-	}
-	return out, rows.Err()
+	return rowscan.All(rows, err, rowscan.Notification[tstz])
 }
 
 // NotificationsClaim leases due notifications; see store.Notifications.
@@ -72,25 +35,14 @@ func (s *Store) NotificationsClaim(ctx context.Context, p store.NotificationsCla
 			UPDATE notifications n SET lease_node = $2, lease_incarnation = $3,
 				lease_until = COALESCE($1::timestamptz, now()) + $5::interval
 			FROM due WHERE n.id = due.id
-			RETURNING `+qualified("n", notificationColumns),
+			RETURNING `+qualified("n", rowscan.NotificationColumns),
 			ts(p.Now), p.Node, p.Incarnation, p.Limit, p.Lease))
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(out, func(a, b *store.Notification) int {
-		if c := a.NextAttemptAt.Compare(b.NextAttemptAt); c != 0 {
-			return c
-		}
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, store.CompareNotifications)
 	return out, nil
 }
 
@@ -120,7 +72,7 @@ func (s *Store) NotificationFinish(ctx context.Context, p store.NotificationFini
 					lease_until = NULL, last_error = $5
 					WHERE id = $1 AND state = 'pending' AND lease_incarnation = $2 RETURNING id)
 				SELECT cur.state, EXISTS (SELECT 1 FROM upd) FROM cur`,
-				p.ID, p.Incarnation, string(next), ts(p.NextAttemptAt), cleanText(clipError(p.Error))).Scan(&state, &ok)
+				p.ID, p.Incarnation, string(next), ts(p.NextAttemptAt), cleanText(store.ClipError(p.Error))).Scan(&state, &ok)
 		}
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
@@ -132,15 +84,6 @@ func (s *Store) NotificationFinish(ctx context.Context, p store.NotificationFini
 		}
 		return fmt.Errorf("%w: notification %s is %s and no longer leased to %s", store.ErrFenced, p.ID, state, p.Incarnation)
 	})
-}
-
-// clipError bounds a stored delivery error.
-func clipError(s string) string {
-	const max = 2048
-	if len(s) > max {
-		return s[:max]
-	}
-	return s
 }
 
 // NotificationsRelease ends the leases of node's other incarnations.
@@ -160,7 +103,7 @@ func (s *Store) NotificationsRelease(ctx context.Context, p store.NotificationsR
 
 // NotificationsList returns notifications, newest first.
 func (s *Store) NotificationsList(ctx context.Context, f store.NotificationFilter) ([]*store.Notification, error) {
-	out, err := scanNotifications(s.read().query(ctx, `SELECT `+notificationColumns+` FROM notifications
+	out, err := scanNotifications(s.read().query(ctx, `SELECT `+rowscan.NotificationColumns+` FROM notifications
 		WHERE ($1 = '' OR state = $1) AND ($2 = '' OR job = $2)
 		ORDER BY created_at DESC, id DESC LIMIT $3`, string(f.State), f.Job, f.ListLimit()))
 	if err != nil {
@@ -256,12 +199,7 @@ func jobNotifyStates(ctx context.Context, c *conn, jobNames []string, lock bool)
 // each carries), and writes them with the jobs' new states, waking the
 // nodes' deliveries. Transitions without targets cost nothing.
 func writeNotifications(ctx context.Context, c *conn, trs []jobs.Transition, results []store.TransitionResult) error {
-	var jobNames []string
-	for i, t := range trs {
-		if t.Notify != nil && results[i].Err == nil && results[i].Run != nil {
-			jobNames = append(jobNames, results[i].Run.Job)
-		}
-	}
+	jobNames := store.NotifyingJobs(trs, results)
 	if len(jobNames) == 0 {
 		return nil
 	}
@@ -273,51 +211,41 @@ func writeNotifications(ctx context.Context, c *conn, trs []jobs.Transition, res
 	if err := c.queryRow(ctx, `SELECT now()`).Scan(&at); err != nil {
 		return err
 	}
-	at = at.UTC()
-	changed := map[string]bool{}
-	var b pgx.Batch
-	for i, t := range trs {
-		run := results[i].Run
-		if t.Notify == nil || results[i].Err != nil || run == nil {
-			continue
-		}
-		st := states[run.Job]
-		if st == nil {
-			st = &store.JobNotifyState{Job: run.Job}
-			states[run.Job] = st
-		}
-		when := at
-		if !t.Time.IsZero() {
-			when = t.Time.UTC().Truncate(time.Microsecond)
-		}
-		for _, e := range store.TransitionEvents(run, t) {
-			before := *st
-			before.Told = maps.Clone(st.Told)
-			ns, err := store.DecideNotifications(st, e, t.Notify, store.RunPayload(run, t.Node), when)
-			if err != nil {
-				return err
-			}
-			for _, n := range ns {
-				b.Queue(`INSERT INTO notifications (id, notifier, job, event, run_id, payload, state, next_attempt_at, created_at)
-					VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8)`,
-					n.ID, n.Notifier, n.Job, string(n.Event), n.RunID, n.Payload, ts(n.NextAttemptAt), ts(n.CreatedAt))
-				c.wake()
-			}
-			if !sameNotifyState(&before, st) {
-				changed[run.Job] = true
-			}
-		}
+	ns, changed, err := store.TransitionNotifications(trs, results, states, at.UTC())
+	if err != nil {
+		return err
 	}
-	for _, job := range slices.Sorted(maps.Keys(changed)) {
-		st := states[job]
-		told, err := json.Marshal(st.Told)
-		if err != nil {
+	var b pgx.Batch
+	queueNotifications(c, &b, ns)
+	for _, job := range changed {
+		if err := queueJobNotifyState(&b, states[job]); err != nil {
 			return err
 		}
-		b.Queue(`UPDATE job_notify SET failing_since = $2, overdue_since = $3, told = $4::jsonb WHERE job = $1`,
-			job, ts(st.FailingSince), ts(st.OverdueSince), string(told))
 	}
 	return c.send(ctx, &b)
+}
+
+// queueNotifications queues the inserts of new notifications in b, and
+// wakes the nodes' deliveries when the transaction commits.
+func queueNotifications(c *conn, b *pgx.Batch, ns []*store.Notification) {
+	for _, n := range ns {
+		b.Queue(`INSERT INTO notifications (id, notifier, job, event, run_id, payload, state, next_attempt_at, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8)`,
+			n.ID, n.Notifier, n.Job, string(n.Event), n.RunID, n.Payload, ts(n.NextAttemptAt), ts(n.CreatedAt))
+		c.wake()
+	}
+}
+
+// queueJobNotifyState queues the write of a job's state in b, to its row
+// that jobNotifyStates locked (and made).
+func queueJobNotifyState(b *pgx.Batch, st *store.JobNotifyState) error {
+	told, err := json.Marshal(st.Told)
+	if err != nil {
+		return err
+	}
+	b.Queue(`UPDATE job_notify SET failing_since = $2, overdue_since = $3, told = $4::jsonb WHERE job = $1`,
+		st.Job, ts(st.FailingSince), ts(st.OverdueSince), string(told))
+	return nil
 }
 
 // JobOverdue makes a job overdue once; see store.Notifications. The
@@ -366,19 +294,11 @@ func (s *Store) JobOverdue(ctx context.Context, p store.JobOverdueParams) (*stor
 		if err != nil {
 			return err
 		}
-		told, err := json.Marshal(st.Told)
-		if err != nil {
+		var b pgx.Batch
+		queueNotifications(c, &b, ns)
+		if err := queueJobNotifyState(&b, st); err != nil {
 			return err
 		}
-		var b pgx.Batch
-		for _, n := range ns {
-			b.Queue(`INSERT INTO notifications (id, notifier, job, event, run_id, payload, state, next_attempt_at, created_at)
-				VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8)`,
-				n.ID, n.Notifier, n.Job, string(n.Event), n.RunID, n.Payload, ts(n.NextAttemptAt), ts(n.CreatedAt))
-			c.wake()
-		}
-		b.Queue(`UPDATE job_notify SET failing_since = $2, overdue_since = $3, told = $4::jsonb WHERE job = $1`,
-			p.Job, ts(st.FailingSince), ts(st.OverdueSince), string(told))
 		made = true
 		return c.send(ctx, &b)
 	})
@@ -386,11 +306,6 @@ func (s *Store) JobOverdue(ctx context.Context, p store.JobOverdueParams) (*stor
 		return nil, false, err
 	}
 	return st, made, nil
-}
-
-func sameNotifyState(a, b *store.JobNotifyState) bool {
-	return a.FailingSince.Equal(b.FailingSince) && a.OverdueSince.Equal(b.OverdueSince) &&
-		maps.EqualFunc(a.Told, b.Told, time.Time.Equal)
 }
 
 // writeSkipped writes the skipped notifications of the fires ps, whose
@@ -417,12 +332,7 @@ func writeSkipped(ctx context.Context, c *conn, ps []store.FireParams, results [
 		if err != nil {
 			return err
 		}
-		for _, n := range ns {
-			b.Queue(`INSERT INTO notifications (id, notifier, job, event, run_id, payload, state, next_attempt_at, created_at)
-				VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8)`,
-				n.ID, n.Notifier, n.Job, string(n.Event), n.RunID, n.Payload, ts(n.NextAttemptAt), ts(n.CreatedAt))
-			c.wake()
-		}
+		queueNotifications(c, &b, ns)
 	}
 	return c.send(ctx, &b)
 }

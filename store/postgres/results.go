@@ -10,6 +10,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
 
 // The results of runs (store.JobResult) reach every node through
@@ -182,30 +183,14 @@ func (s *Store) JobsResults(ctx context.Context, jobNames []string) (map[string]
 	if len(jobNames) == 0 {
 		return out, nil
 	}
-	rows, err := s.read().query(ctx, `SELECT job, last_success_at, last_failure_at FROM job_results
+	rows, err := s.read().query(ctx, `SELECT `+rowscan.JobResultColumns+` FROM job_results
 		WHERE job = ANY($1::text[])`, jobNames)
+	results, err := rowscan.All(rows, err, rowscan.JobResult[tstz])
 	if err != nil {
 		return nil, fail("job results", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			r                store.JobResult
-			success, failure *time.Time
-		)
-		if err := rows.Scan(&r.Job, &success, &failure); err != nil {
-			return nil, fail("job results", err)
-		}
-		if success != nil {
-			r.LastSuccess = success.UTC()
-		}
-		if failure != nil {
-			r.LastFailure = failure.UTC()
-		}
+	for _, r := range results {
 		out[r.Job] = r
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fail("job results", err)
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
 
 // runColumns is the one column list of a run; scanRun reads it.
@@ -16,6 +18,15 @@ const runColumns = `id, job, status, attempt, max_attempts, trigger_kind, schedu
 	not_after, created_at, started_at, finished_at, node, incarnation, exit_code, error, reason,
 	dedup_id, rerun_of, payload, retry, cancel_requested, progress, progress_message, claimed_from,
 	actor, cancelled_by`
+
+// qualified prefixes each column of a column list with table.
+func qualified(table, columns string) string {
+	cols := strings.Split(columns, ",")
+	for i, col := range cols {
+		cols[i] = table + "." + strings.TrimSpace(col)
+	}
+	return strings.Join(cols, ", ")
+}
 
 // runScanner reads rows of runColumns (and any columns after them) with
 // few allocations: one run and its id per row, as the hot paths (a claim,
@@ -91,7 +102,7 @@ func newRunScanner(extra ...any) *runScanner {
 }
 
 // scan reads one row into a new run.
-func (s *runScanner) scan(row pgx.Row) (*jobs.Run, error) {
+func (s *runScanner) scan(row rowscan.Scanner) (*jobs.Run, error) {
 	s.r = jobs.Run{}
 	if err := row.Scan(s.dest...); err != nil {
 		return nil, err
@@ -126,6 +137,12 @@ func utc(t *time.Time) time.Time {
 	return t.UTC()
 }
 
+// tstz is a timestamptz column as rowscan reads it (rowscan.Time).
+type tstz struct{ pgtype.Timestamptz }
+
+// UTC returns the time read, in UTC; zero for NULL.
+func (t *tstz) UTC() time.Time { return utcOf(t.Timestamptz) }
+
 // utcOf is utc of a timestamptz read as a pgtype value.
 func utcOf(t pgtype.Timestamptz) time.Time {
 	if !t.Valid {
@@ -141,86 +158,37 @@ func scanRun(row pgx.Row) (*jobs.Run, error) {
 
 // scanRuns reads every row of rows and closes them.
 func scanRuns(rows pgx.Rows, err error) ([]*jobs.Run, error) {
+	return rowscan.All(rows, err, newRunScanner().scan)
+}
+
+// scanRunsNow reads rows of runColumns followed by the database clock, and
+// closes them.
+func scanRunsNow(rows pgx.Rows, err error) ([]*jobs.Run, time.Time, error) {
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	defer rows.Close()
-	var runs []*jobs.Run
-	sc := newRunScanner()
+	var (
+		runs []*jobs.Run
+		now  time.Time
+	)
+	sc := newRunScanner(&now)
 	for rows.Next() {
-		r, err := sc.scan(rows)
+		run, err := sc.scan(rows)
 		if err != nil {
-			return nil, err
+			return nil, time.Time{}, err
 		}
-		runs = append(runs, r)
+		runs = append(runs, run)
 	}
-	return runs, rows.Err()
+	return runs, now.UTC(), rows.Err()
 }
 
-// eventColumns is the one column list of an event; scanEvent reads it.
-const eventColumns = `run_id, time, node, attempt, from_status, to_status, reason, message, actor`
-
-func scanEvent(row pgx.Row) (*jobs.Event, error) {
-	var (
-		e          jobs.Event
-		t          time.Time
-		from       *string
-		to, reason string
-	)
-	if err := row.Scan(&e.RunID, &t, &e.Node, &e.Attempt, &from, &to, &reason, &e.Message, &e.Actor); err != nil {
-		return nil, err
-	}
-	e.Time, e.To, e.Reason = t.UTC(), jobs.Status(to), jobs.Reason(reason)
-	if from != nil {
-		e.From = jobs.Status(*from)
-	}
-	return &e, nil
-}
-
-// attemptColumns is the one column list of an attempt; scanAttempt reads it.
-const attemptColumns = `run_id, number, node, incarnation, started_at, finished_at, status, exit_code,
-	error, reason, output, output_bytes, truncated`
-
-// scanAttempt reads the columns of attemptColumns, and after them into
-// extra.
-func scanAttempt(row pgx.Row, extra ...any) (*jobs.Attempt, error) {
-	var (
-		a              jobs.Attempt
-		started        time.Time
-		finished       *time.Time
-		status, reason string
-		exitCode       *int32
-		output         []byte
-	)
-	err := row.Scan(append([]any{&a.RunID, &a.Number, &a.Node, &a.Incarnation, &started, &finished, &status, &exitCode,
-		&a.Error, &reason, &output, &a.OutputBytes, &a.Truncated}, extra...)...)
+// collectStrings reads every row of one text column and closes them.
+func collectStrings(rows pgx.Rows, err error) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.StartedAt, a.FinishedAt = started.UTC(), utc(finished)
-	a.Status, a.Reason = jobs.Status(status), jobs.Reason(reason)
-	if exitCode != nil {
-		c := int(*exitCode)
-		a.ExitCode = &c
-	}
-	a.Output = string(output)
-	return &a, nil
-}
-
-// cursorColumns is the one column list of a cursor; scanCursor reads it.
-const cursorColumns = `job, last, paused, skipped, last_skipped_at, updated_at`
-
-func scanCursor(row pgx.Row) (*store.Cursor, error) {
-	var (
-		c             store.Cursor
-		last, updated time.Time
-		lastSkipped   *time.Time
-	)
-	if err := row.Scan(&c.Job, &last, &c.Paused, &c.Skipped, &lastSkipped, &updated); err != nil {
-		return nil, err
-	}
-	c.Last, c.UpdatedAt, c.LastSkippedAt = last.UTC(), updated.UTC(), utc(lastSkipped)
-	return &c, nil
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 // nodeColumns is the one column list of a node; scanNode reads it and,

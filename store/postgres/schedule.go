@@ -12,16 +12,17 @@ import (
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
 
 // getCursor returns the job's cursor, or nil when it has none; lock takes
 // its row lock until the transaction ends.
 func getCursor(ctx context.Context, c *conn, job string, lock bool) (*store.Cursor, error) {
-	q := `SELECT ` + cursorColumns + ` FROM cursors WHERE job = $1`
+	q := `SELECT ` + rowscan.CursorColumns + ` FROM cursors WHERE job = $1`
 	if lock {
 		q += ` FOR UPDATE`
 	}
-	cur, err := scanCursor(c.queryRow(ctx, q, job))
+	cur, err := rowscan.Cursor[tstz](c.queryRow(ctx, q, job))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -34,11 +35,11 @@ func (s *Store) ScheduleCursors(ctx context.Context, jobNames []string) (map[str
 	if len(jobNames) == 0 {
 		return out, nil
 	}
-	rows, err := s.read().query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE job = ANY($1::text[])`, jobNames)
+	rows, err := s.read().query(ctx, `SELECT `+rowscan.CursorColumns+` FROM cursors WHERE job = ANY($1::text[])`, jobNames)
 	if err != nil {
 		return nil, fail("schedule cursors", err)
 	}
-	cursors, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Cursor, error) { return scanCursor(row) })
+	cursors, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Cursor, error) { return rowscan.Cursor[tstz](row) })
 	if err != nil {
 		return nil, fail("schedule cursors", err)
 	}
@@ -84,17 +85,9 @@ func (s *Store) scheduleFires(ctx context.Context, op string, ps []store.FirePar
 			items[i] = &fireItem{p: p, runs: runs[i], res: &store.FireResult{}, inBatch: len(ps) > 1}
 			results[i] = items[i].res
 		}
-		// A job fired twice sees its first fire: the second starts a new round.
-		for len(items) > 0 {
-			n, seen := 0, map[string]bool{}
-			for n < len(items) && !seen[items[n].p.Job] {
-				seen[items[n].p.Job] = true
-				n++
-			}
-			if err := fireRound(ctx, c, items[:n]); err != nil {
-				return err
-			}
-			items = items[n:]
+		err := store.FireRounds(ps, func(from, to int) error { return fireRound(ctx, c, items[from:to]) })
+		if err != nil {
+			return err
 		}
 		return writeSkipped(ctx, c, ps, results)
 	})
@@ -130,7 +123,7 @@ func (it *fireItem) fail(err error) error {
 // takes its locks in two rounds; should that meet another batch in a
 // deadlock, write runs the transaction again.)
 const (
-	sqlLockCursors = `SELECT ` + cursorColumns + ` FROM cursors WHERE job = ANY($1::text[]) ORDER BY job FOR UPDATE`
+	sqlLockCursors = `SELECT ` + rowscan.CursorColumns + ` FROM cursors WHERE job = ANY($1::text[]) ORDER BY job FOR UPDATE`
 	// sqlMakeCursors: a concurrent maker waits for this transaction, then
 	// finds the row and loses.
 	sqlMakeCursors = `INSERT INTO cursors (job, last, updated_at)
@@ -138,7 +131,7 @@ const (
 		FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[]) AS n(job, last, updated_at)
 		ORDER BY job
 		ON CONFLICT (job) DO NOTHING RETURNING job`
-	sqlGetCursors  = `SELECT ` + cursorColumns + ` FROM cursors WHERE job = ANY($1::text[])`
+	sqlGetCursors  = `SELECT ` + rowscan.CursorColumns + ` FROM cursors WHERE job = ANY($1::text[])`
 	sqlOccurrences = `SELECT o.job, o.scheduled_at FROM occurrences o
 		JOIN unnest($1::text[], $2::timestamptz[]) AS k(job, scheduled_at)
 			ON o.job = k.job AND o.scheduled_at = k.scheduled_at`
@@ -152,13 +145,7 @@ var sqlAdvanceCursors = `UPDATE cursors SET last = u.last, skipped = cursors.ski
 	FROM unnest($1::text[], $2::timestamptz[], $3::int8[], $4::timestamptz[], $5::timestamptz[])
 		AS u(job, last, skipped, last_skipped_at, updated_at)
 	WHERE cursors.job = u.job
-	RETURNING ` + qualified("cursors", cursorColumns)
-
-// occurrence is the key of a tick's run.
-type occurrence struct {
-	job string
-	at  int64 // unix microseconds
-}
+	RETURNING ` + qualified("cursors", rowscan.CursorColumns)
 
 // fireRound applies fires of distinct jobs, each as if alone, in at most
 // three round trips:
@@ -194,20 +181,7 @@ func fireRound(ctx context.Context, c *conn, items []*fireItem) error {
 			continue
 		}
 		it.won = true
-		it.lastSkipped = p.LastSkipped
-		seen := map[int64]bool{}
-		for _, r := range it.runs {
-			if hasOccurrence(r.Trigger) {
-				key := r.ScheduledAt.UnixMicro()
-				if found.taken[occurrence{r.Job, key}] || seen[key] {
-					res.Duplicates++
-					continue
-				}
-				seen[key] = true
-			}
-			it.fresh = append(it.fresh, r)
-		}
-		it.fresh, it.lastSkipped = store.OneTickAtATime(p, res, it.fresh, it.lastSkipped)
+		it.fresh, it.lastSkipped = store.FreshRuns(p, res, it.runs, found.taken)
 		if len(it.fresh) > 0 && (p.Overlap == jobs.OverlapSkip || p.Overlap == jobs.OverlapReplace) {
 			overlapJobs = append(overlapJobs, p.Job)
 		}
@@ -229,7 +203,7 @@ type cursorsFound struct {
 	// taken: the occurrences of the round's ticks that have a run.
 	cursors map[string]*store.Cursor
 	made    map[string]bool
-	taken   map[occurrence]bool
+	taken   map[store.Occurrence]bool
 }
 
 // lockCursors runs the compare-and-set of a round in one round trip.
@@ -248,12 +222,12 @@ func lockCursors(ctx context.Context, c *conn, items []*fireItem) (*cursorsFound
 			lockJobs = append(lockJobs, it.p.Job)
 		}
 		for _, r := range it.runs {
-			if hasOccurrence(r.Trigger) {
+			if store.HasOccurrence(r.Trigger) {
 				tickJobs, tickTimes = append(tickJobs, r.Job), append(tickTimes, r.ScheduledAt.UTC().Truncate(time.Microsecond))
 			}
 		}
 	}
-	found := &cursorsFound{cursors: map[string]*store.Cursor{}, made: map[string]bool{}, taken: map[occurrence]bool{}}
+	found := &cursorsFound{cursors: map[string]*store.Cursor{}, made: map[string]bool{}, taken: map[store.Occurrence]bool{}}
 	var b pgx.Batch
 	if len(lockJobs) > 0 {
 		b.Queue(sqlLockCursors, lockJobs).Query(collectCursors(found.cursors))
@@ -274,12 +248,12 @@ func lockCursors(ctx context.Context, c *conn, items []*fireItem) (*cursorsFound
 	if len(tickJobs) > 0 {
 		b.Queue(sqlOccurrences, tickJobs, tickTimes).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
-				var k occurrence
+				var k store.Occurrence
 				var at time.Time
-				if err := rows.Scan(&k.job, &at); err != nil {
+				if err := rows.Scan(&k.Job, &at); err != nil {
 					return err
 				}
-				k.at = at.UnixMicro()
+				k.At = at.UnixMicro()
 				found.taken[k] = true
 			}
 			return rows.Err()
@@ -295,7 +269,7 @@ func lockCursors(ctx context.Context, c *conn, items []*fireItem) (*cursorsFound
 func collectCursors(into map[string]*store.Cursor) func(pgx.Rows) error {
 	return func(rows pgx.Rows) error {
 		for rows.Next() {
-			cur, err := scanCursor(rows)
+			cur, err := rowscan.Cursor[tstz](rows)
 			if err != nil {
 				return err
 			}
@@ -430,13 +404,13 @@ func (s *Store) SchedulePause(ctx context.Context, job string, paused bool, now 
 				return err
 			}
 		}
-		cur, err = scanCursor(c.queryRow(ctx, `INSERT INTO cursors (job, last, paused, updated_at)
+		cur, err = rowscan.Cursor[tstz](c.queryRow(ctx, `INSERT INTO cursors (job, last, paused, updated_at)
 				VALUES ($1, COALESCE($3::timestamptz, now()), $2, COALESCE($3::timestamptz, now()))
 			ON CONFLICT (job) DO UPDATE SET
 				last = CASE WHEN excluded.paused THEN LEAST(cursors.last, excluded.last) ELSE GREATEST(cursors.last, excluded.last) END,
 				paused = excluded.paused, updated_at = excluded.updated_at
 			WHERE cursors.paused <> excluded.paused
-			RETURNING `+cursorColumns, job, paused, ts(now)))
+			RETURNING `+rowscan.CursorColumns, job, paused, ts(now)))
 		if errors.Is(err, pgx.ErrNoRows) {
 			cur, err = getCursor(ctx, c, job, false)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
 
 // changes collects what a batch of transitions writes, decided in Go on
@@ -179,7 +180,7 @@ func chunked(ctx context.Context, c conn, qs map[int]string, width, n int, row f
 // chunkedQuery reads the rows that the statements qs (by row count) of
 // width parameters a row return for n rows of parameters, row(i) giving
 // those of row i; scan reads each result row.
-func chunkedQuery(ctx context.Context, c conn, qs map[int]string, width, n int, row func(int) []any, scan func(scanner) error) error {
+func chunkedQuery(ctx context.Context, c conn, qs map[int]string, width, n int, row func(int) []any, scan func(rowscan.Scanner) error) error {
 	return eachChunk(width, n, row, func(size int, args []any) error {
 		rows, err := c.query(ctx, qs[size], args...)
 		if err != nil {

@@ -9,25 +9,14 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
 
 // ExpectationsSync writes and deletes a node's expectations and returns
 // all of them; see store.Expectations.
 func (s *Store) ExpectationsSync(ctx context.Context, p store.ExpectationsSyncParams) ([]*store.Expectation, error) {
 	at := now(p.Now)
-	type row struct {
-		Job    string   `json:"j"`
-		Within int64    `json:"w"`
-		Notify []string `json:"n"`
-	}
-	put := make([]row, len(p.Put))
-	for i, e := range p.Put {
-		put[i] = row{e.Job, e.Within.Microseconds(), e.Notify}
-		if put[i].Notify == nil {
-			put[i].Notify = []string{}
-		}
-	}
-	arg, err := json.Marshal(put)
+	put, err := p.PutJSON()
 	if err != nil {
 		return nil, err
 	}
@@ -38,11 +27,11 @@ func (s *Store) ExpectationsSync(ctx context.Context, p store.ExpectationsSyncPa
 				return err
 			}
 		}
-		if len(put) > 0 {
+		if len(p.Put) > 0 {
 			if _, err := c.exec(ctx, `INSERT INTO job_expect (job, within_us, notify, since)
 				SELECT value ->> 'j', value ->> 'w', value -> 'n', ? FROM json_each(?) WHERE true
 				ON CONFLICT (job) DO UPDATE SET within_us = excluded.within_us, notify = excluded.notify`,
-				at.UnixMicro(), string(arg)); err != nil {
+				at.UnixMicro(), put); err != nil {
 				return err
 			}
 		}
@@ -104,26 +93,23 @@ func expected(ctx context.Context, c conn, job string) (bool, error) {
 }
 
 func scanExpectations(rows *sql.Rows, err error) ([]*store.Expectation, error) {
-	if err != nil {
+	r, err := rowscan.SQL(rows, err)
+	return rowscan.All(r, err, scanExpectation)
+}
+
+func scanExpectation(row rowscan.Scanner) (*store.Expectation, error) {
+	var (
+		e      store.Expectation
+		within int64
+		notify string
+		since  sql.NullInt64
+	)
+	if err := row.Scan(&e.Job, &within, &notify, &since); err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []*store.Expectation
-	for rows.Next() {
-		var (
-			e      store.Expectation
-			within int64
-			notify string
-			since  sql.NullInt64
-		)
-		if err := rows.Scan(&e.Job, &within, &notify, &since); err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal([]byte(notify), &e.Notify); err != nil {
-			return nil, fmt.Errorf("expectation of job %s: notify: %w", e.Job, err)
-		}
-		e.Within, e.Since = time.Duration(within)*time.Microsecond, goTime(since)
-		out = append(out, &e)
+	if err := json.Unmarshal([]byte(notify), &e.Notify); err != nil {
+		return nil, fmt.Errorf("expectation of job %s: notify: %w", e.Job, err)
 	}
-	return out, rows.Err()
+	e.Within, e.Since = time.Duration(within)*time.Microsecond, goTime(since)
+	return &e, nil
 }

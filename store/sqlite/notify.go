@@ -6,48 +6,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
-
-const notificationColumns = `id, notifier, job, event, run_id, payload, state, attempts, next_attempt_at,
-	lease_node, lease_incarnation, lease_until, last_error, created_at, delivered_at`
 
 // sqlNotificationDue is the condition of a pending notification due at ?.
 const sqlNotificationDue = `state = 'pending' AND next_attempt_at <= ?1 AND (lease_until IS NULL OR lease_until <= ?1)`
 
-func scanNotification(row scanner) (*store.Notification, error) {
-	var (
-		n                                 store.Notification
-		next, leaseUntil, created, delivd sql.NullInt64
-	)
-	err := row.Scan(&n.ID, &n.Notifier, &n.Job, &n.Event, &n.RunID, &n.Payload, &n.State, &n.Attempts, &next,
-		&n.LeaseNode, &n.LeaseIncarnation, &leaseUntil, &n.LastError, &created, &delivd)
-	if err != nil {
-		return nil, err
-	}
-	n.NextAttemptAt, n.LeaseUntil, n.CreatedAt, n.DeliveredAt = goTime(next), goTime(leaseUntil), goTime(created), goTime(delivd)
-	return &n, nil
-}
-
 func scanNotifications(rows *sql.Rows, err error) ([]*store.Notification, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*store.Notification
-	for rows.Next() {
-		n, err := scanNotification(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, n)
-	}
-	return out, rows.Err()
+	r, err := rowscan.SQL(rows, err)
+	return rowscan.All(r, err, rowscan.Notification[micros])
 }
 
 // NotificationsClaim leases due notifications; see store.Notifications.
@@ -71,31 +43,15 @@ func (s *Store) NotificationsClaim(ctx context.Context, p store.NotificationsCla
 		out, err = scanNotifications(c.query(ctx, `UPDATE notifications SET lease_node = ?2, lease_incarnation = ?3, lease_until = ?4
 			WHERE id IN (SELECT id FROM notifications INDEXED BY notifications_due WHERE `+sqlNotificationDue+`
 				ORDER BY next_attempt_at, id LIMIT ?5)
-			RETURNING `+notificationColumns,
+			RETURNING `+rowscan.NotificationColumns,
 			at.UnixMicro(), p.Node, p.Incarnation, at.Add(p.Lease).UnixMicro(), p.Limit))
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(out, func(a, b *store.Notification) int {
-		return cmpNotification(a, b)
-	})
+	slices.SortFunc(out, store.CompareNotifications)
 	return out, nil
-}
-
-// cmpNotification orders notifications by due time, then id.
-func cmpNotification(a, b *store.Notification) int {
-	if c := a.NextAttemptAt.Compare(b.NextAttemptAt); c != 0 {
-		return c
-	}
-	switch {
-	case a.ID < b.ID:
-		return -1
-	case a.ID > b.ID:
-		return 1
-	}
-	return 0
 }
 
 // NotificationFinish records a delivery attempt; see store.Notifications.
@@ -116,7 +72,7 @@ func (s *Store) NotificationFinish(ctx context.Context, p store.NotificationFini
 			res, err = c.exec(ctx, `UPDATE notifications SET state = ?, attempts = attempts + 1, next_attempt_at = ?,
 				lease_node = '', lease_incarnation = '', lease_until = NULL, last_error = ?
 				WHERE id = ? AND state = 'pending' AND lease_incarnation = ?`,
-				state, now(p.NextAttemptAt).UnixMicro(), clipError(p.Error), p.ID, p.Incarnation)
+				state, now(p.NextAttemptAt).UnixMicro(), store.ClipError(p.Error), p.ID, p.Incarnation)
 		}
 		if err != nil {
 			return err
@@ -137,15 +93,6 @@ func (s *Store) NotificationFinish(ctx context.Context, p store.NotificationFini
 	})
 }
 
-// clipError bounds a stored delivery error.
-func clipError(s string) string {
-	const max = 2048
-	if len(s) > max {
-		return s[:max]
-	}
-	return s
-}
-
 // NotificationsRelease ends the leases of node's other incarnations.
 func (s *Store) NotificationsRelease(ctx context.Context, p store.NotificationsReleaseParams) (int, error) {
 	var n int64
@@ -163,7 +110,7 @@ func (s *Store) NotificationsRelease(ctx context.Context, p store.NotificationsR
 
 // NotificationsList returns notifications, newest first.
 func (s *Store) NotificationsList(ctx context.Context, f store.NotificationFilter) ([]*store.Notification, error) {
-	q := `SELECT ` + notificationColumns + ` FROM notifications WHERE 1 = 1`
+	q := `SELECT ` + rowscan.NotificationColumns + ` FROM notifications WHERE 1 = 1`
 	var args []any
 	if f.State != "" {
 		q += ` AND state = ?`
@@ -258,12 +205,7 @@ func jobNotifyStates(ctx context.Context, c conn, jobNames []string) (map[string
 // each carries), and writes them with the jobs' new states. Transitions
 // without targets cost nothing.
 func writeNotifications(ctx context.Context, c conn, ts []jobs.Transition, results []store.TransitionResult, at time.Time) error {
-	var jobNames []string
-	for i, t := range ts {
-		if t.Notify != nil && results[i].Err == nil && results[i].Run != nil {
-			jobNames = append(jobNames, results[i].Run.Job)
-		}
-	}
+	jobNames := store.NotifyingJobs(ts, results)
 	if len(jobNames) == 0 {
 		return nil
 	}
@@ -271,37 +213,14 @@ func writeNotifications(ctx context.Context, c conn, ts []jobs.Transition, resul
 	if err != nil {
 		return err
 	}
-	changed := map[string]bool{}
-	for i, t := range ts {
-		run := results[i].Run
-		if t.Notify == nil || results[i].Err != nil || run == nil {
-			continue
-		}
-		st := states[run.Job]
-		if st == nil {
-			st = &store.JobNotifyState{Job: run.Job}
-			states[run.Job] = st
-		}
-		when := at
-		if !t.Time.IsZero() {
-			when = now(t.Time)
-		}
-		for _, e := range store.TransitionEvents(run, t) {
-			before := *st
-			before.Told = maps.Clone(st.Told)
-			ns, err := store.DecideNotifications(st, e, t.Notify, store.RunPayload(run, t.Node), when)
-			if err != nil {
-				return err
-			}
-			if err := insertNotifications(ctx, c, ns); err != nil {
-				return err
-			}
-			if !sameNotifyState(&before, st) {
-				changed[run.Job] = true
-			}
-		}
+	ns, changed, err := store.TransitionNotifications(ts, results, states, at)
+	if err != nil {
+		return err
 	}
-	for _, job := range slices.Sorted(maps.Keys(changed)) {
+	if err := insertNotifications(ctx, c, ns); err != nil {
+		return err
+	}
+	for _, job := range changed {
 		if err := putJobNotifyState(ctx, c, states[job]); err != nil {
 			return err
 		}
@@ -358,11 +277,6 @@ func (s *Store) JobOverdue(ctx context.Context, p store.JobOverdueParams) (*stor
 		return nil, false, err
 	}
 	return st, made, nil
-}
-
-func sameNotifyState(a, b *store.JobNotifyState) bool {
-	return a.FailingSince.Equal(b.FailingSince) && a.OverdueSince.Equal(b.OverdueSince) &&
-		maps.EqualFunc(a.Told, b.Told, time.Time.Equal)
 }
 
 func insertNotifications(ctx context.Context, c conn, ns []*store.Notification) error {

@@ -2,10 +2,10 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
 
 // sqlUpsertResults records the results of a batch of transitions (a JSON
@@ -50,25 +50,14 @@ func (s *Store) JobsResults(ctx context.Context, jobNames []string) (map[string]
 	if len(jobNames) == 0 {
 		return out, nil
 	}
-	rows, err := s.read().query(ctx, `SELECT job, last_success_at, last_failure_at FROM job_results
-		WHERE job IN (SELECT value FROM json_each(?))`, jsonStrings(jobNames))
+	rows, err := rowscan.SQL(s.read().query(ctx, `SELECT `+rowscan.JobResultColumns+` FROM job_results
+		WHERE job IN (SELECT value FROM json_each(?))`, jsonStrings(jobNames)))
+	results, err := rowscan.All(rows, err, rowscan.JobResult[micros])
 	if err != nil {
 		return nil, fail("job results", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			r                store.JobResult
-			success, failure sql.NullInt64
-		)
-		if err := rows.Scan(&r.Job, &success, &failure); err != nil {
-			return nil, fail("job results", err)
-		}
-		r.LastSuccess, r.LastFailure = goTime(success), goTime(failure)
+	for _, r := range results {
 		out[r.Job] = r
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fail("job results", err)
 	}
 	return out, nil
 }

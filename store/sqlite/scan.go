@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
 
 // runColumns is the one column list of a run; scanRun reads it.
@@ -16,10 +18,7 @@ const runColumns = `id, job, status, attempt, max_attempts, trigger_kind, schedu
 	dedup_id, rerun_of, payload, retry_json, cancel_requested, progress, progress_message, claimed_from,
 	actor, cancelled_by`
 
-// scanner is a *sql.Row or *sql.Rows.
-type scanner interface{ Scan(dest ...any) error }
-
-func scanRun(row scanner) (*jobs.Run, error) {
+func scanRun(row rowscan.Scanner) (*jobs.Run, error) {
 	var (
 		r                                        jobs.Run
 		scheduledAt, notBefore                   int64
@@ -51,81 +50,25 @@ func scanRun(row scanner) (*jobs.Run, error) {
 
 // scanRuns reads every row of rows and closes them.
 func scanRuns(rows *sql.Rows, err error) ([]*jobs.Run, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var runs []*jobs.Run
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			return nil, err
-		}
-		runs = append(runs, r)
-	}
-	return runs, rows.Err()
+	r, err := rowscan.SQL(rows, err)
+	return rowscan.All(r, err, scanRun)
 }
 
-// eventColumns is the one column list of an event; scanEvent reads it.
-const eventColumns = `run_id, time, node, attempt, from_status, to_status, reason, message, actor`
-
-func scanEvent(row scanner) (*jobs.Event, error) {
-	var (
-		e    jobs.Event
-		t    int64
-		from sql.NullString
-	)
-	if err := row.Scan(&e.RunID, &t, &e.Node, &e.Attempt, &from, &e.To, &e.Reason, &e.Message, &e.Actor); err != nil {
-		return nil, err
-	}
-	e.Time = time.UnixMicro(t).UTC()
-	e.From = jobs.Status(from.String)
-	return &e, nil
+// queryStrings runs q and reads every row of its one text column.
+func queryStrings(ctx context.Context, c conn, q string, args ...any) ([]string, error) {
+	rows, err := rowscan.SQL(c.query(ctx, q, args...))
+	return rowscan.All(rows, err, rowscan.String)
 }
 
-// attemptColumns is the one column list of an attempt; scanAttempt reads it.
-const attemptColumns = `run_id, number, node, incarnation, started_at, finished_at, status, exit_code,
-	error, reason, output, output_bytes, truncated`
-
-// scanAttempt reads the columns of attemptColumns, and after them into
-// extra.
-func scanAttempt(row scanner, extra ...any) (*jobs.Attempt, error) {
-	var (
-		a        jobs.Attempt
-		started  int64
-		finished sql.NullInt64
-		exitCode sql.NullInt64
-		output   []byte
-	)
-	err := row.Scan(append([]any{&a.RunID, &a.Number, &a.Node, &a.Incarnation, &started, &finished, &a.Status, &exitCode,
-		&a.Error, &a.Reason, &output, &a.OutputBytes, &a.Truncated}, extra...)...)
-	if err != nil {
-		return nil, err
+// collectCursors reads rows of rowscan.CursorColumns into by job, and closes
+// them.
+func collectCursors(rows *sql.Rows, err error, into map[string]*store.Cursor) error {
+	r, err := rowscan.SQL(rows, err)
+	cursors, err := rowscan.All(r, err, rowscan.Cursor[micros])
+	for _, cur := range cursors {
+		into[cur.Job] = cur
 	}
-	a.StartedAt, a.FinishedAt = time.UnixMicro(started).UTC(), goTime(finished)
-	if exitCode.Valid {
-		c := int(exitCode.Int64)
-		a.ExitCode = &c
-	}
-	a.Output = string(output)
-	return &a, nil
-}
-
-// cursorColumns is the one column list of a cursor; scanCursor reads it.
-const cursorColumns = `job, last, paused, skipped, last_skipped_at, updated_at`
-
-func scanCursor(row scanner) (*store.Cursor, error) {
-	var (
-		c             store.Cursor
-		last, updated int64
-		lastSkipped   sql.NullInt64
-	)
-	if err := row.Scan(&c.Job, &last, &c.Paused, &c.Skipped, &lastSkipped, &updated); err != nil {
-		return nil, err
-	}
-	c.Last, c.UpdatedAt = time.UnixMicro(last).UTC(), time.UnixMicro(updated).UTC()
-	c.LastSkippedAt = goTime(lastSkipped)
-	return &c, nil
+	return err
 }
 
 // nodeColumns are the columns of a node (n) that scanNodes reads, then

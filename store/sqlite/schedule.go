@@ -9,11 +9,12 @@ import (
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
+	"github.com/schedulerd/schedulerd/store/internal/rowscan"
 )
 
 // getCursor returns the job's cursor, or nil when it has none.
 func getCursor(ctx context.Context, c conn, job string) (*store.Cursor, error) {
-	cur, err := scanCursor(c.queryRow(ctx, sqlGetCursor, job))
+	cur, err := rowscan.Cursor[micros](c.queryRow(ctx, sqlGetCursor, job))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -28,20 +29,9 @@ func (s *Store) ScheduleCursors(ctx context.Context, jobNames []string) (map[str
 	}
 	// One JSON parameter, not one per job: SQLite bounds the variables of a
 	// statement (32,766), and a config may declare 100,000 jobs.
-	rows, err := s.read().query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE job IN (SELECT value FROM json_each(?))`,
+	rows, err := s.read().query(ctx, `SELECT `+rowscan.CursorColumns+` FROM cursors WHERE job IN (SELECT value FROM json_each(?))`,
 		jsonStrings(jobNames))
-	if err != nil {
-		return nil, fail("schedule cursors", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		cur, err := scanCursor(rows)
-		if err != nil {
-			return nil, fail("schedule cursors", err)
-		}
-		out[cur.Job] = cur
-	}
-	if err := rows.Err(); err != nil {
+	if err := collectCursors(rows, err, out); err != nil {
 		return nil, fail("schedule cursors", err)
 	}
 	return out, nil
@@ -83,17 +73,9 @@ func (s *Store) scheduleFires(ctx context.Context, op string, ps []store.FirePar
 			items[i] = &fireItem{p: p, runs: runs[i], res: &store.FireResult{}}
 			results[i] = items[i].res
 		}
-		// A job fired twice sees its first fire: the second starts a new round.
-		for len(items) > 0 {
-			n, seen := 0, map[string]bool{}
-			for n < len(items) && !seen[items[n].p.Job] {
-				seen[items[n].p.Job] = true
-				n++
-			}
-			if err := fireRound(ctx, c, items[:n]); err != nil {
-				return err
-			}
-			items = items[n:]
+		err := store.FireRounds(ps, func(from, to int) error { return fireRound(ctx, c, items[from:to]) })
+		if err != nil {
+			return err
 		}
 		at := now(time.Time{})
 		for i, p := range ps {
@@ -125,12 +107,6 @@ type fireItem struct {
 	won         bool                    // the compare-and-set succeeded, and the fire is not deferred
 	fresh       []store.RunInsertParams // the runs to make
 	lastSkipped time.Time
-}
-
-// occurrence is the key of a tick's run.
-type occurrence struct {
-	job string
-	at  int64 // unix microseconds
 }
 
 // fireRound is the one code path of fires, inside a write transaction, for
@@ -166,20 +142,7 @@ func fireRound(ctx context.Context, c conn, items []*fireItem) error {
 			continue
 		}
 		it.won = true
-		it.lastSkipped = p.LastSkipped
-		seen := map[int64]bool{}
-		for _, r := range it.runs {
-			if hasOccurrence(r.Trigger) {
-				key := r.ScheduledAt.UnixMicro()
-				if found.taken[occurrence{r.Job, key}] || seen[key] {
-					res.Duplicates++
-					continue
-				}
-				seen[key] = true
-			}
-			it.fresh = append(it.fresh, r)
-		}
-		it.fresh, it.lastSkipped = store.OneTickAtATime(p, res, it.fresh, it.lastSkipped)
+		it.fresh, it.lastSkipped = store.FreshRuns(p, res, it.runs, found.taken)
 		if len(it.fresh) > 0 && (p.Overlap == jobs.OverlapSkip || p.Overlap == jobs.OverlapReplace) {
 			overlapJobs = append(overlapJobs, p.Job)
 		}
@@ -213,48 +176,36 @@ func fireRound(ctx context.Context, c conn, items []*fireItem) error {
 // of its jobs, and the occurrences of its ticks that have a run.
 type cursorsFound struct {
 	cursors map[string]*store.Cursor
-	taken   map[occurrence]bool
+	taken   map[store.Occurrence]bool
 }
 
 // readCursors reads the cursors of the round's jobs and the occurrences
 // of their ticks that have a run.
 func readCursors(ctx context.Context, c conn, items []*fireItem) (*cursorsFound, error) {
-	found := &cursorsFound{cursors: map[string]*store.Cursor{}, taken: map[occurrence]bool{}}
+	found := &cursorsFound{cursors: map[string]*store.Cursor{}, taken: map[store.Occurrence]bool{}}
 	names := make([]string, len(items))
 	for i, it := range items {
 		names[i] = it.p.Job
 	}
-	rows, err := c.query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE job IN (SELECT value FROM json_each(?))`,
+	rows, err := c.query(ctx, `SELECT `+rowscan.CursorColumns+` FROM cursors WHERE job IN (SELECT value FROM json_each(?))`,
 		jsonStrings(names))
-	if err != nil {
-		return nil, err
-	}
-	for rows.Next() {
-		cur, err := scanCursor(rows)
-		if err != nil {
-			rows.Close()
-			return nil, err
-		}
-		found.cursors[cur.Job] = cur
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err := collectCursors(rows, err, found.cursors); err != nil {
 		return nil, err
 	}
 
-	var ticks []occurrence
+	var ticks []store.Occurrence
 	for _, it := range items {
 		for _, r := range it.runs {
-			if hasOccurrence(r.Trigger) {
-				ticks = append(ticks, occurrence{r.Job, r.ScheduledAt.UnixMicro()})
+			if store.HasOccurrence(r.Trigger) {
+				ticks = append(ticks, store.Occurrence{Job: r.Job, At: r.ScheduledAt.UnixMicro()})
 			}
 		}
 	}
 	err = chunkedQuery(ctx, c, sqlTakenOccurrences, 2, len(ticks), func(i int) []any {
-		return []any{ticks[i].job, ticks[i].at}
-	}, func(row scanner) error {
-		var k occurrence
-		if err := row.Scan(&k.job, &k.at); err != nil {
+		return []any{ticks[i].Job, ticks[i].At}
+	}, func(row rowscan.Scanner) error {
+		var k store.Occurrence
+		if err := row.Scan(&k.Job, &k.At); err != nil {
 			return err
 		}
 		found.taken[k] = true
@@ -345,7 +296,7 @@ func makeRuns(ctx context.Context, c conn, it *fireItem, at time.Time, made *mad
 func writeFires(ctx context.Context, c conn, items []*fireItem, found map[string]*store.Cursor, made *madeRuns) error {
 	var occ []*jobs.Run
 	for _, r := range made.runs {
-		if hasOccurrence(r.Trigger) {
+		if store.HasOccurrence(r.Trigger) {
 			occ = append(occ, r)
 		}
 	}
@@ -423,7 +374,7 @@ var (
 )
 
 // sqlGetCursor reads one job's cursor.
-const sqlGetCursor = `SELECT ` + cursorColumns + ` FROM cursors WHERE job = ?`
+const sqlGetCursor = `SELECT ` + rowscan.CursorColumns + ` FROM cursors WHERE job = ?`
 
 // SchedulePause pauses or resumes a job's schedule. Resuming a paused
 // cursor moves Last to now, so ticks that fell while paused never fire; a job
@@ -455,10 +406,10 @@ func (s *Store) SchedulePause(ctx context.Context, job string, paused bool, at t
 		case cur.Last.After(at):
 			last = cur.Last
 		}
-		cur, err = scanCursor(c.queryRow(ctx, `INSERT INTO cursors (job, last, paused, skipped, updated_at)
+		cur, err = rowscan.Cursor[micros](c.queryRow(ctx, `INSERT INTO cursors (job, last, paused, skipped, updated_at)
 			VALUES (?, ?, ?, 0, ?)
 			ON CONFLICT (job) DO UPDATE SET last = excluded.last, paused = excluded.paused, updated_at = excluded.updated_at
-			RETURNING `+cursorColumns, job, last.UnixMicro(), paused, at.UnixMicro()))
+			RETURNING `+rowscan.CursorColumns, job, last.UnixMicro(), paused, at.UnixMicro()))
 		return err
 	})
 	if err != nil {
@@ -480,20 +431,9 @@ func (s *Store) ScheduleWithdraw(ctx context.Context, jobNames []string, at time
 		if n, err = withdraw(ctx, c, jobNames, at); err != nil {
 			return err
 		}
-		rows, err := c.query(ctx, `SELECT `+cursorColumns+` FROM cursors WHERE job IN (SELECT value FROM json_each(?))`,
+		rows, err := c.query(ctx, `SELECT `+rowscan.CursorColumns+` FROM cursors WHERE job IN (SELECT value FROM json_each(?))`,
 			jsonStrings(jobNames))
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			cur, err := scanCursor(rows)
-			if err != nil {
-				return err
-			}
-			out[cur.Job] = cur
-		}
-		return rows.Err()
+		return collectCursors(rows, err, out)
 	})
 	if err != nil {
 		return nil, 0, err

@@ -230,6 +230,12 @@ func (s *Store) checkpointLoop(interval time.Duration, seen int64) {
 	}
 }
 
+// preparedQueries are the statements the writer keeps prepared.
+var preparedQueries = []string{
+	sqlGetRun, sqlRunsByID, sqlOccurrenceRun, sqlInsertOccurrence, sqlDedupRun, sqlInsertRun, sqlInsertEvent,
+	sqlRequestCancel, sqlClaimCandidates, sqlClaimRuns, sqlGetCursor, sqlUpsertResults,
+}
+
 // prepare prepares the statements of preparedQueries on the writer. One
 // that does not prepare (a schema that lacks its table) is left out: it
 // runs unprepared, and reports its error where it is used.
@@ -425,6 +431,15 @@ func now(t time.Time) time.Time {
 	return t.UTC().Truncate(time.Microsecond)
 }
 
+// micro returns t as the database gives it back: in UTC, to the
+// microsecond.
+func micro(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return time.UnixMicro(t.UnixMicro()).UTC()
+}
+
 // dbTime is the stored form of a time: unix microseconds, NULL when zero.
 func dbTime(t time.Time) any {
 	if t.IsZero() {
@@ -441,12 +456,27 @@ func goTime(v sql.NullInt64) time.Time {
 	return time.UnixMicro(v.Int64).UTC()
 }
 
+// micros is a time column (unix microseconds) as rowscan reads it
+// (rowscan.Time).
+type micros struct{ sql.NullInt64 }
+
+// UTC returns the time read, in UTC; zero for NULL.
+func (t *micros) UTC() time.Time { return goTime(t.NullInt64) }
+
 // nullString stores an empty string as NULL.
 func nullString(s string) any {
 	if s == "" {
 		return nil
 	}
 	return s
+}
+
+// intOrNull stores a nil int as NULL.
+func intOrNull(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
 
 // placeholders returns "?, ?, ?" for n arguments.
