@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -306,5 +307,55 @@ func TestAttemptOutput(t *testing.T) {
 	r := runWithAttempts(t, ta.eng.st, "over the API\n")
 	if got := ta.do(t, "GET", "/v1/runs/"+r.ID+"/attempts/1/output", "", bearer(readToken)); got.status != 200 || string(got.body) != "over the API\n" {
 		t.Errorf("the output with a read token: %d %s", got.status, got.body)
+	}
+}
+
+// TestStreamedReplyTimeout: the client's Timeout bounds a streamed reply
+// up to its start and then each stall, not the whole transfer: a reply
+// that keeps coming for three times the Timeout is read whole, and one
+// that stops is given up after the Timeout with an error that says so.
+func TestStreamedReplyTimeout(t *testing.T) {
+	const timeout = time.Second
+	stall := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/runs/{id}/attempts", func(w http.ResponseWriter, r *http.Request) {
+		fl := w.(http.Flusher)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"attempts":[`)
+		fl.Flush()
+		if r.PathValue("id") == "stalls" {
+			select {
+			case <-r.Context().Done():
+			case <-stall:
+			}
+			return
+		}
+		tick := time.NewTicker(timeout / 20)
+		defer tick.Stop()
+		for end := time.Now().Add(3 * timeout); time.Now().Before(end); <-tick.C {
+			io.WriteString(w, " ")
+			fl.Flush()
+		}
+		io.WriteString(w, `{"number":1,"output":"done"}]}`)
+	})
+	path := filepath.Join(socketDir(t), "s.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(l)
+	t.Cleanup(func() { close(stall); srv.Close() })
+	c := NewClient(path)
+	c.Timeout = timeout
+
+	start := time.Now()
+	as, err := c.Attempts(context.Background(), "slow")
+	if err != nil || len(as) != 1 || as[0].Output != "done" {
+		t.Fatalf("a reply that keeps coming for %s: %v %+v", time.Since(start), err, as)
+	}
+	_, err = c.Attempts(context.Background(), "stalls")
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "stalled for 1s") {
+		t.Fatalf("a reply that stalls: %v", err)
 	}
 }

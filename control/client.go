@@ -361,6 +361,19 @@ type request struct {
 	stream func(io.Reader) error
 }
 
+// idleReader reads a streamed reply, putting off the request's timer by
+// idle at each read: the reply fails when it stalls for idle.
+type idleReader struct {
+	r     io.Reader
+	timer *time.Timer
+	idle  time.Duration
+}
+
+func (ir *idleReader) Read(p []byte) (int, error) {
+	ir.timer.Reset(ir.idle)
+	return ir.r.Read(p)
+}
+
 // retryBusy runs send, again after the reply's Retry-After while the
 // daemon refuses it as busy (429: it serves as many long polls or
 // attempts replies as it does at once) or rate limited (429: the API
@@ -409,8 +422,13 @@ func (c *Client) retryBusy(ctx context.Context, budget time.Duration, method str
 // 400), and following one could repeat a request, a trigger perhaps, on
 // another endpoint.
 func (c *Client) send(ctx context.Context, r request, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	// timeout bounds the request up to its reply; a streamed reply may
+	// then take longer as a whole (a large output on a slow link, or a
+	// busy machine), but not stall for timeout between reads.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	timer := time.AfterFunc(timeout, func() { cancel(context.DeadlineExceeded) })
+	defer timer.Stop()
 	u := c.base + r.path
 	if len(r.query) > 0 {
 		u += "?" + r.query.Encode()
@@ -437,6 +455,9 @@ func (c *Client) send(ctx context.Context, r request, timeout time.Duration) err
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.hc.Do(req)
+	if err != nil && context.Cause(ctx) == context.DeadlineExceeded {
+		err = fmt.Errorf("%w after %s", context.DeadlineExceeded, timeout)
+	}
 	if err != nil {
 		if closedBeforeReply(err) && ctx.Err() == nil {
 			return &noReplyError{c.connError(err)}
@@ -453,7 +474,10 @@ func (c *Client) send(ctx context.Context, r request, timeout time.Duration) err
 	case resp.StatusCode == http.StatusNoContent:
 		return nil
 	case r.stream != nil:
-		if err := r.stream(resp.Body); err != nil {
+		if err := r.stream(&idleReader{r: resp.Body, timer: timer, idle: timeout}); err != nil {
+			if context.Cause(ctx) == context.DeadlineExceeded {
+				return fmt.Errorf("read the reply of %s: it stalled for %s: %w", c.path, timeout, context.DeadlineExceeded)
+			}
 			return fmt.Errorf("read the reply of %s: %w", c.path, err)
 		}
 		return nil
