@@ -191,6 +191,10 @@ func (e *fakeEngine) CheckAttemptToken(string, int, string) bool { return false 
 
 func (e *fakeEngine) Reload(ctx context.Context) error { return nil }
 
+func (e *fakeEngine) LiveOutput(string) (control.LiveOutput, int, bool) { return nil, 0, false }
+
+func (e *fakeEngine) NodeID() string { return "test-node" }
+
 // testDash is a dashboard mounted on a real API server of 127.0.0.1, with
 // the fake engine over a real SQLite store.
 type testDash struct {
