@@ -49,14 +49,20 @@ func Escape(s string, multiline bool) string {
 // IsPlain reports whether s needs no escape: the common case, checked
 // without allocating.
 func IsPlain(s string, multiline bool) bool {
-	for i := 0; i < len(s); i++ {
+	for i := 0; i < len(s); {
 		c := s[i]
-		if c >= utf8.RuneSelf {
-			return utf8.ValidString(s[i:]) && !strings.ContainsFunc(s[i:], isFormatControl)
+		if c < utf8.RuneSelf {
+			if (c < 0x20 && c != '\t' && !(c == '\n' && multiline)) || c == 0x7f {
+				return false
+			}
+			i++
+			continue
 		}
-		if (c < 0x20 && c != '\t' && !(c == '\n' && multiline)) || c == 0x7f {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || isFormatControl(r) {
 			return false
 		}
+		i += size
 	}
 	return true
 }

@@ -20,6 +20,10 @@ func TestEscape(t *testing.T) {
 		{"zero\u200bwidth", true, `zero\u200bwidth`},
 		{"bad \xff utf8", true, `bad \xff utf8`},
 		{"grüße, 日本", true, "grüße, 日本"},
+		// Controls after a character that is not ASCII.
+		{"é\x1b]0;pwned\x07", true, `é\x1b]0;pwned\x07`},
+		{"日本\rforged", true, `日本\rforged`},
+		{"ü two\nlines", false, `ü two\nlines`},
 		{"", true, ""},
 	}
 	for _, tt := range tests {
