@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/proctest"
 	"github.com/schedulerd/schedulerd/jobs"
 )
 
@@ -377,4 +378,38 @@ func TestLogsFollowersThatNeverRead(t *testing.T) {
 		t.Errorf("logs of the flood: %d bytes", len(out))
 	}
 	d.stop()
+}
+
+// TestLogsClusterElsewhere: on a cluster on PostgreSQL, the node that
+// runs an attempt gives its output live; another node says where it runs
+// and, with -f, gives the stored output once the attempt ends.
+func TestLogsClusterElsewhere(t *testing.T) {
+	proctest.Long(t, "a cluster of two daemons")
+	dir := t.TempDir()
+	fifo := mkfifo(t, dir)
+	c := newCluster(t, 2, logsJobs(fifo))
+	id := jsonField(t, c.cli("node-1", "trigger", "talk", "--json").stdout, "id")
+	var runner string
+	waitFor(t, "the run to start", 30*time.Second, func() bool {
+		r := c.run(id)
+		runner = r.Node
+		return r.Status == jobs.StatusRunning
+	})
+	other := c.other(runner)
+	sock := func(node string) string { return filepath.Join(c.node(node).env.dir, "state", "schedulerd.sock") }
+
+	here := startLogs(t, nil, "logs", "-f", id, "--socket", sock(runner))
+	here.expect(fmt.Sprintf("==> run %s of talk, attempt 1 of 1, on %s <==", id, runner), "first 1")
+	there := startLogs(t, nil, "logs", "-f", id, "--socket", sock(other))
+	there.expect(fmt.Sprintf("==> run %s of talk, attempt 1 of 1, on %s (another node: its output comes when the attempt ends) <==", id, runner))
+	now := c.cli(other, "logs", id)
+	if now.code != 0 || now.stdout != "" || !strings.Contains(now.stderr, "attempt 1 runs on node "+runner+", whose output is seen here when it ends") {
+		t.Errorf("logs RUN on the other node while it runs: exit %d %q %q", now.code, now.stdout, now.stderr)
+	}
+	release(t, fifo)
+	end := fmt.Sprintf("==> run %s of talk: completed (exit code 0) <==", id)
+	here.expect(talkLine, end)
+	there.expect("first 1", talkLine, end)
+	here.waitExit(0)
+	there.waitExit(0)
 }
