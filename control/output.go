@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -131,7 +132,7 @@ func (s *Server) runOutput(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer budget.give()
-	n := cmpOr(want, run.Attempt)
+	n := cmp.Or(want, run.Attempt)
 	src, err := s.locateOutput(ctx, id, n, run)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -144,9 +145,9 @@ func (s *Server) runOutput(w http.ResponseWriter, r *http.Request) {
 	case OutputLive:
 		if !follow {
 			// What is kept now, without waiting for more.
-			done, stop := context.WithCancel(ctx)
+			now, stop := context.WithCancel(ctx)
 			stop()
-			data, next, _, _ := src.live.Next(done, from)
+			data, next, _, _ := src.live.Next(now, from)
 			writeOutputHeader(w, OutputLive, n, src.node, next)
 			s.writeOutput(w, rc, r, data, false)
 			return
@@ -203,14 +204,6 @@ func (s *Server) runOutput(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodHead {
 		s.writeOutput(w, rc, r, []byte(out), false)
 	}
-}
-
-// cmpOr is cmp.Or for the attempt numbers: a if it is set, else b.
-func cmpOr(a, b int) int {
-	if a != 0 {
-		return a
-	}
-	return b
 }
 
 // outputSource is where the output of an attempt is read.
