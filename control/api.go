@@ -41,6 +41,12 @@ type Engine interface {
 	// Reload re-reads the config; an error means it was rejected and the
 	// running config stays.
 	Reload(ctx context.Context) error
+	// LiveOutput returns the output, as it is written, of the attempt of
+	// run runID that runs on this node, and the attempt's number; false
+	// when no attempt of the run runs here.
+	LiveOutput(runID string) (LiveOutput, int, bool)
+	// NodeID is this node's id, as runs and attempts name it.
+	NodeID() string
 }
 
 // AttemptTokenHeader carries "ATTEMPT:TOKEN", the attempt number and

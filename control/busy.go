@@ -1,6 +1,7 @@
 package control
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 )
@@ -19,6 +20,17 @@ func (s slots) take() bool {
 	case s <- struct{}{}:
 		return true
 	default:
+		return false
+	}
+}
+
+// wait takes a slot, waiting for one until ctx is done; false when it
+// is done first.
+func (s slots) wait(ctx context.Context) bool {
+	select {
+	case s <- struct{}{}:
+		return true
+	case <-ctx.Done():
 		return false
 	}
 }

@@ -263,6 +263,75 @@ func (c *Client) Attempts(ctx context.Context, id string) ([]Attempt, error) {
 	return out, err
 }
 
+// OutputParams selects what Output reads.
+type OutputParams struct {
+	// Attempt is the number of the attempt; 0 for the run's current one.
+	Attempt int
+	// From is where to start, an offset in bytes of the output as the
+	// attempt wrote it (OutputInfo.Next of an earlier reply).
+	From int64
+	// Follow reads a running attempt's output as it is written until the
+	// attempt ends: on this node as it comes, on another node once it
+	// ends.
+	Follow bool
+}
+
+// OutputInfo is what the reply of Output says of the output it carries.
+type OutputInfo struct {
+	State   OutputState
+	Attempt int // 0 with OutputNone
+	Node    string
+	// Next is the offset to ask from next time; -1 when the reply does
+	// not say (a follow, or OutputNone).
+	Next int64
+}
+
+// Output reads the output of an attempt of run id (GET
+// /v1/runs/{id}/output) and copies it to w as it comes, after calling
+// begin, when it is not nil, with what the reply says of it. With
+// p.Follow it has no timeout: it returns when the attempt has ended and
+// its output was copied, when ctx is done, or when the connection fails.
+func (c *Client) Output(ctx context.Context, id string, p OutputParams, begin func(OutputInfo), w io.Writer) (OutputInfo, error) {
+	v := url.Values{}
+	if p.Attempt > 0 {
+		v.Set("attempt", strconv.Itoa(p.Attempt))
+	}
+	if p.From > 0 {
+		v.Set("from", strconv.FormatInt(p.From, 10))
+	}
+	if p.Follow {
+		v.Set("follow", "1")
+	}
+	var info OutputInfo
+	req := request{method: http.MethodGet, path: "/v1/runs/" + url.PathEscape(id) + "/output", query: v,
+		header: func(h http.Header) error {
+			info = OutputInfo{State: OutputState(h.Get(OutputStateHeader)), Node: h.Get(OutputNodeHeader), Next: -1}
+			var err error
+			if info.Attempt, err = strconv.Atoi(h.Get(OutputAttemptHeader)); err != nil || info.State == "" {
+				return fmt.Errorf("the reply says no attempt or state of the output (%s %q, %s %q): is this a schedulerd?",
+					OutputAttemptHeader, clip(h.Get(OutputAttemptHeader)), OutputStateHeader, clip(string(info.State)))
+			}
+			if n, err := strconv.ParseInt(h.Get(OutputNextHeader), 10, 64); err == nil {
+				info.Next = n
+			}
+			if begin != nil {
+				begin(info)
+			}
+			return nil
+		},
+		stream: func(r io.Reader) error {
+			_, err := io.Copy(w, r)
+			return err
+		},
+	}
+	timeout := c.timeout()
+	if p.Follow {
+		timeout = 0
+	}
+	err := c.retryBusy(ctx, c.timeout(), http.MethodGet, func() error { return c.send(ctx, req, timeout) })
+	return info, err
+}
+
 // Events returns a run's history.
 func (c *Client) Events(ctx context.Context, id string) ([]Event, error) {
 	var out struct {
@@ -356,9 +425,11 @@ type request struct {
 	method, path string
 	query        url.Values
 	body         any
-	// out receives a reply read whole, or stream decodes it as it comes.
+	// out receives a reply read whole, or stream decodes it as it comes,
+	// after header, when set, has read the headers of a reply of 2xx.
 	out    any
 	stream func(io.Reader) error
+	header func(http.Header) error
 }
 
 // idleReader reads a streamed reply, putting off the request's timer by
@@ -370,7 +441,9 @@ type idleReader struct {
 }
 
 func (ir *idleReader) Read(p []byte) (int, error) {
-	ir.timer.Reset(ir.idle)
+	if ir.timer != nil {
+		ir.timer.Reset(ir.idle)
+	}
 	return ir.r.Read(p)
 }
 
@@ -417,18 +490,22 @@ func (c *Client) retryBusy(ctx context.Context, budget time.Duration, method str
 	}
 }
 
-// send sends one request and decodes its reply. A redirect is an error,
-// never followed: the daemon sends none (a path it would redirect gets
-// 400), and following one could repeat a request, a trigger perhaps, on
-// another endpoint.
+// send sends one request and decodes its reply, within timeout (none
+// when it is 0). A redirect is an error, never followed: the daemon sends
+// none (a path it would redirect gets 400), and following one could
+// repeat a request, a trigger perhaps, on another endpoint.
 func (c *Client) send(ctx context.Context, r request, timeout time.Duration) error {
 	// timeout bounds the request up to its reply; a streamed reply may
 	// then take longer as a whole (a large output on a slow link, or a
-	// busy machine), but not stall for timeout between reads.
+	// busy machine), but not stall for timeout between reads. No timeout
+	// (a follow) waits as long as ctx.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	timer := time.AfterFunc(timeout, func() { cancel(context.DeadlineExceeded) })
-	defer timer.Stop()
+	var timer *time.Timer
+	if timeout > 0 {
+		timer = time.AfterFunc(timeout, func() { cancel(context.DeadlineExceeded) })
+		defer timer.Stop()
+	}
 	u := c.base + r.path
 	if len(r.query) > 0 {
 		u += "?" + r.query.Encode()
@@ -473,6 +550,13 @@ func (c *Client) send(ctx context.Context, r request, timeout time.Duration) err
 			"%s %s: the daemon answered %s, a redirect to %q, which is not followed", r.method, r.path, resp.Status, clip(resp.Header.Get("Location")))}
 	case resp.StatusCode == http.StatusNoContent:
 		return nil
+	}
+	if r.header != nil {
+		if err := r.header(resp.Header); err != nil {
+			return err
+		}
+	}
+	switch {
 	case r.stream != nil:
 		if err := r.stream(&idleReader{r: resp.Body, timer: timer, idle: timeout}); err != nil {
 			if context.Cause(ctx) == context.DeadlineExceeded {

@@ -17,12 +17,17 @@
 // connections that short requests need (MaxConns, 64): at most
 // MaxLongPolls long polls wait at once (default a quarter of MaxConns, 16)
 // and at most MaxAttemptReplies attempts replies, and outputs of an
-// attempt, are sent at once (default 2). A request past either bound is
+// attempt, are sent at once (default 2), and at most MaxFollows outputs
+// are followed as they are written (default 8). A request past a bound is
 // refused at once, not queued: 429 with the code busy and Retry-After: 1. The Client asks again after it; a long
 // poll refused for its whole wait returns the run as it is then. The
 // attempts reply is written as it is encoded, 32 KiB at a time: the
 // daemon holds the attempts the store read, never the reply, which JSON
-// makes up to six times as large as the output.
+// makes up to six times as large as the output. A follow holds what the
+// attempt's LiveOutput returned, bounded as the output is, and writes it
+// 32 KiB at a time, each piece within WriteTimeout: a client that stops
+// reading is cut off, and one that goes away ends its follow, while the
+// attempt writes on (a live output never waits for its followers).
 //
 // A path with an empty, "." or ".." segment, also when percent-encoded
 // (%2e%2e), gets 400 and reaches no endpoint: it is never redirected to
@@ -54,6 +59,18 @@
 //	                                MaxAttemptReplies are being sent
 //	GET  /v1/runs/{id}/attempts/{n}/output  the output of attempt n as   text/plain     read
 //	                                stored, streamed; 429 busy as above
+//	GET  /v1/runs/{id}/output?attempt=N&from=OFFSET&follow=1        text/plain     read
+//	                                the output of attempt N (default the
+//	                                run's current one) from byte OFFSET of
+//	                                what it wrote; the headers say its state
+//	                                (OutputState: live, stored, elsewhere,
+//	                                none), attempt and node. Without follow:
+//	                                what there is now (429 busy as above).
+//	                                With follow: a live output as it is
+//	                                written until the attempt ends, an
+//	                                attempt on another node's stored output
+//	                                once it ends; at most MaxFollows at once
+//	                                (429 busy past them)
 //	GET  /v1/runs/{id}/events       history with reasons            {"events": [Event]}    read
 //	POST /v1/runs/{id}/cancel       cancel, or stop a running attempt  Run                 operate
 //	POST /v1/runs/{id}/rerun        a new run linked by rerun_of    201 Run                operate

@@ -32,6 +32,9 @@ type fakeEngine struct {
 	calls     []string
 	reloadErr error
 	unhealthy bool
+	// lives are the outputs of the attempts "running on this node", by
+	// run id.
+	lives map[string]*fakeLive
 }
 
 // Declared jobs of the fake engine: backup has a schedule, adhoc does not.
@@ -166,6 +169,95 @@ func (e *fakeEngine) Reload(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.reloadErr
+}
+
+func (e *fakeEngine) LiveOutput(runID string) (LiveOutput, int, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	l := e.lives[runID]
+	if l == nil {
+		return nil, 0, false
+	}
+	return l, l.attempt, true
+}
+
+func (e *fakeEngine) NodeID() string { return "test-node" }
+
+// setLive makes l the output of attempt of run id running on this node;
+// nil: none runs here.
+func (e *fakeEngine) setLive(id string, l *fakeLive) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.lives == nil {
+		e.lives = map[string]*fakeLive{}
+	}
+	if l == nil {
+		delete(e.lives, id)
+		return
+	}
+	e.lives[id] = l
+}
+
+// fakeLive is the output of a running attempt that the test writes, kept
+// whole.
+type fakeLive struct {
+	attempt int
+	mu      sync.Mutex
+	data    []byte
+	done    bool
+	changed chan struct{}
+	waiting int
+}
+
+func newFakeLive(attempt int) *fakeLive {
+	return &fakeLive{attempt: attempt, changed: make(chan struct{})}
+}
+
+func (l *fakeLive) write(p string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.data = append(l.data, p...)
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+func (l *fakeLive) end() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.done = true
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// followers is how many calls of Next wait for output.
+func (l *fakeLive) followers() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.waiting
+}
+
+func (l *fakeLive) Next(ctx context.Context, from int64) ([]byte, int64, bool, error) {
+	for {
+		l.mu.Lock()
+		data := slices.Clone(l.data[min(from, int64(len(l.data))):])
+		next, done, changed := int64(len(l.data)), l.done, l.changed
+		if len(data) > 0 || done {
+			l.mu.Unlock()
+			return data, next, done, nil
+		}
+		l.waiting++
+		l.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-changed:
+		}
+		l.mu.Lock()
+		l.waiting--
+		l.mu.Unlock()
+		if ctx.Err() != nil {
+			return nil, from, false, ctx.Err()
+		}
+	}
 }
 
 // openStore opens a real SQLite store in a temporary directory.

@@ -24,6 +24,8 @@ const (
 	DefaultMaxWait           = 5 * time.Minute
 	// DefaultMaxAttemptReplies bounds the attempts replies sent at once.
 	DefaultMaxAttemptReplies = 2
+	// DefaultMaxFollows bounds the outputs followed at once.
+	DefaultMaxFollows = 8
 	// MaxBodyBytes bounds a request body.
 	MaxBodyBytes = 64 << 10
 	// maxHeaderBytes bounds the request line and headers.
@@ -57,6 +59,11 @@ type ServerConfig struct {
 	// requests never hold the connections that short ones need.
 	MaxLongPolls      int
 	MaxAttemptReplies int
+	// MaxFollows bounds the outputs followed at once (GET
+	// /v1/runs/{id}/output?follow=1, default DefaultMaxFollows); past it,
+	// 429 busy as above. A follow holds its connection while the attempt
+	// runs.
+	MaxFollows int
 	// InactiveThreshold decides the state a node is shown in (default 2m).
 	InactiveThreshold time.Duration
 
@@ -75,6 +82,7 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	c.MaxConns = cmp.Or(c.MaxConns, DefaultMaxConns)
 	c.MaxLongPolls = cmp.Or(c.MaxLongPolls, max(c.MaxConns/4, 1))
 	c.MaxAttemptReplies = cmp.Or(c.MaxAttemptReplies, DefaultMaxAttemptReplies)
+	c.MaxFollows = cmp.Or(c.MaxFollows, DefaultMaxFollows)
 	c.InactiveThreshold = cmp.Or(c.InactiveThreshold, 2*time.Minute)
 	c.ReadHeaderTimeout = cmp.Or(c.ReadHeaderTimeout, DefaultReadHeaderTimeout)
 	c.ReadTimeout = cmp.Or(c.ReadTimeout, DefaultReadTimeout)
@@ -95,9 +103,11 @@ type Server struct {
 	handler http.Handler
 	peers   *peerPolicy
 	gate    *healthGate
-	// polls and replies are the slots of long polls and attempts replies.
+	// polls, replies and follows are the slots of long polls, attempts
+	// replies and followed outputs.
 	polls   slots
 	replies slots
+	follows slots
 
 	sock   *socketFile
 	ln     *limitListener
@@ -122,6 +132,7 @@ func newServer(cfg ServerConfig) (*Server, error) {
 		gate:    newHealthGate(cfg.Engine),
 		polls:   newSlots(cfg.MaxLongPolls),
 		replies: newSlots(cfg.MaxAttemptReplies),
+		follows: newSlots(cfg.MaxFollows),
 	}
 	s.handler = s.routes()
 	return s, nil

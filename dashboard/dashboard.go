@@ -193,6 +193,7 @@ func (d *Dashboard) routes() {
 	mux.HandleFunc("GET /ui/runs", d.page(d.runsPage))
 	mux.HandleFunc("GET /ui/runs/{id}", d.page(d.runPage))
 	mux.HandleFunc("GET /ui/runs/{id}/attempts/{n}/output", d.page(d.attemptOutput))
+	mux.HandleFunc("GET /ui/runs/{id}/output", d.page(d.runOutput))
 	mux.HandleFunc("POST /ui/jobs/{job}/{action}", d.action(d.jobAction))
 	mux.HandleFunc("POST /ui/runs/{id}/{action}", d.action(d.runAction))
 	mux.HandleFunc("/ui/", d.page(func(w http.ResponseWriter, r *http.Request, s *session) {

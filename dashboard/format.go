@@ -47,6 +47,7 @@ var funcs = template.FuncMap{
 	"jitter":      func(t Tick) time.Duration { return t.Start.Sub(t.Fire) },
 	"terminal":    func(st jobs.Status) bool { return st.Terminal() },
 	"outputURL":   outputURL,
+	"followURL":   followURL,
 	"gap":         func(a *store.ClippedAttempt) int64 { return a.StoredBytes - int64(len(a.Output)+len(a.Tail)) },
 	"earlier":     func(n int) []int { return seq(min(n, maxEarlier)) },
 	"maxEarlier":  func() int { return maxEarlier },
@@ -68,6 +69,12 @@ func seq(n int) []int {
 // outputURL is the page of the whole output of attempt n of run id.
 func outputURL(id string, n int) string {
 	return runURL(id) + "/attempts/" + strconv.Itoa(n) + "/output"
+}
+
+// followURL is the output of attempt n of run id as it is written, as
+// text: it ends when the attempt ends.
+func followURL(id string, n int) string {
+	return runURL(id) + "/output?attempt=" + strconv.Itoa(n) + "&follow=1"
 }
 
 // statusText is a run status in words, after a symbol that tells it

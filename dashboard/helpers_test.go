@@ -65,6 +65,10 @@ type fakeEngine struct {
 	mu     sync.Mutex
 	calls  []string
 	paused bool
+	// live is the output of attempt 1 of the run liveRun, running on
+	// this node.
+	live    *fakeLive
+	liveRun string
 }
 
 func (e *fakeEngine) record(format string, args ...any) {
@@ -190,6 +194,63 @@ func (e *fakeEngine) Progress(ctx context.Context, runID string, attempt, percen
 func (e *fakeEngine) CheckAttemptToken(string, int, string) bool { return false }
 
 func (e *fakeEngine) Reload(ctx context.Context) error { return nil }
+
+// LiveOutput is the output of live, for attempt 1 of the run liveRun.
+func (e *fakeEngine) LiveOutput(id string) (control.LiveOutput, int, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.live == nil || id != e.liveRun {
+		return nil, 0, false
+	}
+	return e.live, 1, true
+}
+
+// setLive makes live the output of attempt 1 of run id, running on this
+// node.
+func (e *fakeEngine) setLive(id string, live *fakeLive) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.liveRun, e.live = id, live
+}
+
+// fakeLive is the output of a running attempt that the test writes, kept
+// whole.
+type fakeLive struct {
+	mu      sync.Mutex
+	data    []byte
+	done    bool
+	changed chan struct{}
+}
+
+func newFakeLive() *fakeLive { return &fakeLive{changed: make(chan struct{})} }
+
+func (l *fakeLive) write(p string, end bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.data = append(l.data, p...)
+	l.done = end
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+func (l *fakeLive) Next(ctx context.Context, from int64) ([]byte, int64, bool, error) {
+	for {
+		l.mu.Lock()
+		data := slices.Clone(l.data[min(from, int64(len(l.data))):])
+		next, done, changed := int64(len(l.data)), l.done, l.changed
+		l.mu.Unlock()
+		if len(data) > 0 || done {
+			return data, next, done, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, from, false, ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+func (e *fakeEngine) NodeID() string { return "test-node" }
 
 // testDash is a dashboard mounted on a real API server of 127.0.0.1, with
 // the fake engine over a real SQLite store.

@@ -346,8 +346,27 @@ func (d *Dashboard) runPage(w http.ResponseWriter, r *http.Request, s *session) 
 // the API's route (APIServer.Relay), streamed and within its budget of
 // output replies; the route's refusals become the error page.
 func (d *Dashboard) attemptOutput(w http.ResponseWriter, r *http.Request, s *session) {
+	d.relayText(w, r, s, "/v1/runs/"+url.PathEscape(r.PathValue("id"))+"/attempts/"+url.PathEscape(r.PathValue("n"))+"/output")
+}
+
+// runOutput serves the output of an attempt of a run as text, through
+// the API's route GET /v1/runs/{id}/output with the request's query
+// (attempt, from, follow): with follow=1 as the attempt writes it, which
+// the page of a running attempt shows, within the route's budget of
+// follows.
+func (d *Dashboard) runOutput(w http.ResponseWriter, r *http.Request, s *session) {
+	path := "/v1/runs/" + url.PathEscape(r.PathValue("id")) + "/output"
+	if r.URL.RawQuery != "" {
+		path += "?" + r.URL.RawQuery
+	}
+	d.relayText(w, r, s, path)
+}
+
+// relayText serves a text reply of the API's route at path as it comes;
+// the route's refusals become the error page.
+func (d *Dashboard) relayText(w http.ResponseWriter, r *http.Request, s *session, path string) {
 	rw := &relayWriter{w: w, header: http.Header{}}
-	d.cfg.API.Relay(rw, r, s.caller, "/v1/runs/"+url.PathEscape(r.PathValue("id"))+"/attempts/"+url.PathEscape(r.PathValue("n"))+"/output")
+	d.cfg.API.Relay(rw, r, s.caller, path)
 	if rw.status == http.StatusOK {
 		return
 	}

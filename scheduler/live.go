@@ -130,3 +130,16 @@ func (s *Scheduler) LiveOutput(runID string) (*LiveOutput, bool) {
 	}
 	return a.live, true
 }
+
+// LiveAttempt is LiveOutput with the number of the attempt whose output
+// it is: a follower that asks for one attempt of a run must not get the
+// next one's.
+func (s *Scheduler) LiveAttempt(runID string) (*LiveOutput, int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.attempts.running[runID]
+	if a == nil || a.live == nil {
+		return nil, 0, false
+	}
+	return a.live, a.fence.Attempt, true
+}

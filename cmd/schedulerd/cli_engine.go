@@ -266,6 +266,19 @@ func (e *engine) Progress(ctx context.Context, runID string, attempt, percent in
 	return e.st.RunProgress(ctx, f, percent, message)
 }
 
+// LiveOutput is the output, as it is written, of the attempt of run
+// runID running on this node.
+func (e *engine) LiveOutput(runID string) (control.LiveOutput, int, bool) {
+	live, attempt, ok := e.sched.LiveAttempt(runID)
+	if !ok {
+		return nil, 0, false
+	}
+	return live, attempt, true
+}
+
+// NodeID is this node's id.
+func (e *engine) NodeID() string { return e.sched.NodeID() }
+
 // CheckAttemptToken checks a job's SCHEDULERD_ATTEMPT_TOKEN.
 func (e *engine) CheckAttemptToken(runID string, attempt int, token string) bool {
 	return e.sched.CheckAttemptToken(runID, attempt, token)

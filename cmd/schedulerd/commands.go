@@ -41,9 +41,11 @@ type form struct{ synopsis, summary string }
 
 // What a positional argument completes to, besides literal words.
 const (
-	argJob     = "<job>"     // a job the daemon declares
-	argRun     = "<run>"     // a run id the daemon knows
-	argCommand = "<command>" // a command of this table
+	argJob = "<job>" // a job the daemon declares
+	argRun = "<run>" // a run id the daemon knows
+	// argJobOrRun is a job, or a run id.
+	argJobOrRun = "<job-or-run>"
+	argCommand  = "<command>" // a command of this table
 )
 
 // commands is filled by init: the help, man and completion commands read
@@ -102,6 +104,9 @@ func init() {
 				{"runs [--job J] [--status S] [--limit N]", "runs, newest first"},
 				{"runs show ID [--raw]", "one run with its attempts, output and events;\n--raw prints them unescaped"},
 			}},
+		{name: "logs", run: cmdLogs, client: true, args: []string{argJobOrRun},
+			forms: []form{{"logs [-f] [--raw] RUN|JOB", "the output of a run, or of a job's newest run;\n-f follows it as it is written, then the next runs"}},
+			about: "A run id prints the output of the run's current attempt, a job's name that of the job's newest run that has started. With -f the output is printed as the attempt writes it, then, after a header line, that of each next attempt of the run and, for a job, of each run that starts after it, until interrupted; a job with no run yet is waited for. An attempt running on another node (a cluster) is printed when it ends. The output is escaped as by runs show unless --raw, and bounded as stored: a follower that falls too far behind gets a line saying how many bytes it missed. --json prints a line per attempt, per piece of output and per state of the run."},
 		{name: "cancel", run: cmdCancel, client: true, args: []string{argRun},
 			forms: []form{{"cancel ID [--wait]", "cancel a run, or stop its running attempt"}},
 			about: "A waiting run is cancelled at once; a running attempt gets SIGTERM on its process group, SIGKILL after kill_grace."},

@@ -341,6 +341,8 @@ _schedulerd() {
 			words = `"$(_schedulerd_query jobs)"`
 		case argRun:
 			words = `"$(_schedulerd_query runs)"`
+		case argJobOrRun:
+			words = `"$(_schedulerd_query jobs) $(_schedulerd_query runs)"`
 		case argCommand:
 			words = fmt.Sprintf("%q", strings.Join(s.names(), " "))
 		default:
@@ -391,6 +393,11 @@ _schedulerd_runs() {
 	local -a ids
 	ids=(${(f)"$(_schedulerd_query runs)"})
 	compadd -a ids
+}
+
+_schedulerd_jobs_runs() {
+	_schedulerd_jobs
+	_schedulerd_runs
 }
 
 _schedulerd() {
@@ -468,6 +475,8 @@ _schedulerd() {
 				spec = ":job:_schedulerd_jobs"
 			case argRun:
 				spec = ":run id:_schedulerd_runs"
+			case argJobOrRun:
+				spec = ":job or run id:_schedulerd_jobs_runs"
 			case argCommand:
 				spec = ":command:(" + strings.Join(s.names(), " ") + ")"
 			default:
@@ -651,6 +660,8 @@ complete -c schedulerd -f
 				words = "'(__schedulerd_query jobs)'"
 			case argRun:
 				words = "'(__schedulerd_query runs)'"
+			case argJobOrRun:
+				words = "'(__schedulerd_query jobs; __schedulerd_query runs)'"
 			case argCommand:
 				words = fishQuote(strings.Join(s.names(), " "))
 			default:

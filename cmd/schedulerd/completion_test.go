@@ -140,6 +140,9 @@ func TestCompletionCompletes(t *testing.T) {
 		{[]string{"runs", "--config", cfg, ""}, []string{"show"}},
 		{[]string{"runs", "--config", cfg, "show", ""}, []string{id}},
 		{[]string{"cancel", "--config", cfg, id[:4]}, []string{id}},
+		{[]string{"logs", "--config", cfg, ""}, sorted("fail", "ok", "slow", "tick", id)},
+		{[]string{"logs", "-f", "--config", cfg, "sl"}, []string{"slow"}},
+		{[]string{"logs", "--r"}, []string{"--raw"}},
 		{[]string{"completion", ""}, []string{"bash", "fish", "zsh"}},
 		{[]string{"man", ""}, []string{"5", "8"}},
 		{[]string{"help", "rer"}, []string{"rerun"}},
@@ -202,6 +205,7 @@ func TestCompletionCompletes(t *testing.T) {
 			{"schedulerd tri", []string{"trigger"}},
 			{"schedulerd trigger --config " + cfg + " ", []string{"fail", "ok", "slow", "tick"}},
 			{"schedulerd runs --config " + cfg + " show ", []string{id}},
+			{"schedulerd logs --config " + cfg + " ", sorted("fail", "ok", "slow", "tick", id)},
 			{"schedulerd runs --status dead", []string{"dead_letter"}},
 			{"schedulerd trigger --ded", []string{"--dedup-id"}},
 			{"schedulerd trigger " + strings.Join(api, " ") + " ", []string{"fail", "ok", "slow", "tick"}},
@@ -218,4 +222,10 @@ func TestCompletionCompletes(t *testing.T) {
 			}
 		}
 	})
+}
+
+// sorted returns words in order.
+func sorted(words ...string) []string {
+	slices.Sort(words)
+	return words
 }

@@ -33,7 +33,8 @@ func chromium(t *testing.T) string {
 // dashboardJobs: echo prints its payload and some HTML, slow reports
 // progress and sleeps until cancelled, tick is a cron job to pause,
 // chatty writes more than a page shows, often is a cron job in the
-// daemon's local zone that fails with exit code 3.
+// daemon's local zone that fails with exit code 3, talk prints a line and
+// waits on the fifo dir/go (mkfifo) before the next.
 func dashboardJobs(dir string) string {
 	return fmt.Sprintf(`[[job]]
 name = "echo"
@@ -62,7 +63,13 @@ name = "often"
 schedule = "@every 3s"
 shell = 'echo "tick $SCHEDULERD_ATTEMPT"; exit 3'
 retry = { max_attempts = 1 }
-`, binary, filepath.Join(dir, "slow.pid"))
+
+[[job]]
+name = "talk"
+shell = 'echo "<b>first</b> line"; read x < "$GO"; echo "second line"'
+env = { GO = %q }
+retry = { max_attempts = 1 }
+`, binary, filepath.Join(dir, "slow.pid"), filepath.Join(dir, "go"))
 }
 
 // browser drives one headless Chromium tab of a test.
@@ -247,6 +254,7 @@ func (b *browser) shoot(name string) {
 func TestDashboardInBrowser(t *testing.T) {
 	proctest.Long(t, "a browser and a daemon")
 	e := newEnv(t)
+	mkfifo(t, e.dir)
 	addr := freeAddr(t)
 	operator := newCLIToken(t, e.dir, "ci", "operate")
 	reader := newCLIToken(t, e.dir, "grafana", "read")
@@ -329,6 +337,29 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	if by := b.text("#cancelled-by"); by != "api:ci" {
 		t.Errorf("the slow run's page says it was cancelled by %q", by)
+	}
+
+	// A run whose attempt runs: its output shows as the job writes it, as
+	// text, in an element that the updates of the live part keep.
+	talk := jsonOne(t, e.ok("trigger", "talk", "--json"))["id"].(string)
+	b.open("/ui/runs/"+talk, "#live")
+	b.waitFor("the first line of talk as it is written", `(document.querySelector('.live-output') || {textContent: ''}).textContent === '<b>first</b> line\n'`, 60*time.Second)
+	if n := b.count(".live-output b"); n != 0 {
+		t.Errorf("the job's output made %d elements of the page", n)
+	}
+	if v := b.text("#run-status"); !strings.Contains(v, "running") {
+		t.Errorf("the talk run is shown %q while its output shows", v)
+	}
+	eval[bool](b, `(window.kept = document.querySelector('.live-output'), window.update = document.querySelector('#live-state').textContent, true)`)
+	b.waitFor("an update of the live part", `document.querySelector('#live-state').textContent !== window.update`, 30*time.Second)
+	if !eval[bool](b, `document.querySelector('.live-output') === window.kept && window.kept.textContent === '<b>first</b> line\n'`) {
+		t.Errorf("the update of the live part lost the output followed: %q", b.text("#live"))
+	}
+	b.shoot("run-live-output")
+	release(t, filepath.Join(e.dir, "go"))
+	b.waitFor("the talk run completed, its output stored", `document.querySelector('#run-status').textContent.includes('completed') && document.querySelector('.live-output') === null`, 60*time.Second)
+	if out := b.text(".output"); out != "<b>first</b> line\nsecond line\n" {
+		t.Errorf("the stored output of talk on its page: %q", out)
 	}
 
 	// Pause and resume the cron job from its page.

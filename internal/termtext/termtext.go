@@ -5,6 +5,7 @@ package termtext
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 )
@@ -49,14 +50,20 @@ func Escape(s string, multiline bool) string {
 // IsPlain reports whether s needs no escape: the common case, checked
 // without allocating.
 func IsPlain(s string, multiline bool) bool {
-	for i := 0; i < len(s); i++ {
+	for i := 0; i < len(s); {
 		c := s[i]
-		if c >= utf8.RuneSelf {
-			return utf8.ValidString(s[i:]) && !strings.ContainsFunc(s[i:], isFormatControl)
+		if c < utf8.RuneSelf {
+			if (c < 0x20 && c != '\t' && !(c == '\n' && multiline)) || c == 0x7f {
+				return false
+			}
+			i++
+			continue
 		}
-		if (c < 0x20 && c != '\t' && !(c == '\n' && multiline)) || c == 0x7f {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || isFormatControl(r) {
 			return false
 		}
+		i += size
 	}
 	return true
 }
@@ -75,4 +82,67 @@ func isFormatControl(r rune) bool {
 		return true
 	}
 	return false
+}
+
+// Writer escapes what is written to it as Escape does a multiline text,
+// and writes the result to the writer under it, piece by piece: for
+// output that comes as it is written. A character split between two
+// writes is held back until its end comes, and escaped whole; Flush
+// writes what is held back at the end of the text.
+type Writer struct {
+	w    io.Writer
+	held []byte // the start of a character that the next write may end
+}
+
+// NewWriter returns a Writer that writes the escaped text to w.
+func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
+
+// Write escapes p, after what was held back, and writes it on, but for
+// the start of a character that p ends with.
+func (e *Writer) Write(p []byte) (int, error) {
+	n := len(p)
+	if len(e.held) > 0 {
+		p = append(e.held, p...)
+		e.held = nil
+	}
+	cut := Complete(p)
+	if cut < len(p) {
+		e.held = append([]byte(nil), p[cut:]...)
+	}
+	if _, err := io.WriteString(e.w, Escape(string(p[:cut]), true)); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// Flush writes what is held back, escaped as bytes that are not UTF-8:
+// the text ended within a character.
+func (e *Writer) Flush() error {
+	if len(e.held) == 0 {
+		return nil
+	}
+	held := e.held
+	e.held = nil
+	_, err := io.WriteString(e.w, Escape(string(held), true))
+	return err
+}
+
+// Complete returns the length of the longest start of p that does not end
+// within a character: p but for the start of a UTF-8 sequence at its end
+// whose other bytes have not come yet (at most 3 bytes). For text that
+// comes in pieces, to keep a character whole.
+func Complete(p []byte) int {
+	for i := 1; i <= min(utf8.UTFMax-1, len(p)); i++ {
+		b := p[len(p)-i]
+		if b < utf8.RuneSelf {
+			return len(p)
+		}
+		if utf8.RuneStart(b) {
+			if utf8.FullRune(p[len(p)-i:]) {
+				return len(p)
+			}
+			return len(p) - i
+		}
+	}
+	return len(p)
 }
