@@ -384,6 +384,10 @@ func checkMailAddress(s string) string {
 	return ""
 }
 
+// ValidMailAddress reports whether s is a mail address as mail_to and
+// mail_from take it.
+func ValidMailAddress(s string) bool { return checkMailAddress(s) == "" }
+
 // atext are the characters of a dot-atom's atoms (RFC 5322).
 const atext = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&'*+-/=?^_`{|}~"
 
