@@ -21,9 +21,11 @@ import (
 	"github.com/schedulerd/schedulerd/internal/testcert"
 )
 
-// mailEnv is a test SMTP server that takes the login cron/s3cret, the
-// certificate it presents (which the daemon trusts through
-// SSL_CERT_FILE), and the daemon's password file.
+// cronLogin is the login of the test SMTP servers that ask for one.
+var cronLogin = map[string]string{"cron": "s3cret"}
+
+// mailEnv is a test SMTP server, the certificate it presents (which the
+// daemon trusts through SSL_CERT_FILE), and the daemon's password file.
 type mailEnv struct {
 	srv      *smtptest.Server
 	cert     testcert.Pair
@@ -38,9 +40,6 @@ func newMailEnv(t *testing.T, e *env, opts smtptest.Options, password string) *m
 		t.Fatal(err)
 	}
 	opts.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
-	if opts.Users == nil {
-		opts.Users = map[string]string{"cron": "s3cret"}
-	}
 	m := &mailEnv{srv: smtptest.Start(t, opts), cert: pair, password: filepath.Join(e.dir, "smtp.password")}
 	m.setPassword(t, password)
 	return m
@@ -111,7 +110,7 @@ func TestNotifyMail(t *testing.T) {
 	for _, scheme := range []string{"smtp", "smtps"} {
 		t.Run(scheme, func(t *testing.T) {
 			e := newEnv(t)
-			m := newMailEnv(t, e, smtptest.Options{StartTLS: scheme == "smtp", Implicit: scheme == "smtps"}, "s3cret")
+			m := newMailEnv(t, e, smtptest.Options{StartTLS: scheme == "smtp", Implicit: scheme == "smtps", Users: cronLogin}, "s3cret")
 			e.writeConfig(m.config(scheme))
 			d := e.startEnv(true, "SSL_CERT_FILE="+m.cert.CertFile)
 			defer d.stop()
@@ -157,7 +156,7 @@ func TestNotifyMail(t *testing.T) {
 // reload, the next attempt (after the backoff) delivers it.
 func TestNotifyMailBadPassword(t *testing.T) {
 	e := newEnv(t)
-	m := newMailEnv(t, e, smtptest.Options{StartTLS: true}, "wrong")
+	m := newMailEnv(t, e, smtptest.Options{StartTLS: true, Users: cronLogin}, "wrong")
 	e.writeConfig(m.config("smtp"))
 	d := e.startEnv(true, "SSL_CERT_FILE="+m.cert.CertFile)
 	defer d.stop()
@@ -203,7 +202,7 @@ func TestNotifyMailBadPassword(t *testing.T) {
 // neither the password nor the mail; the error says why and what to set.
 func TestNotifyMailRefusesClearText(t *testing.T) {
 	e := newEnv(t)
-	m := newMailEnv(t, e, smtptest.Options{AuthInClear: true}, "s3cret")
+	m := newMailEnv(t, e, smtptest.Options{AuthInClear: true, Users: cronLogin}, "s3cret")
 	e.writeConfig(m.config("smtp"))
 	d := e.startEnv(true, "SSL_CERT_FILE="+m.cert.CertFile)
 	defer d.stop()
@@ -228,7 +227,7 @@ func TestNotifyMailRefusesClearText(t *testing.T) {
 // password is never shown.
 func TestMailPasswordFileRefused(t *testing.T) {
 	e := newEnv(t)
-	m := newMailEnv(t, e, smtptest.Options{StartTLS: true}, "s3cret")
+	m := newMailEnv(t, e, smtptest.Options{StartTLS: true, Users: cronLogin}, "s3cret")
 	if err := os.Chmod(m.password, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -241,5 +240,38 @@ func TestMailPasswordFileRefused(t *testing.T) {
 	out, err := exec.Command(binary, "run", "--config", e.config).CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitUsage || !strings.Contains(string(out), want) || strings.Contains(string(out)+r.stderr, "s3cret") {
 		t.Fatalf("run: %v\n%s", err, out)
+	}
+}
+
+// TestImportCrontabMail: import-crontab makes a crontab's MAILTO a mail
+// notifier of its jobs, which check-config accepts with a warning that
+// its smtp server is yet to be filled in; filled in, a failing job's
+// mail reaches the server, with the job's output.
+func TestImportCrontabMail(t *testing.T) {
+	e := newEnv(t)
+	r := runBinary(t, "", "MAILTO=ops@example.com\n0 0 * * * echo 'disk full'; exit 1\n", "import-crontab", "-")
+	if r.code != 0 || !strings.Contains(r.stdout, "notify = [\"mail\"]") ||
+		!strings.Contains(r.stderr, `schedulerd: warning: import-crontab: the jobs after MAILTO on line 1 notify the [[notifier]] "mail", which mails ops@example.com: fill in its smtp server`) {
+		t.Fatalf("import-crontab: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	e.writeConfig(r.stdout)
+	c := e.cli("check-config")
+	if c.code != 0 || !strings.Contains(c.stderr, `schedulerd: warning: notifier "mail": smtp: smtp.invalid is a name that never resolves (.invalid): write the SMTP server`) {
+		t.Fatalf("check-config of the import: exit %d\n%s%s", c.code, c.stdout, c.stderr)
+	}
+
+	m := newMailEnv(t, e, smtptest.Options{StartTLS: true}, "unused") // no login: the import sets none
+	filled := strings.Replace(r.stdout, `smtp = "smtp://smtp.invalid:587"`, `smtp = "smtp://`+m.srv.Addr+`"`, 1)
+	e.writeConfig(filled)
+	if c := e.cli("check-config"); c.code != 0 || c.stderr != "" {
+		t.Fatalf("check-config once filled in: exit %d\n%s%s", c.code, c.stdout, c.stderr)
+	}
+	d := e.startEnv(true, "SSL_CERT_FILE="+m.cert.CertFile)
+	defer d.stop()
+	e.cli("trigger", "echo", "--wait")
+	msg := m.awaitMessage(t, d)
+	_, subject, body := readMail(t, msg.Data)
+	if !slices.Equal(msg.To, []string{"ops@example.com"}) || subject != "[schedulerd] echo: dead_letter on test-node" || !strings.Contains(body, "disk full") {
+		t.Errorf("envelope %v, subject %q, body:\n%s", msg, subject, body)
 	}
 }
