@@ -275,3 +275,33 @@ func TestImportCrontabMail(t *testing.T) {
 		t.Errorf("envelope %v, subject %q, body:\n%s", msg, subject, body)
 	}
 }
+
+// TestNotifyMailCluster: on PostgreSQL, in a 2-node cluster, a run's
+// dead letter is mailed once, with the output read from the cluster's
+// store, and listed delivered by both nodes.
+func TestNotifyMailCluster(t *testing.T) {
+	pg.Require(t)
+	dir := t.TempDir()
+	m := newMailEnv(t, &env{t: t, dir: dir}, smtptest.Options{StartTLS: true, Users: cronLogin}, "s3cret")
+	t.Setenv("SSL_CERT_FILE", m.cert.CertFile) // the nodes' environment
+	c := newCluster(t, 2, m.config("smtp"))
+	if r := c.cli("node-1", "trigger", "broken", "--wait"); r.code == 0 {
+		t.Fatalf("the broken job succeeded")
+	}
+	msg := m.awaitMessage(t, c.node("node-1").d)
+	_, subject, body := readMail(t, msg.Data)
+	if !msg.TLS || msg.User != "cron" || !strings.HasPrefix(subject, "[schedulerd] broken: dead_letter on node-") ||
+		!strings.Contains(body, "starting\nrsync: connection refused\n") {
+		t.Errorf("envelope %v, subject %q, body:\n%s", msg, subject, body)
+	}
+	for _, id := range c.ids() {
+		waitFor(t, "delivered, seen from "+id, 30*time.Second, func() bool {
+			r := c.cli(id, "notifications", "--json")
+			l := jsonLines(t, r.stdout)
+			return r.code == 0 && len(l) == 1 && l[0]["state"] == "delivered" && l[0]["attempts"] == 1.0
+		})
+	}
+	if len(m.srv.Messages) != 0 {
+		t.Errorf("%d more messages: the notification was mailed more than once", len(m.srv.Messages))
+	}
+}
