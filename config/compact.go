@@ -38,11 +38,15 @@ func compact(cfg *Config) {
 	}
 	for i := range cfg.Notifiers {
 		n := &cfg.Notifiers[i]
-		for _, s := range []*string{&n.Name, &n.Webhook, &n.SecretFile, &n.BodyTemplate, &n.Shell, &n.User} {
+		for _, s := range []*string{&n.Name, &n.Webhook, &n.SecretFile, &n.BodyTemplate, &n.Shell, &n.User,
+			&n.MailFrom, &n.SMTP, &n.SMTPUser, &n.SMTPPasswordFile} {
 			*s = strings.Clone(*s)
 		}
 		for j := range n.Command {
 			n.Command[j] = strings.Clone(n.Command[j])
+		}
+		for j := range n.MailTo {
+			n.MailTo[j] = strings.Clone(n.MailTo[j])
 		}
 	}
 	defs := cfg.Jobs

@@ -843,6 +843,9 @@ var validSnippets = []struct{ name, src string }{
 	{"crlf line ends", "[[job]]\r\nname = \"a\"\r\nshell = \"true\"\r\n"},
 	{"multi-line shell", "[[job]]\nname = \"a\"\nshell = \"\"\"\nset -e\n[[job]]\nname = \"b\"\n\"\"\"\n"},
 	{"command with arguments", "[[job]]\nname = \"a\"\ncommand = [\"/bin/echo\", \"-n\", \"x\"]\n"},
+	{"mail notifier", "[[notifier]]\nname = \"mail\"\nmail_to = [\"ops@example.com\"]\nsmtp = \"smtp://mail.example:587\"\n" + cmdJob("notify = [\"mail\"]\n")},
+	{"mail notifier with every key", "[[notifier]]\nname = \"mail\"\nevents = [\"failed\"]\nmail_to = [\"a@example.com\", \"b.c@d.example\"]\n" +
+		"mail_from = \"cron@example.com\"\nsmtp = \"smtps://127.0.0.1:4650\"\nsmtp_user = \"cron\"\nsmtp_password_file = \"/etc/pw\"\nsmtp_insecure = false\ntimeout = \"1m\"\n"},
 }
 
 func TestValidSnippets(t *testing.T) {

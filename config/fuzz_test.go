@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +32,9 @@ func FuzzParseConfig(f *testing.F) {
 		if len(tt.src) < 4096 {
 			f.Add([]byte(tt.src))
 		}
+	}
+	for _, tt := range notifierErrorTests {
+		f.Add([]byte(tt.src))
 	}
 	for _, tt := range validSnippets {
 		f.Add([]byte(tt.src))
@@ -81,6 +86,9 @@ func FuzzParseConfig(f *testing.F) {
 			}
 			checkTickWindows(t, d)
 		}
+		for _, n := range cfg.Notifiers {
+			checkNotifierKind(t, n)
+		}
 		dm := cfg.Daemon
 		if dm.Concurrency < 1 || dm.Concurrency > MaxConcurrency || dm.HeartbeatInterval <= 0 ||
 			dm.InactiveThreshold-dm.HeartbeatInterval <= dm.HeartbeatInterval || dm.History < MinHistory ||
@@ -114,6 +122,38 @@ func checkTickWindows(t *testing.T, d *jobs.Definition) {
 			if start := d.TickStart(tick); start.Before(tick) || (d.Jitter > 0 && !start.Before(tick.Add(d.Jitter))) {
 				t.Fatalf("job %q: tick %s starts at %s, outside [tick, tick+%s)", d.Name, tick, start, d.Jitter)
 			}
+		}
+	}
+}
+
+// checkNotifierKind checks that a notifier Parse accepts is of one kind,
+// and a mail notifier's keys are whole: addresses that cannot end a
+// header line, and a server ParseSMTP reads.
+func checkNotifierKind(t *testing.T, n Notifier) {
+	kinds := 0
+	for _, set := range []bool{n.Webhook != "", n.Command != nil, n.Shell != "", n.MailTo != nil} {
+		if set {
+			kinds++
+		}
+	}
+	if kinds != 1 || n.Timeout <= 0 || len(n.Events) == 0 {
+		t.Fatalf("notifier %+v", n)
+	}
+	if n.MailTo == nil {
+		if n.SMTP != "" || n.MailFrom != "" || n.SMTPUser != "" || n.SMTPPasswordFile != "" || n.SMTPInsecure {
+			t.Fatalf("notifier %q has mail keys but no mail_to: %+v", n.Name, n)
+		}
+		return
+	}
+	if _, err := ParseSMTP(n.SMTP); err != nil {
+		t.Fatalf("notifier %q: smtp %q: %v", n.Name, n.SMTP, err)
+	}
+	if (n.SMTPUser == "") != (n.SMTPPasswordFile == "") {
+		t.Fatalf("notifier %q: smtp_user %q without smtp_password_file %q, or the other way", n.Name, n.SMTPUser, n.SMTPPasswordFile)
+	}
+	for _, a := range append(slices.Clone(n.MailTo), n.MailFrom) {
+		if strings.ContainsAny(a, "\r\n\x00,<>\" ") {
+			t.Fatalf("notifier %q: address %q", n.Name, a)
 		}
 	}
 }

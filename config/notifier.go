@@ -1,10 +1,13 @@
 package config
 
 import (
+	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
+	"net/mail"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -12,12 +15,15 @@ import (
 	"strings"
 	"text/template"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/schedulerd/schedulerd/jobs"
 )
 
 // Notifier is a [[notifier]] table: where the events of the jobs that name
-// it in notify are sent. Exactly one of Webhook, Command and Shell is set.
+// it in notify are sent. Exactly one of Webhook, Command, Shell and MailTo
+// is set.
 type Notifier struct {
 	// Name is what jobs name in notify: unique, up to 128 letters, digits,
 	// '.', '_' and '-', starting with a letter or digit.
@@ -43,6 +49,22 @@ type Notifier struct {
 	Shell   string
 	// User runs Command or Shell as this user ("" for the daemon's).
 	User string
+	// MailTo makes a mail notifier: each event is mailed to these
+	// addresses through the server SMTP.
+	MailTo []string
+	// MailFrom is the sender; "" for schedulerd@ and the host's name.
+	MailFrom string
+	// SMTP is the server: smtp://host[:port] (STARTTLS; port 587 by
+	// default) or smtps://host[:port] (TLS from the start; port 465). See
+	// ParseSMTP.
+	SMTP string
+	// SMTPUser and SMTPPasswordFile, set together, log in to the server;
+	// the password is read from the file as a secret_file is.
+	SMTPUser, SMTPPasswordFile string
+	// SMTPInsecure gives up the server's authentication: a server that
+	// offers no STARTTLS gets the mail (and the password) in clear, and a
+	// certificate is not verified.
+	SMTPInsecure bool
 	// Timeout bounds one delivery. Default DefaultNotifierTimeout.
 	Timeout time.Duration
 	// Renotify is the interval of reminders while a job stays failing or
@@ -63,11 +85,20 @@ const (
 	MaxNotifierTimeout = 10 * time.Minute
 	// MaxBodyTemplate is the size of the largest body_template, in bytes.
 	MaxBodyTemplate = 64 << 10
+	// MaxMailTo is the largest number of mail_to addresses.
+	MaxMailTo = 100
 )
 
 var notifierKeys = []string{
 	"name", "events", "webhook", "secret_file", "body_template", "command", "shell", "user", "timeout", "renotify",
+	"mail_to", "mail_from", "smtp", "smtp_user", "smtp_password_file", "smtp_insecure",
 }
+
+// kindKeys are the keys that each make a kind of notifier.
+var kindKeys = []string{"webhook", "command", "shell", "mail_to"}
+
+// mailKeys are the keys of mail notifiers alone.
+var mailKeys = []string{"mail_from", "smtp", "smtp_user", "smtp_password_file", "smtp_insecure"}
 
 // TemplateFuncs are the functions a body_template may call: json writes a
 // value as JSON (a string quoted and escaped), so that a job name or an
@@ -193,6 +224,46 @@ func (p *parser) notifierKey(sc scope, n *Notifier, k string, v any) {
 				n.Renotify = d
 			}
 		}
+	case "mail_to":
+		if to, ok := p.mailTo(sc, k, v); ok {
+			n.MailTo = to
+		}
+	case "mail_from":
+		if s, ok := p.nonEmpty(sc, k, v); ok {
+			if msg := checkMailAddress(s); msg != "" {
+				p.errorf(sc, k, "%s", msg)
+			} else {
+				n.MailFrom = s
+			}
+		}
+	case "smtp":
+		if s, ok := p.nonEmpty(sc, k, v); ok {
+			if _, err := ParseSMTP(s); err != nil {
+				p.errorf(sc, k, "%v", err)
+			} else {
+				n.SMTP = s
+			}
+		}
+	case "smtp_user":
+		if s, ok := p.nonEmpty(sc, k, v); ok {
+			if len(s) > 256 || strings.ContainsFunc(s, unicode.IsControl) || !utf8.ValidString(s) {
+				p.errorf(sc, k, "must be at most 256 bytes of text without control characters")
+			} else {
+				n.SMTPUser = s
+			}
+		}
+	case "smtp_password_file":
+		if s, ok := p.nonEmpty(sc, k, v); ok {
+			if !filepath.IsAbs(s) {
+				p.errorf(sc, k, "must be an absolute path, got %s", clip(strconv.Quote(s)))
+			} else {
+				n.SMTPPasswordFile = filepath.Clean(s)
+			}
+		}
+	case "smtp_insecure":
+		if b, ok := p.boolean(sc, k, v); ok {
+			n.SMTPInsecure = b
+		}
 	default:
 		p.unknown(sc, k, notifierKeys)
 	}
@@ -201,27 +272,179 @@ func (p *parser) notifierKey(sc scope, n *Notifier, k string, v any) {
 // checkNotifier checks the keys of a [[notifier]] that go together.
 func (p *parser) checkNotifier(sc scope, n *Notifier, m map[string]any) {
 	var kinds []string
-	for _, k := range []string{"webhook", "command", "shell"} {
+	for _, k := range kindKeys {
 		if _, ok := m[k]; ok {
 			kinds = append(kinds, k)
 		}
 	}
+	has := func(k string) bool { _, ok := m[k]; return ok }
 	switch {
 	case len(kinds) == 0:
-		p.errorf(sc, "webhook", `is required: set webhook = "https://...", command = ["/path/to/program"] or shell = "a command line"`)
+		p.errorf(sc, "webhook", `is required: set webhook = "https://...", command = ["/path/to/program"], shell = "a command line" or mail_to = ["ops@example.com"]`)
+		return
 	case len(kinds) > 1:
-		p.errorf(sc, kinds[1], "set only one of webhook, command and shell")
-	case kinds[0] == "webhook":
-		if _, ok := m["user"]; ok {
-			p.errorf(sc, "user", "is for command and shell notifiers; a webhook is sent by the daemon")
-		}
-	default:
-		for _, k := range []string{"secret_file", "body_template"} {
-			if _, ok := m[k]; ok {
-				p.errorf(sc, k, "is for webhook notifiers; a %s notifier reads the event JSON on stdin", kinds[0])
+		// At the second of them in the file.
+		slices.SortStableFunc(kinds, func(a, b string) int {
+			return cmp.Compare(p.line(joinPath(sc.path, a)), p.line(joinPath(sc.path, b)))
+		})
+		p.errorf(sc, kinds[1], "set only one of webhook, command, shell and mail_to")
+		return
+	}
+	kind := kinds[0]
+	if kind != "mail_to" {
+		for _, k := range mailKeys {
+			if has(k) {
+				p.errorf(sc, k, "is for mail notifiers, which set mail_to")
 			}
 		}
 	}
+	switch kind {
+	case "webhook":
+		if has("user") {
+			p.errorf(sc, "user", "is for command and shell notifiers; a webhook is sent by the daemon")
+		}
+	case "mail_to":
+		for _, k := range []string{"secret_file", "body_template"} {
+			if has(k) {
+				p.errorf(sc, k, "is for webhook notifiers; a mail notifier writes its own message")
+			}
+		}
+		if has("user") {
+			p.errorf(sc, "user", "is for command and shell notifiers; mail is sent by the daemon")
+		}
+		if !has("smtp") {
+			p.errorf(sc, "mail_to", `needs smtp, the server that takes the mail: set smtp = "smtp://mail.example:587" (STARTTLS) or "smtps://mail.example:465"`)
+		}
+		switch {
+		case has("smtp_user") && !has("smtp_password_file"):
+			p.errorf(sc, "smtp_user", "needs smtp_password_file, the file that holds the password")
+		case has("smtp_password_file") && !has("smtp_user"):
+			p.errorf(sc, "smtp_password_file", "needs smtp_user, the user the password is of")
+		}
+	default:
+		for _, k := range []string{"secret_file", "body_template"} {
+			if has(k) {
+				p.errorf(sc, k, "is for webhook notifiers; a %s notifier reads the event JSON on stdin", kind)
+			}
+		}
+	}
+}
+
+// mailTo reads a non-empty list of distinct mail addresses.
+func (p *parser) mailTo(sc scope, k string, v any) ([]string, bool) {
+	list, ok := v.([]any)
+	switch {
+	case !ok:
+		p.errorf(sc, k, `must be a list of addresses such as ["ops@example.com"], not %s`, typeName(v))
+		return nil, false
+	case len(list) == 0:
+		p.errorf(sc, k, `must not be empty: write the addresses, such as ["ops@example.com"]`)
+		return nil, false
+	case len(list) > MaxMailTo:
+		p.errorf(sc, k, "has %d addresses; at most %d are allowed", len(list), MaxMailTo)
+		return nil, false
+	}
+	to := make([]string, 0, len(list))
+	for i, e := range list {
+		s, isString := e.(string)
+		switch {
+		case !isString:
+			p.errorf(sc, k, "element %d must be a string, not %s", i, typeName(e))
+			return nil, false
+		case checkMailAddress(s) != "":
+			p.errorf(sc, k, "element %d: %s", i, checkMailAddress(s))
+			return nil, false
+		case slices.Contains(to, s):
+			p.errorf(sc, k, "element %d repeats %s", i, clip(strconv.Quote(s)))
+			return nil, false
+		}
+		to = append(to, s)
+	}
+	return to, true
+}
+
+// checkMailAddress returns what is wrong with a mail address, or "": it
+// must be a bare address (no display name, no angle brackets) of ASCII
+// letters, digits and the punctuation of an unquoted local part, an @ and
+// a domain name, which goes into the envelope and the headers as it is.
+func checkMailAddress(s string) string {
+	bad := fmt.Sprintf("%s is not a mail address such as \"ops@example.com\" (a bare address: no name, no <>, no quotes)", clip(strconv.Quote(s)))
+	local, domain, ok := strings.Cut(s, "@")
+	if !ok || len(s) > 254 || local == "" || len(local) > 64 || strings.Contains(domain, "@") || !validDomain(domain) {
+		return bad
+	}
+	for _, atom := range strings.Split(local, ".") {
+		if atom == "" || strings.Trim(atom, atext) != "" {
+			return bad
+		}
+	}
+	if a, err := mail.ParseAddress(s); err != nil || a.Address != s || a.Name != "" {
+		return bad
+	}
+	return ""
+}
+
+// ValidMailAddress reports whether s is a mail address as mail_to and
+// mail_from take it.
+func ValidMailAddress(s string) bool { return checkMailAddress(s) == "" }
+
+// atext are the characters of a dot-atom's atoms (RFC 5322).
+const atext = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&'*+-/=?^_`{|}~"
+
+// validDomain reports whether s is a domain name of letters, digits and
+// hyphens, dot-separated labels of at most 63 bytes.
+func validDomain(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' ||
+			strings.Trim(label, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// SMTPServer is where a mail notifier sends: Host and Port, with TLS from
+// the first byte (smtps://) or after STARTTLS (smtp://).
+type SMTPServer struct {
+	Host, Port  string
+	ImplicitTLS bool
+}
+
+// Addr is the server's host:port.
+func (s SMTPServer) Addr() string { return net.JoinHostPort(s.Host, s.Port) }
+
+// ParseSMTP reads an smtp key: smtp://host[:port] (port 587, STARTTLS) or
+// smtps://host[:port] (port 465, TLS from the start), with no user,
+// password, path or query. The host is a name or an IP address.
+func ParseSMTP(s string) (SMTPServer, error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Opaque != "" || u.Host == "" {
+		return SMTPServer{}, fmt.Errorf(`must be a URL such as "smtp://mail.example:587" or "smtps://mail.example:465", got %s`, clip(strconv.Quote(s)))
+	}
+	srv := SMTPServer{Host: u.Hostname(), Port: u.Port()}
+	switch u.Scheme {
+	case "smtp":
+		srv.Port = cmp.Or(srv.Port, "587")
+	case "smtps":
+		srv.Port, srv.ImplicitTLS = cmp.Or(srv.Port, "465"), true
+	default:
+		return SMTPServer{}, fmt.Errorf("must be an smtp:// or smtps:// URL, not %s", clip(strconv.Quote(u.Scheme+"://")))
+	}
+	switch {
+	case u.User != nil:
+		return SMTPServer{}, errors.New("must not hold a user or password: set smtp_user and smtp_password_file")
+	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(s, "?") || strings.HasSuffix(s, "#"):
+		return SMTPServer{}, errors.New(`must be the server alone, such as "smtp://mail.example:587": no path, query or fragment`)
+	case net.ParseIP(srv.Host) == nil && !validDomain(srv.Host):
+		return SMTPServer{}, fmt.Errorf("%s is not a host name or IP address", clip(strconv.Quote(srv.Host)))
+	}
+	if port, err := strconv.Atoi(srv.Port); err != nil || port < 1 || port > 65535 {
+		return SMTPServer{}, fmt.Errorf("port %s must be a number from 1 to 65535", clip(strconv.Quote(srv.Port)))
+	}
+	return srv, nil
 }
 
 // events reads a non-empty list of distinct events.

@@ -16,10 +16,15 @@
 //   - "NAME=value" lines set the environment of the jobs after them; the
 //     value may be quoted. SHELL picks the shell (a job runs /bin/sh -c, or
 //     command = [SHELL, "-c", ...]); CRON_TZ the timezone; LOGNAME and USER
-//     are set by cron and by the daemon alike, and ignored. MAILTO,
-//     MAILFROM, CONTENT_TYPE, CONTENT_TRANSFER_ENCODING and RANDOM_DELAY
-//     have no counterpart yet: a comment says so, and the first MAILTO's
-//     holds a [[notifier]] to uncomment that mails each event to MAILTO.
+//     are set by cron and by the daemon alike, and ignored.
+//     CONTENT_TYPE, CONTENT_TRANSFER_ENCODING and RANDOM_DELAY have no
+//     counterpart: a comment says so.
+//   - MAILTO and MAILFROM make a mail [[notifier]] of their addresses,
+//     written before the first job they cover, which names it in notify.
+//     Its smtp is a placeholder in .invalid that the reader must fill in
+//     (cron handed its mail to the local mailer; schedulerd speaks SMTP to
+//     a server), which a warning says and check-config warns of. A MAILTO
+//     name without a domain, a user of this host, is not translated.
 //   - In a command, an unescaped % ends the command; the text after it, each
 //     further % a newline, is its standard input. \% is a %. Cron runs
 //     SHELL -c COMMAND with the text on its standard input; the job runs

@@ -37,6 +37,12 @@ func FuzzImportCrontab(f *testing.F) {
 				Name    string
 				Shell   string
 				Command []string
+				Notify  []string
+			}
+			Notifier []struct {
+				Name     string
+				MailTo   []string `toml:"mail_to"`
+				MailFrom string   `toml:"mail_from"`
 			}
 		}
 		if _, err := toml.Decode(tr.TOML, &v); err != nil {
@@ -48,6 +54,28 @@ func FuzzImportCrontab(f *testing.F) {
 				t.Fatalf("job name %q invalid or repeated\n%s", j.Name, tr.TOML)
 			}
 			names[j.Name] = true
+		}
+		// Each job notifies one mail notifier at most, whose addresses the
+		// config takes.
+		notifiers := map[string]bool{}
+		for _, n := range v.Notifier {
+			if notifiers[n.Name] || len(n.MailTo) == 0 {
+				t.Fatalf("notifier %+v\n%s", n, tr.TOML)
+			}
+			for _, a := range n.MailTo {
+				if !config.ValidMailAddress(a) {
+					t.Fatalf("notifier %q: mail_to %q\n%s", n.Name, a, tr.TOML)
+				}
+			}
+			if n.MailFrom != "" && !config.ValidMailAddress(n.MailFrom) {
+				t.Fatalf("notifier %q: mail_from %q\n%s", n.Name, n.MailFrom, tr.TOML)
+			}
+			notifiers[n.Name] = true
+		}
+		for _, j := range v.Job {
+			if len(j.Notify) > 1 || (len(j.Notify) == 1 && !notifiers[j.Notify[0]]) {
+				t.Fatalf("job %q notifies %q\n%s", j.Name, j.Notify, tr.TOML)
+			}
 		}
 		if len(v.Job) != tr.Jobs {
 			t.Fatalf("%d [[job]] tables, %d jobs counted\n%s", len(v.Job), tr.Jobs, tr.TOML)

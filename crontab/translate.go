@@ -114,7 +114,7 @@ type translator struct {
 
 	names    map[string]bool
 	users    []string // of the jobs, each once, in order
-	mailLine int      // the line of the first MAILTO, whose comment has a [[notifier]]
+	mail     mailState
 	out      strings.Builder
 	blank    bool // the last line written is blank
 	jobs     int
@@ -273,12 +273,15 @@ func (tr *translator) setEnv(l line) {
 		}
 		tr.zone, tr.loc, tr.zoneErr = l.value, loc, ""
 		note("the jobs below get timezone = %s", tomlString(l.value))
-	case l.name == "MAILTO" && l.value == "":
-		note("cron mails no output; schedulerd mails none either (it keeps the output with each run)")
+	case l.name == "MAILTO" && strings.TrimSpace(l.value) == "":
+		tr.mail.to, tr.mail.toLine = nil, 0
+		note("cron mails no output: the jobs below notify no one (schedulerd keeps the output with each run)")
 	case l.name == "MAILTO":
 		tr.mailto(l)
+	case l.name == "MAILFROM":
+		tr.mailfrom(l)
 	case mailVars[l.name]:
-		skip("cron mails a job's output with this; schedulerd sends no mail yet, and tells a [[notifier]] when a job fails (docs/notifications.md)")
+		skip("cron mails a job's output with this; schedulerd's mail is plain UTF-8 text (docs/notifications.md#mail)")
 	case l.name == "RANDOM_DELAY":
 		skip("cron delays each job by up to %s minutes; schedulerd has no counterpart yet", l.value)
 	case l.name == "LOGNAME" || l.name == "USER":
@@ -304,34 +307,132 @@ func (tr *translator) setEnv(l line) {
 	}
 }
 
-// mailto says that a MAILTO line is not translated, and what schedulerd
-// does instead: the first time, with a [[notifier]] to uncomment that mails
-// each event to MAILTO's addresses.
+// mailState is what the MAILTO and MAILFROM lines so far make of the
+// jobs after them: the mail notifier they notify, written before the first
+// of them.
+type mailState struct {
+	to       []string // MAILTO's addresses; none: the jobs notify no one
+	toLine   int
+	from     string // MAILFROM's address; "" for the default
+	fromLine int
+	// names are the notifiers written, by their addresses and sender;
+	// tooMany says that a config could hold no more.
+	names   map[string]string
+	tooMany bool
+}
+
+// smtpPlaceholder is the server of the mail notifiers written: a name in
+// .invalid, which never resolves, for the reader to fill in (check-config
+// and the daemon warn of it).
+const smtpPlaceholder = "smtp://smtp.invalid:587"
+
+// mailto reads a MAILTO line: the jobs below notify a mail notifier of its
+// addresses. A name without a domain (a user of this host, which cron's
+// local mailer took) is no address an SMTP server takes: it is not
+// translated, and a MAILTO without any address notifies no one.
 func (tr *translator) mailto(l line) {
-	tr.skipped++
+	var to, local []string
+	for _, a := range strings.FieldsFunc(l.value, func(c rune) bool { return c == ',' || c == ' ' || c == '\t' }) {
+		switch {
+		case config.ValidMailAddress(a) && !slices.Contains(to, a):
+			to = append(to, a)
+		case !config.ValidMailAddress(a):
+			local = append(local, a)
+		}
+	}
 	tr.writeln("# line " + strconv.Itoa(l.n) + ": " + commentText(strings.TrimRight(l.text, " \t")))
-	tr.writeln("#   " + commentText("not translated yet: schedulerd sends no mail; cron mails the output of the jobs below to "+l.value+"."))
-	if tr.mailLine != 0 {
-		tr.writeln("#   See the [[notifier]] at line " + strconv.Itoa(tr.mailLine) + ".")
+	if len(local) > 0 {
+		tr.skipped++
+		tr.writeln("#   not translated: " + commentText(strings.Join(local, ", ")) + ": schedulerd mails through an SMTP server,")
+		tr.writeln("#   which needs a whole address (user@example.com), not a user of this host.")
+	}
+	if len(to) > config.MaxMailTo {
+		to = to[:config.MaxMailTo]
+		tr.writeln("#   Only the first " + strconv.Itoa(config.MaxMailTo) + " addresses are translated.")
+	}
+	tr.mail.to, tr.mail.toLine = to, l.n
+	if len(to) == 0 {
+		tr.writeln("#   The jobs below notify no one: write their address in a mail notifier")
+		tr.writeln("#   (docs/notifications.md#mail) and name it in their notify.")
 		return
 	}
-	tr.mailLine = l.n
-	var to []string
-	for _, a := range strings.FieldsFunc(l.value, func(c rune) bool { return c == ',' || c == ' ' || c == '\t' }) {
-		to = append(to, shellWord(a))
+	tr.writeln("#   cron mails the output of the jobs below to " + commentText(strings.Join(to, ", ")) + ": they notify")
+	tr.writeln("#   a [[notifier]] that mails their failures there, written before the first of them.")
+}
+
+// mailfrom reads a MAILFROM line: the sender of the mail notifiers of the
+// jobs below.
+func (tr *translator) mailfrom(l line) {
+	tr.writeln("# line " + strconv.Itoa(l.n) + ": " + commentText(strings.TrimRight(l.text, " \t")))
+	switch v := strings.TrimSpace(l.value); {
+	case v == "":
+		tr.mail.from, tr.mail.fromLine = "", 0
+		tr.writeln("#   the mail of the jobs below comes from schedulerd@ and the host's name")
+	case config.ValidMailAddress(v):
+		tr.mail.from, tr.mail.fromLine = v, l.n
+		tr.writeln("#   the mail of the jobs below comes from " + commentText(v))
+	default:
+		tr.skipped++
+		tr.writeln("#   not translated: " + commentText(strconv.Quote(v)) + " is not a mail address (user@example.com);")
+		tr.writeln("#   the mail of the jobs below comes from schedulerd@ and the host's name")
+		tr.mail.from, tr.mail.fromLine = "", 0
 	}
-	if len(to) == 0 {
-		to = []string{"ADDRESS"}
+}
+
+// mailNotifier returns the name of the mail notifier of the jobs at this
+// point ("" for none), written here the first time.
+func (tr *translator) mailNotifier() string {
+	if len(tr.mail.to) == 0 {
+		return ""
 	}
-	tr.writeln("#   schedulerd keeps the output with each run (schedulerd runs show ID), and")
-	tr.writeln("#   tells a [[notifier]] when a job fails, is overdue or recovers")
-	tr.writeln("#   (docs/notifications.md). This one mails each event, its JSON as the body:")
-	tr.writeln("#   uncomment it and add notify = [\"mail\"] to the jobs, or to [defaults].")
-	tr.writeln("#")
-	tr.writeln("# [[notifier]]")
-	tr.writeln(`# name = "mail"`)
-	tr.writeln("# " + commentText("shell = "+tomlString("mail -s 'schedulerd: a job event' "+strings.Join(to, " "))))
+	key := strings.Join(tr.mail.to, ",") + " " + tr.mail.from
+	if name, ok := tr.mail.names[key]; ok {
+		return name
+	}
+	if tr.mail.names == nil {
+		tr.mail.names = map[string]string{}
+	}
+	if len(tr.mail.names) == config.MaxNotifiers {
+		if !tr.mail.tooMany {
+			tr.mail.tooMany = true
+			tr.warnings = append(tr.warnings, warning("more than %d different MAILTO and MAILFROM: the jobs after the %dth notify no one", config.MaxNotifiers, config.MaxNotifiers))
+		}
+		return ""
+	}
+	name := "mail"
+	if n := len(tr.mail.names); n > 0 {
+		name = "mail-" + strconv.Itoa(n+1)
+	}
+	tr.mail.names[key] = name
+	from := ""
+	if tr.mail.fromLine != 0 {
+		from = " and MAILFROM (line " + strconv.Itoa(tr.mail.fromLine) + ")"
+	}
 	tr.writeBlank()
+	tr.writeln("# Mail, for cron's MAILTO (line " + strconv.Itoa(tr.mail.toLine) + ")" + from + ": the jobs below notify it.")
+	tr.writeln("# FILL IN smtp: the SMTP server that takes this host's mail (cron handed it")
+	tr.writeln("# to the local mailer). smtp.invalid never resolves: until it is set, each")
+	tr.writeln("# mail fails, listed by schedulerd notifications. Cron mailed the output of")
+	tr.writeln("# each run that wrote any; schedulerd mails when a job starts failing, with")
+	tr.writeln("# the end of its output, and when it succeeds again (docs/notifications.md#mail).")
+	tr.writeln("[[notifier]]")
+	tr.writeln("name = " + tomlString(name))
+	to := make([]string, len(tr.mail.to))
+	for i, a := range tr.mail.to {
+		to[i] = tomlString(a)
+	}
+	tr.writeln("mail_to = [" + strings.Join(to, ", ") + "]")
+	if tr.mail.from != "" {
+		tr.writeln("mail_from = " + tomlString(tr.mail.from))
+	}
+	tr.writeln("smtp = " + tomlString(smtpPlaceholder) + "   # FILL IN")
+	tr.writeln("# If the server asks for a login:")
+	tr.writeln(`# smtp_user = "cron"`)
+	tr.writeln(`# smtp_password_file = "/etc/schedulerd/smtp.password"`)
+	tr.writeBlank()
+	tr.warnings = append(tr.warnings, warning("the jobs after MAILTO on line %d notify the [[notifier]] %q, which mails %s: fill in its smtp server (docs/notifications.md#mail)",
+		tr.mail.toLine, name, listed(tr.mail.to)))
+	return name
 }
 
 // descriptors are the @ schedules of crontab(5) that schedulerd reads too.
@@ -420,6 +521,7 @@ func (tr *translator) job(l line) {
 		script = "printf '%s' " + shellQuote(stdin) + " | " + shellWord(tr.shell) + " -c " + shellQuote(cmd)
 	}
 
+	notifier := tr.mailNotifier()
 	tr.jobs++
 	tr.writeln("# line " + strconv.Itoa(l.n) + ": " + commentText(strings.TrimRight(l.text, " \t")))
 	if msg := tr.checkOnce(tr.shell, cmd); msg != "" {
@@ -453,6 +555,9 @@ func (tr *translator) job(l line) {
 	}
 	for _, kv := range cronBehaviour {
 		tr.writeln(kv)
+	}
+	if notifier != "" {
+		tr.writeln("notify = [" + tomlString(notifier) + "]")
 	}
 	if len(tr.env) > 0 {
 		tr.writeln("[job.env]")

@@ -161,6 +161,8 @@ func TestRoundTrip(t *testing.T) {
 			{"echo", "0 9 * * *", "", "", `printf '%s' ''\'' >> out.log' | /bin/sh -c 'echo '\''percent 100'`, nil, edge},
 			{"echo-2", "0 8 * * *", "", "", "", []string{"/bin/csh", "-c", "echo csh"},
 				map[string]string{"SHELL": "/bin/csh", "GREETING": "hello world  ", "EMPTY": "", "HOME": "/srv"}},
+			{"mailed", "0 10 * * *", "", "", "/usr/local/bin/mailed --on failure", nil, edge},
+			{"mailed-too", "0 11 * * *", "", "", "/usr/local/bin/mailed-too", nil, edge},
 		},
 	} {
 		t.Run(file, func(t *testing.T) {
@@ -271,7 +273,7 @@ func TestNotTranslated(t *testing.T) {
 	tr := translate(t, "@reboot /bin/true\nMAILTO=ops\n0 0 * * * /bin/true\n", Options{})
 	if tr.Skipped != 2 || tr.Jobs != 1 || !slices.Contains(tr.Warnings, "2 lines not translated; comments in the output say why") ||
 		!strings.Contains(tr.TOML, "# line 1: @reboot /bin/true\n#   not translated: @reboot") ||
-		!strings.Contains(tr.TOML, "# line 2: MAILTO=ops\n#   not translated yet: schedulerd sends no mail") {
+		!strings.Contains(tr.TOML, "# line 2: MAILTO=ops\n#   not translated: ops: schedulerd mails through an SMTP server") {
 		t.Errorf("skipped %d, jobs %d, warnings %q\n%s", tr.Skipped, tr.Jobs, tr.Warnings, tr.TOML)
 	}
 	tr = translate(t, "@reboot /bin/true\n", Options{})
@@ -433,44 +435,82 @@ func TestOtherUsers(t *testing.T) {
 	}
 }
 
-// uncomment returns the lines of toml that start with "# " and follow a line
-// that is "#" alone (the commented examples), without their "# ".
-func uncomment(toml string) string {
-	var b strings.Builder
-	in := false
-	for _, l := range strings.Split(toml, "\n") {
-		switch {
-		case l == "#":
-			in = true
-		case in && strings.HasPrefix(l, "# "):
-			b.WriteString(l[2:] + "\n")
-		default:
-			in = false
+// TestMailto: MAILTO and MAILFROM make mail notifiers, one for each
+// pair of addresses and sender, written before the first job they cover,
+// with a placeholder smtp server; each job notifies the one of the lines
+// above it. MAILTO="" notifies no one, and a user of this host (no domain)
+// is not translated. The translation is a valid config.
+func TestMailto(t *testing.T) {
+	tr := translate(t, `MAILTO=ops@example.com, o'brien@example.org paul
+0 0 * * * /bin/true
+0 1 * * * /bin/false
+MAILFROM=cron@example.com
+0 2 * * * /bin/x
+MAILTO=""
+0 3 * * * /bin/y
+MAILTO=paul
+0 4 * * * /bin/z
+MAILTO=ops@example.com,o'brien@example.org
+MAILFROM=
+0 5 * * * /bin/w
+MAILFROM=not an address
+CONTENT_TYPE=text/html
+`, Options{})
+	if tr.Skipped != 4 || tr.Jobs != 6 {
+		t.Errorf("skipped %d, jobs %d\n%s", tr.Skipped, tr.Jobs, tr.TOML)
+	}
+	for _, want := range []string{
+		"# line 1: MAILTO=ops@example.com, o'brien@example.org paul\n#   not translated: paul: schedulerd mails through an SMTP server,\n",
+		"#   cron mails the output of the jobs below to ops@example.com, o'brien@example.org: they notify\n",
+		"# line 6: MAILTO=\"\"\n#   cron mails no output: the jobs below notify no one",
+		"# line 8: MAILTO=paul\n#   not translated: paul",
+		"# Mail, for cron's MAILTO (line 1): the jobs below notify it.\n# FILL IN smtp",
+		"# Mail, for cron's MAILTO (line 1) and MAILFROM (line 4): the jobs below notify it.\n",
+		"# line 13: MAILFROM=not an address\n#   not translated: \"not an address\" is not a mail address",
+		"# line 14: CONTENT_TYPE=text/html\n#   not translated: ",
+	} {
+		if !strings.Contains(tr.TOML, want) {
+			t.Errorf("the translation has no %q:\n%s", want, tr.TOML)
 		}
 	}
-	return b.String()
-}
-
-// TestMailto: MAILTO is not translated yet (schedulerd sends no mail), and
-// says so with a commented [[notifier]] that, uncommented and named in a
-// job's notify, makes a valid config whose notifier mails MAILTO.
-func TestMailto(t *testing.T) {
-	tr := translate(t, "MAILTO=ops@example.com, o'brien\n0 0 * * * /bin/true\nMAILTO=other\nMAILFROM=cron@example.com\n", Options{})
-	if tr.Skipped != 3 || strings.Contains(tr.TOML, "no notifications") ||
-		!strings.Contains(tr.TOML, "# line 1: MAILTO=ops@example.com, o'brien\n#   not translated yet: schedulerd sends no mail") ||
-		!strings.Contains(tr.TOML, "docs/notifications.md") || strings.Count(tr.TOML, "\n# [[notifier]]\n") != 1 {
-		t.Fatalf("skipped %d\n%s", tr.Skipped, tr.TOML)
+	if i, j := strings.Index(tr.TOML, `name = "mail"`), strings.Index(tr.TOML, "[[job]]"); i < 0 || i > j {
+		t.Errorf("the notifier is not before the first job\n%s", tr.TOML)
 	}
-	example := uncomment(tr.TOML)
-	if strings.Count(example, "[[notifier]]") != 1 {
-		t.Fatalf("want one example notifier, not %q\n%s", example, tr.TOML)
+	cfg := load(t, tr.TOML)
+	want := []config.Notifier{
+		{Name: "mail", MailTo: []string{"ops@example.com", "o'brien@example.org"}, SMTP: "smtp://smtp.invalid:587"},
+		{Name: "mail-2", MailTo: []string{"ops@example.com", "o'brien@example.org"}, MailFrom: "cron@example.com", SMTP: "smtp://smtp.invalid:587"},
 	}
-	cfg := load(t, tr.TOML+"\n"+example+"\n[[job]]\nname = \"x\"\nschedule = \"@daily\"\nshell = \"true\"\nnotify = [\"mail\"]\n")
-	if len(cfg.Notifiers) != 1 {
-		t.Fatalf("%d notifiers from %q", len(cfg.Notifiers), example)
+	if len(cfg.Notifiers) != len(want) {
+		t.Fatalf("notifiers %+v", cfg.Notifiers)
 	}
-	if n := cfg.Notifiers[0]; n.Name != "mail" || n.Shell != `mail -s 'schedulerd: a job event' ops@example.com 'o'\''brien'` {
-		t.Errorf("notifier %q: shell %q", n.Name, n.Shell)
+	for i, n := range cfg.Notifiers {
+		if n.Name != want[i].Name || !slices.Equal(n.MailTo, want[i].MailTo) || n.MailFrom != want[i].MailFrom || n.SMTP != want[i].SMTP ||
+			n.SMTPInsecure || n.SMTPUser != "" || !slices.Equal(n.Events, jobs.DefaultNotifyEvents) {
+			t.Errorf("notifier %d: %+v, want %+v", i, n, want[i])
+		}
+	}
+	for job, notifier := range map[string]string{"true": "mail", "false": "mail", "x": "mail-2", "y": "", "z": "", "w": "mail"} {
+		var got []string
+		for _, d := range cfg.Jobs {
+			if d.Name == job {
+				for _, n := range d.Notify {
+					got = append(got, n.Notifier)
+				}
+			}
+		}
+		if (notifier == "" && got != nil) || (notifier != "" && !slices.Equal(got, []string{notifier})) {
+			t.Errorf("job %s notifies %q, want %q", job, got, notifier)
+		}
+	}
+	var warned []string
+	for _, w := range tr.Warnings {
+		if strings.Contains(w, "fill in its smtp server") {
+			warned = append(warned, w)
+		}
+	}
+	if len(warned) != 2 || !strings.HasPrefix(warned[0], `the jobs after MAILTO on line 1 notify the [[notifier]] "mail", which mails ops@example.com, o'brien@example.org`) {
+		t.Errorf("warnings %q", tr.Warnings)
 	}
 }
 

@@ -15,7 +15,9 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"text/template"
 	"time"
@@ -56,8 +58,8 @@ func Verify(secret []byte, timestamp int64, body []byte, signature string) bool 
 	return hmac.Equal([]byte(signature), []byte(Sign(secret, timestamp, body)))
 }
 
-// Target is a notifier as the Deliverer sends to it: a webhook or a
-// command (Argv or Shell).
+// Target is a notifier as the Deliverer sends to it: a webhook, a
+// command (Argv or Shell) or mail.
 type Target struct {
 	Name string
 	// Webhook is the URL; Secret, when set, signs each body; Body, when
@@ -69,6 +71,8 @@ type Target struct {
 	Argv  []string
 	Shell string
 	User  string
+	// Mail, when set, mails each event.
+	Mail *Mail
 	// Timeout bounds one delivery.
 	Timeout time.Duration
 }
@@ -125,6 +129,9 @@ type Config struct {
 	Rand func() float64
 	// Version goes in the webhook's User-Agent.
 	Version string
+	// Hostname is the name this node gives itself to SMTP servers (EHLO).
+	// Default: the host's name, or "localhost" when it is no domain name.
+	Hostname string
 }
 
 func (c Config) withDefaults() Config {
@@ -145,7 +152,21 @@ func (c Config) withDefaults() Config {
 		c.Rand = rand.Float64
 	}
 	c.Version = cmp.Or(c.Version, "dev")
+	if c.Hostname == "" {
+		c.Hostname = ehloName()
+	}
 	return c
+}
+
+// ehloName is the host's name if it is a domain name (letters, digits,
+// '-' and '.'), else "localhost".
+func ehloName() string {
+	name, err := os.Hostname()
+	if err != nil || name == "" || len(name) > 253 ||
+		strings.Trim(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") != "" {
+		return "localhost"
+	}
+	return name
 }
 
 // leaseMargin is how much longer than its notifier's timeout a lease
@@ -392,8 +413,11 @@ func (d *Deliverer) deliver(ctx context.Context, n *store.Notification) {
 
 // send delivers n to t once.
 func (d *Deliverer) send(ctx context.Context, t *Target, n *store.Notification) error {
-	if t.Webhook != "" {
+	switch {
+	case t.Webhook != "":
 		return d.post(ctx, t, n)
+	case t.Mail != nil:
+		return d.mail(ctx, t, n)
 	}
 	return run(ctx, t, n)
 }

@@ -39,6 +39,13 @@ func openStore(t *testing.T) store.Store {
 // notifier, and returns the notification it made.
 func deadLetter(t *testing.T, s store.Store, job, notifier string, at time.Time) *store.Notification {
 	t.Helper()
+	return failRun(t, s, job, "n", notifier, jobs.Result{ExitCode: new(int), Err: errors.New("exit status 7")}, at)
+}
+
+// failRun makes a run of job fail its only attempt on node with res at
+// at, telling notifier, and returns the notification it made.
+func failRun(t *testing.T, s store.Store, job, node, notifier string, res jobs.Result, at time.Time) *store.Notification {
+	t.Helper()
 	ctx := t.Context()
 	_, err := s.RunInsert(ctx, store.RunInsertParams{Job: job, Trigger: jobs.TriggerManual, ScheduledAt: at, NotBefore: at,
 		Retry: jobs.RetryPolicy{MaxAttempts: 1, Backoff: jobs.BackoffFixed}, Node: "n", Now: at})
@@ -50,8 +57,7 @@ func deadLetter(t *testing.T, s store.Store, job, notifier string, at time.Time)
 		t.Fatalf("claim: %v, %d runs", err, len(runs))
 	}
 	r := runs[0]
-	tr := jobs.FailAttempt(r, jobs.Fence{RunID: r.ID, Attempt: 1, Incarnation: "inc"}, "n",
-		jobs.Result{ExitCode: new(int), Err: errors.New("exit status 7")}, jobs.ReasonFailed, at, nil)
+	tr := jobs.FailAttempt(r, jobs.Fence{RunID: r.ID, Attempt: 1, Incarnation: "inc"}, node, res, jobs.ReasonFailed, at, nil)
 	tr.Notify = []jobs.NotifyTarget{{Notifier: notifier, Events: jobs.DefaultNotifyEvents}}
 	if _, err := s.RunTransition(ctx, tr); err != nil {
 		t.Fatal(err)

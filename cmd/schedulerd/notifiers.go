@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 	"syscall"
 
 	"github.com/schedulerd/schedulerd/config"
@@ -58,6 +59,15 @@ func notifyTargets(cfg *config.Config) (map[string]*notifypkg.Target, []string, 
 			}
 			t.Secret = secret
 		}
+		if n.MailTo != nil {
+			m, warns, err := mailTarget(cfg, n, false)
+			warnings = append(warnings, warns...)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			t.Mail = m
+		}
 		if n.User != "" {
 			if err := command.CheckSwitch(n.User); err != nil {
 				errs = append(errs, fmt.Errorf("%s: notifier %q: user: %w", cfg.Path, n.Name, err))
@@ -69,43 +79,115 @@ func notifyTargets(cfg *config.Config) (map[string]*notifypkg.Target, []string, 
 	return targets, warnings, errors.Join(errs...)
 }
 
+// secretKind says what a secret file holds, for its messages.
+type secretKind struct {
+	key string // the config key that names it
+	// harm is what anyone who reads the file can do.
+	harm string
+}
+
+var (
+	webhookSecret = secretKind{key: "secret_file", harm: "sign notifications"}
+	smtpPassword  = secretKind{key: "smtp_password_file", harm: "send mail as the SMTP user"}
+)
+
 // notifierSecret reads notifier n's secret_file, by the daemon's rules, or
 // by check-config's (offline): its errors and warnings name the config file
 // and the notifier.
 func notifierSecret(cfg *config.Config, n *config.Notifier, offline bool) ([]byte, []string, error) {
-	secret, warns, err := readSecretFile(n.SecretFile, offline)
+	return readNotifierSecret(cfg, n, webhookSecret, n.SecretFile, offline)
+}
+
+// readNotifierSecret reads a secret file of notifier n, its errors and
+// warnings prefixed with the config file, the notifier and the key.
+func readNotifierSecret(cfg *config.Config, n *config.Notifier, kind secretKind, path string, offline bool) ([]byte, []string, error) {
+	secret, warns, err := readSecretFile(path, kind, offline)
 	for i, w := range warns {
-		warns[i] = fmt.Sprintf("notifier %q: secret_file: %s", n.Name, w)
+		warns[i] = fmt.Sprintf("notifier %q: %s: %s", n.Name, kind.key, w)
 	}
 	if err != nil {
-		return nil, warns, fmt.Errorf("%s: notifier %q: secret_file: %w", cfg.Path, n.Name, err)
+		return nil, warns, fmt.Errorf("%s: notifier %q: %s: %w", cfg.Path, n.Name, kind.key, err)
 	}
 	return secret, warns, nil
 }
 
-// checkSecretFiles checks the secret files of the config's notifiers for
-// check-config, as the daemon reads them at start (see readSecretFile).
+// mailTarget makes the mail target of notifier n: its server, its
+// sender (schedulerd@ and the host's name when mail_from is left out) and
+// its password, read from smtp_password_file by the rules of a
+// secret_file. Offline (check-config) it checks the same, by check-config's
+// rules, and returns no target. A server in the .invalid domain, which
+// import-crontab writes for the reader to fill in, draws a warning.
+func mailTarget(cfg *config.Config, n *config.Notifier, offline bool) (*notifypkg.Mail, []string, error) {
+	srv, err := config.ParseSMTP(n.SMTP)
+	if err != nil { // checked by config: a bug if it fails here
+		return nil, nil, fmt.Errorf("%s: notifier %q: smtp: %w", cfg.Path, n.Name, err)
+	}
+	var warnings []string
+	if host := strings.ToLower(strings.TrimSuffix(srv.Host, ".")); host == "invalid" || strings.HasSuffix(host, ".invalid") {
+		warnings = append(warnings, fmt.Sprintf("notifier %q: smtp: %s is a name that never resolves (.invalid): write the SMTP server that takes this host's mail; until then every mail fails",
+			n.Name, srv.Host))
+	}
+	from := n.MailFrom
+	if from == "" {
+		host, err := os.Hostname()
+		if err == nil {
+			from = "schedulerd@" + host
+		}
+		if err != nil || !config.ValidMailAddress(from) {
+			return nil, warnings, fmt.Errorf("%s: notifier %q: mail_from: left out, and the host's name %q makes no address of schedulerd@ and it: set mail_from",
+				cfg.Path, n.Name, host)
+		}
+	}
+	m := &notifypkg.Mail{To: n.MailTo, From: from, Host: srv.Host, Port: srv.Port, ImplicitTLS: srv.ImplicitTLS,
+		User: n.SMTPUser, Insecure: n.SMTPInsecure}
+	if n.SMTPPasswordFile != "" {
+		password, warns, err := readNotifierSecret(cfg, n, smtpPassword, n.SMTPPasswordFile, offline)
+		warnings = append(warnings, warns...)
+		if err != nil {
+			return nil, warnings, err
+		}
+		m.Password = password
+	}
+	if offline {
+		return nil, warnings, nil
+	}
+	return m, warnings, nil
+}
+
+// checkSecretFiles checks the secret files and mail settings of the
+// config's notifiers for check-config, as the daemon reads them at start
+// (see readSecretFile and mailTarget).
 func checkSecretFiles(cfg *config.Config) ([]string, error) {
 	var (
 		errs     []error
 		warnings []string
 	)
 	for i := range cfg.Notifiers {
-		if n := &cfg.Notifiers[i]; n.SecretFile != "" {
-			_, warns, err := notifierSecret(cfg, n, true)
-			warnings = append(warnings, warns...)
-			if err != nil {
-				errs = append(errs, err)
-			}
+		n := &cfg.Notifiers[i]
+		var (
+			warns []string
+			err   error
+		)
+		switch {
+		case n.SecretFile != "":
+			_, warns, err = notifierSecret(cfg, n, true)
+		case n.MailTo != nil:
+			_, warns, err = mailTarget(cfg, n, true)
+		}
+		warnings = append(warnings, warns...)
+		if err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return warnings, errors.Join(errs...)
 }
 
-// readSecretFile reads the key of a webhook's signatures: the file's
-// content without its final line end. It must be a regular file (a
+// readSecretFile reads a secret of a notifier (the key of a webhook's
+// signatures, an SMTP password): the file's content without its final
+// line end. It must be a regular file (a
 // symbolic link is not followed), owned by the daemon's user or root, and
-// neither readable nor writable by every user: the key forges signatures.
+// neither readable nor writable by every user: whoever reads it can do
+// kind's harm.
 // A file its group may read draws a warning.
 //
 // Offline (check-config) it checks the same, as the user that runs
@@ -114,7 +196,7 @@ func checkSecretFiles(cfg *config.Config) ([]string, error) {
 // fine if the daemon runs as that one (the packaged unit runs as
 // schedulerd, check-config is often run by root), and a file this user may
 // not open is checked by its metadata only.
-func readSecretFile(path string, offline bool) (secret []byte, warnings []string, err error) {
+func readSecretFile(path string, kind secretKind, offline bool) (secret []byte, warnings []string, err error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, syscall.ELOOP) {
 		return nil, nil, fmt.Errorf("%s is a symbolic link; name the file itself", path)
@@ -126,7 +208,7 @@ func readSecretFile(path string, offline bool) (secret []byte, warnings []string
 		if lerr != nil { // a directory on the way that this user may not search
 			return nil, []string{unread}, nil
 		}
-		if warnings, err = checkSecretMode(path, fi, offline); err != nil {
+		if warnings, err = checkSecretMode(path, fi, kind, offline); err != nil {
 			return nil, nil, err
 		}
 		return nil, append(warnings, unread), nil
@@ -139,7 +221,7 @@ func readSecretFile(path string, offline bool) (secret []byte, warnings []string
 	if err != nil {
 		return nil, nil, err
 	}
-	if warnings, err = checkSecretMode(path, fi, offline); err != nil {
+	if warnings, err = checkSecretMode(path, fi, kind, offline); err != nil {
 		return nil, nil, err
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
@@ -158,7 +240,7 @@ func readSecretFile(path string, offline bool) (secret []byte, warnings []string
 
 // checkSecretMode checks a secret file's type, mode and owner (see
 // readSecretFile).
-func checkSecretMode(path string, fi fs.FileInfo, offline bool) (warnings []string, err error) {
+func checkSecretMode(path string, fi fs.FileInfo, kind secretKind, offline bool) (warnings []string, err error) {
 	perm := fi.Mode().Perm()
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
@@ -166,7 +248,7 @@ func checkSecretMode(path string, fi fs.FileInfo, offline bool) (warnings []stri
 	case !fi.Mode().IsRegular():
 		return nil, fmt.Errorf("%s is not a regular file", path)
 	case perm&0o006 != 0:
-		return nil, fmt.Errorf("%s may be read or written by every user (mode %04o): the secret signs notifications; chmod 600 it", path, perm)
+		return nil, fmt.Errorf("%s may be read or written by every user (mode %04o): whoever reads it can %s; chmod 600 it", path, perm, kind.harm)
 	case perm&0o020 != 0:
 		return nil, fmt.Errorf("%s may be written by its group (mode %04o); chmod 600 it", path, perm)
 	}
@@ -178,7 +260,7 @@ func checkSecretMode(path string, fi fs.FileInfo, offline bool) (warnings []stri
 			path, st.Uid, os.Geteuid(), st.Uid))
 	}
 	if perm&0o040 != 0 {
-		warnings = append(warnings, fmt.Sprintf("%s is readable by its group (mode %04o): every member can sign notifications", path, perm))
+		warnings = append(warnings, fmt.Sprintf("%s is readable by its group (mode %04o): every member can %s", path, perm, kind.harm))
 	}
 	return warnings, nil
 }
