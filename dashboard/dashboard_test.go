@@ -18,6 +18,7 @@ import (
 	"github.com/schedulerd/schedulerd/control"
 	"github.com/schedulerd/schedulerd/internal/testcert"
 	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
 )
 
 // TestPagesRender: each page renders for a session, with the data it is
@@ -945,5 +946,37 @@ func TestTimeZones(t *testing.T) {
 	}
 	if got := zoneName("Europe/Berlin"); got != "Europe/Berlin" {
 		t.Errorf("zoneName(Europe/Berlin) = %q", got)
+	}
+}
+
+// TestRunPageProgressOnlyWhenReported: a running run shows a progress
+// bar once its job has reported progress, not before (a job that never
+// reports would sit at 0% for good).
+func TestRunPageProgressOnlyWhenReported(t *testing.T) {
+	td := startDash(t, func(c *Config) { c.SnapshotTTL = time.Nanosecond })
+	run := td.insertRun(t, "backup", "")
+	claimed, err := td.st.RunsClaim(t.Context(), store.ClaimParams{Node: "test-node", Incarnation: "inc",
+		Jobs: store.NewJobLimits(map[string]int{run.Job: 0}), Limit: 1})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %v %v", claimed, err)
+	}
+	cookie := td.login(t, readToken)
+	page := func() string {
+		td.snaps.forget()
+		r := td.do(t, req{method: "GET", path: "/ui/runs/" + run.ID + "?part=live", cookie: cookie})
+		if r.status != http.StatusOK {
+			t.Fatalf("run page: %d", r.status)
+		}
+		return r.body
+	}
+	if body := page(); strings.Contains(body, `id="progress"`) || !strings.Contains(body, "running") {
+		t.Fatalf("a running run that reported nothing shows a progress bar:\n%s", body)
+	}
+	c := claimed[0]
+	if err := td.st.RunProgress(t.Context(), jobs.Fence{RunID: c.ID, Attempt: c.Attempt, Incarnation: c.Incarnation}, 40, "step 2"); err != nil {
+		t.Fatal(err)
+	}
+	if body := page(); !strings.Contains(body, `id="progress"`) || !strings.Contains(body, "40%: step 2") {
+		t.Fatalf("a run that reported 40%% shows no progress:\n%s", body)
 	}
 }
