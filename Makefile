@@ -9,11 +9,13 @@ CONFIG   ?= schedulerd.toml
 GOFMT    ?= $(shell $(GO) env GOROOT)/bin/gofmt
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
+DURATION ?= 3m
+SEED     ?=
 PREFIX   ?= /usr/local
 DIST_ARCHS ?= amd64,arm64
 
 .DEFAULT_GOAL := help
-.PHONY: help build run test unit short lint fuzz bench dist install clean
+.PHONY: help build run test unit short lint fuzz bench nemesis dist install clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -54,6 +56,9 @@ fuzz: ## run every fuzz target for FUZZTIME each
 
 bench: ## measure throughput, lag, idle cost, recovery, scale (about 35 minutes); writes BENCHMARKS.md
 	$(GO) run ./bench -command 'make bench' -out BENCHMARKS.md
+
+nemesis: ## 3 nodes on PostgreSQL under random faults for DURATION, then checked (SEED=N replays one)
+	$(GO) run ./nemesis -duration '$(DURATION)' $(if $(SEED),-seed '$(SEED)')
 
 dist: ## static binaries, .deb and .rpm for linux/DIST_ARCHS, and SHA256SUMS, in dist/
 	$(GO) -C tools/dist run . -root '$(CURDIR)' -out '$(CURDIR)/dist' -arch '$(DIST_ARCHS)' \

@@ -1,0 +1,200 @@
+// Command nemesis runs a cluster of three schedulerd nodes on PostgreSQL
+// (a primary and a synchronous standby) under faults for a while, then
+// checks what the store and the processes say happened against the
+// guarantees of docs/guarantees.md. `make nemesis DURATION=30m` runs it;
+// docs/development.md says how, and what it does.
+//
+// The faults, one at a time and each healed before the next, are chosen
+// by a generator whose seed is printed (-seed replays the choices): a node
+// SIGKILLed and restarted, SIGSTOPped past the inactive threshold, cut off
+// from PostgreSQL by its proxy; PostgreSQL restarted, or failed over to its
+// standby (the old primary is then rebuilt as the new standby); the disk
+// under a node's state directory full; the webhook receiver down or
+// hanging. Cron jobs fire every second or so, and a load of triggers comes
+// through the nodes' sockets. Afterwards the trigger load stops, the cron
+// jobs are paused, everything settles, the nodes stop, and the checker
+// reads the store, the jobs' witness file and the receiver's log. The
+// history goes to a file of JSON lines; the last line of the output is the
+// summary:
+//
+//	nemesis: N faults (kill N, stop N, ...), N ticks, N runs, N violations
+//
+// It exits 1 on any violation, and 2 when the run itself could not be
+// made (no PostgreSQL, a fault that could not be done).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// options are the command's flags.
+type options struct {
+	duration time.Duration
+	seed     int64
+	settle   time.Duration
+	bin      string
+	dir      string
+	check    string
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("nemesis", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	fs.DurationVar(&o.duration, "duration", 3*time.Minute, "how long the faults and the load last")
+	fs.Int64Var(&o.seed, "seed", 0, "seed of the fault choices (0: a new one, printed)")
+	fs.DurationVar(&o.settle, "settle", 5*time.Minute, "at most this long for every run to end and every notification to be delivered, after the load")
+	fs.StringVar(&o.bin, "bin", "", "the schedulerd binary (default: go build ./cmd/schedulerd into the run's directory)")
+	fs.StringVar(&o.dir, "dir", "", "the run's directory: logs, witness, history (default: a new one under $TMPDIR)")
+	fs.StringVar(&o.check, "check", "", "check the history file of an earlier run again, and print its summary")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "nemesis: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if o.check != "" {
+		return recheck(o.check, stdout, stderr)
+	}
+	if o.duration <= 0 {
+		fmt.Fprintln(stderr, "nemesis: -duration must be positive")
+		return 2
+	}
+	if o.seed == 0 {
+		o.seed = time.Now().UnixNano() & (1<<53 - 1)
+	}
+	h, path, err := runCluster(ctx, o, stdout)
+	if err != nil {
+		fmt.Fprintf(stderr, "nemesis: %v\n", err)
+		fmt.Fprintf(stderr, "nemesis: seed %d (replay: make nemesis SEED=%d DURATION=%s)\n", o.seed, o.seed, o.duration)
+		return 2
+	}
+	r := Check(h)
+	h.Violations = r.Violations
+	if err := h.WriteFile(path); err != nil {
+		fmt.Fprintf(stderr, "nemesis: write the history: %v\n", err)
+		return 2
+	}
+	fmt.Fprintf(stdout, "nemesis: history in %s\n", path)
+	summary(stdout, h, r)
+	if len(r.Violations) > 0 {
+		return 1
+	}
+	return 0
+}
+
+// recheck checks a history file again.
+func recheck(path string, stdout, stderr io.Writer) int {
+	f, err := os.Open(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "nemesis: %v\n", err)
+		return 2
+	}
+	defer f.Close()
+	h, err := ReadHistory(f)
+	if err != nil {
+		fmt.Fprintf(stderr, "nemesis: %s: %v\n", path, err)
+		return 2
+	}
+	r := Check(h)
+	summary(stdout, h, r)
+	if len(r.Violations) > 0 {
+		return 1
+	}
+	return 0
+}
+
+// maxListed is how many violations of a kind the summary prints; the
+// history holds them all.
+const maxListed = 20
+
+// summary prints the violations, the figures, and the summary line.
+func summary(w io.Writer, h *History, r *Report) {
+	byKind := map[string]int{}
+	for _, v := range r.Violations {
+		byKind[v.Kind]++
+		if byKind[v.Kind] <= maxListed {
+			fmt.Fprintf(w, "VIOLATION %s: %s\n", v.Kind, v.Message)
+		} else if byKind[v.Kind] == maxListed+1 {
+			fmt.Fprintf(w, "VIOLATION %s: ... (all of them are in the history)\n", v.Kind)
+		}
+	}
+	faults := map[string]int{}
+	for _, f := range h.Faults {
+		faults[f.Kind]++
+	}
+	for _, k := range faultKinds {
+		if why, ok := h.Meta.NotDone[k]; ok {
+			fmt.Fprintf(w, "nemesis: %s not done: %s\n", k, why)
+		}
+	}
+	var acked, refused, failed int
+	for _, t := range h.Triggers {
+		switch t.Outcome {
+		case outcomeOK:
+			acked++
+		case outcomeDuplicate:
+			refused++
+		default:
+			failed++
+		}
+	}
+	attempts := map[string]int{}
+	for _, a := range h.Attempts {
+		attempts[a.Status+"/"+a.Reason]++
+	}
+	status := map[string]int{}
+	for _, run := range h.Runs {
+		status[run.Status]++
+	}
+	fmt.Fprintf(w, "nemesis: seed %d, %s of faults and load from %s\n", h.Meta.Seed, time.Duration(h.Meta.Duration), h.Meta.Start.UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "nemesis: runs by status: %s\n", counts(status))
+	fmt.Fprintf(w, "nemesis: attempts by status/reason: %s\n", counts(attempts))
+	fmt.Fprintf(w, "nemesis: %d ticks of %d cron jobs checked, %d of them skipped as counted; %d triggers acknowledged, %d refused as duplicates, %d unanswered or refused otherwise\n",
+		r.Ticks, countCron(h), r.Skipped, acked, refused, failed)
+	fmt.Fprintf(w, "nemesis: %d executions witnessed; %d notifications, %d deliveries taken\n", len(h.Execs), len(h.Notifications), len(h.Deliveries))
+	var vs []string
+	for _, k := range violationKinds {
+		vs = append(vs, fmt.Sprintf("%s %d", k, byKind[k]))
+	}
+	fmt.Fprintf(w, "nemesis: violations: %s\n", strings.Join(vs, ", "))
+	var fs []string
+	for _, k := range faultKinds {
+		fs = append(fs, fmt.Sprintf("%s %d", k, faults[k]))
+	}
+	fmt.Fprintf(w, "nemesis: %d faults (%s), %d ticks, %d runs, %d violations\n", len(h.Faults), strings.Join(fs, ", "), r.Ticks, len(h.Runs), len(r.Violations))
+}
+
+func countCron(h *History) int {
+	n := 0
+	for _, j := range h.Jobs {
+		if j.Schedule != "" {
+			n++
+		}
+	}
+	return n
+}
+
+func counts(m map[string]int) string {
+	var s []string
+	for _, k := range sortedKeys(m) {
+		s = append(s, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(s, ", ")
+}
