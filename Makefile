@@ -57,8 +57,11 @@ fuzz: ## run every fuzz target for FUZZTIME each
 bench: ## measure throughput, lag, idle cost, recovery, scale (about 35 minutes); writes BENCHMARKS.md
 	$(GO) run ./bench -command 'make bench' -out BENCHMARKS.md
 
-nemesis: ## 3 nodes on PostgreSQL under random faults for DURATION, then checked (SEED=N replays one)
-	$(GO) run ./nemesis -duration '$(DURATION)' $(if $(SEED),-seed '$(SEED)')
+# The driver is built rather than run with go run, which would add a line
+# after its summary when it fails.
+nemesis: build ## 3 nodes on PostgreSQL under random faults for DURATION, then checked (SEED=N replays one)
+	$(GO) build -o bin/nemesis ./nemesis
+	./bin/nemesis -bin $(BIN) -duration '$(DURATION)' $(if $(SEED),-seed '$(SEED)')
 
 dist: ## static binaries, .deb and .rpm for linux/DIST_ARCHS, and SHA256SUMS, in dist/
 	$(GO) -C tools/dist run . -root '$(CURDIR)' -out '$(CURDIR)/dist' -arch '$(DIST_ARCHS)' \

@@ -70,6 +70,9 @@ type Report struct {
 	// Ticks is how many ticks of the cron jobs were checked (each with a
 	// run or counted skipped); Skipped how many of them were skipped.
 	Ticks, Skipped int
+	// Fenced is how many processes of an attempt ran on past the start
+	// of a later attempt of their run within the bounds of fencing.
+	Fenced int
 }
 
 // Count returns how many violations are of kind.
@@ -315,6 +318,7 @@ func (c *checker) executions() {
 					continue
 				}
 				if _, ok := c.excuse(e, end, f.Start); ok {
+					c.r.Fenced++
 					continue
 				}
 				c.fail(vOverlap, "run %s: attempt %d on %s ran from %s to %s, and attempt %d started on %s at %s",

@@ -69,6 +69,12 @@ retry = { max_attempts = 4, backoff = "exponential", initial_delay = "1s", max_d
 	{name: "trig-limit", extra: `max_concurrency = 2
 retry = { max_attempts = 2, backoff = "fixed", initial_delay = "1s" }`,
 		minMS: 300, maxMS: 1500, failPct: 5},
+	// Long enough to be running when its node is stopped or cut off:
+	// its process then runs on while the attempt is recovered elsewhere,
+	// until the node fences itself or wakes.
+	{name: "trig-long", extra: `timeout = "30s"
+retry = { max_attempts = 3, backoff = "fixed", initial_delay = "1s" }`,
+		minMS: 3000, maxMS: 12000, failPct: 5},
 }
 
 // jobSpecs are the jobs as the checker sees them.

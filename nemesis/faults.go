@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -65,7 +66,7 @@ func (c *cluster) nemesis(ctx context.Context, seed int64, duration time.Duratio
 		c.mu.Lock()
 		c.faults = append(c.faults, f)
 		c.mu.Unlock()
-		what := strings.TrimSpace(strings.Join([]string{f.Kind, f.Node, f.Detail}, " "))
+		what := strings.Join(slices.DeleteFunc([]string{f.Kind, f.Node, f.Detail}, func(s string) bool { return s == "" }), " ")
 		c.logf("%s from +%s for %s", what, f.Start.Sub(c.start).Round(100*time.Millisecond), f.End.Sub(f.Start).Round(100*time.Millisecond))
 	}
 	return nil

@@ -45,7 +45,7 @@ func (l *load) trigger(n *node, rng *rand.Rand) {
 	j := triggerJobs[rng.IntN(len(triggerJobs))]
 	var req control.TriggerRequest
 	if rng.IntN(10) < 4 {
-		req.DedupID = fmt.Sprintf("dedup-%02d", rng.IntN(20))
+		req.DedupID = fmt.Sprintf("dedup-%d", rng.IntN(8))
 	}
 	// Windows in whole milliseconds: the store keeps microseconds.
 	now := time.Now().Truncate(time.Millisecond)

@@ -168,7 +168,8 @@ func summary(w io.Writer, h *History, r *Report) {
 	fmt.Fprintf(w, "nemesis: attempts by status/reason: %s\n", counts(attempts))
 	fmt.Fprintf(w, "nemesis: %d ticks of %d cron jobs checked, %d of them skipped as counted; %d triggers acknowledged, %d refused as duplicates, %d unanswered or refused otherwise\n",
 		r.Ticks, countCron(h), r.Skipped, acked, refused, failed)
-	fmt.Fprintf(w, "nemesis: %d executions witnessed; %d notifications, %d deliveries taken\n", len(h.Execs), len(h.Notifications), len(h.Deliveries))
+	fmt.Fprintf(w, "nemesis: %d executions witnessed, %d of them ran on past a later attempt's start within the bounds of fencing; %d notifications, %d deliveries taken\n",
+		len(h.Execs), r.Fenced, len(h.Notifications), len(h.Deliveries))
 	var vs []string
 	for _, k := range violationKinds {
 		vs = append(vs, fmt.Sprintf("%s %d", k, byKind[k]))
