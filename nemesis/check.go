@@ -307,13 +307,15 @@ func (c *checker) executions() {
 				c.fail(vExecution, "run %s: attempt %d executed on %s at %s, and the store says it was %s's", id, e.Attempt, e.Node, ts(e.Start), a.Node)
 			}
 		}
-		for i, e := range es {
+		for _, e := range es {
 			end, ok := c.end(e)
 			if !ok {
 				c.fail(vExecution, "run %s: attempt %d on %s, started at %s, never ended: no end line, and its node was not killed", id, e.Attempt, e.Node, ts(e.Start))
 				continue
 			}
-			for _, f := range es[i+1:] {
+			// Every later attempt, also one that started before e did
+			// (e is then a stale attempt started late).
+			for _, f := range es {
 				if f.Attempt <= e.Attempt || !f.Start.Before(end) {
 					continue
 				}

@@ -126,6 +126,11 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			// 2s (fenceSlack) is its bound.
 			h.Execs[1].End = ptr(at(14 * time.Second))
 		}},
+		{"a stale attempt started after the next one", vOverlap, "attempt 1 on node-2 ran from", func(h *History) {
+			// node-2 woke at 8.5s and started the attempt it had
+			// claimed before the stop, after node-1's attempt 2.
+			h.Execs[1].Start, h.Execs[1].End = at(8600*time.Millisecond), ptr(at(8900*time.Millisecond))
+		}},
 		{"an attempt executed twice", vOverlap, "executed twice", func(h *History) {
 			e := h.Execs[0]
 			e.PID, e.Node = 997, "node-3"
