@@ -308,7 +308,13 @@ end 1772445600.300200 42 tick run-1 1 node-1 0
 	if e := es[1]; e.End != nil || !e.Start.Equal(time.Unix(1772445600, 500_000_000)) {
 		t.Errorf("second execution, still running: %+v", e)
 	}
-	for _, bad := range []string{"end 1772445600.1 42 tick run-1 1 node-1 0\n", "start x 42 tick run-1 1 node-1 t\n", "middle 1 2 3 4 5 6 7\n"} {
+	// A process stopped before it wrote its start.
+	es, err = parseWitness(strings.NewReader("end 1772445600.1 42 tick run-1 2 node-1 143\n"))
+	if err != nil || len(es) != 1 || !es[0].NoStart || es[0].Code == nil || *es[0].Code != 143 || es[0].Attempt != 2 ||
+		!es[0].Start.Equal(*es[0].End) {
+		t.Errorf("an end without its start: %+v %v", es, err)
+	}
+	for _, bad := range []string{"end 1772445600.1 42 tick run-1 1 node-1 x\n", "start x 42 tick run-1 1 node-1 t\n", "middle 1 2 3 4 5 6 7\n"} {
 		if _, err := parseWitness(strings.NewReader(bad)); err == nil {
 			t.Errorf("%q parsed without error", bad)
 		}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +27,9 @@ import (
 
 // database is the cluster's database on the PostgreSQL pair.
 const database = "nemesis"
+
+// notAsked is why a kind of fault that -kinds leaves out is not done.
+const notAsked = "not asked for (-kinds)"
 
 // cluster is the run: the PostgreSQL pair, the nodes with their proxies,
 // the webhook receiver, and what the driver did.
@@ -78,9 +82,16 @@ func runCluster(ctx context.Context, o options, out io.Writer) (*History, string
 		tmpfs = false
 	}
 	for _, k := range faultKinds {
+		if !slices.Contains(strings.Split(o.kinds, ","), k) {
+			meta.NotDone[k] = notAsked
+			continue
+		}
 		if _, no := meta.NotDone[k]; !no {
 			c.kinds = append(c.kinds, k)
 		}
+	}
+	if len(c.kinds) == 0 {
+		return nil, "", errors.New("no kind of fault can be done")
 	}
 	meta.Kinds = c.kinds
 
@@ -430,15 +441,19 @@ func parseWitness(r io.Reader) ([]Exec, error) {
 			open[key] = len(out)
 			out = append(out, e)
 		case "end":
-			i, ok := open[key]
-			if !ok {
-				return nil, fmt.Errorf("witness line %d: an end without its start: %q", n, sc.Text())
-			}
-			delete(open, key)
 			code, err := strconv.Atoi(fs[7])
 			if err != nil {
 				return nil, fmt.Errorf("witness line %d: %w", n, err)
 			}
+			i, ok := open[key]
+			if !ok {
+				// Stopped between setting its trap and writing its
+				// start (a timeout of a process slow to start, on a
+				// loaded machine): it ran at least at its end.
+				out = append(out, Exec{Job: fs[3], RunID: fs[4], Attempt: attempt, Node: fs[6], PID: pid, Start: at, NoStart: true})
+				i = len(out) - 1
+			}
+			delete(open, key)
 			out[i].End, out[i].Code = &at, &code
 		default:
 			return nil, fmt.Errorf("witness line %d: %q", n, sc.Text())

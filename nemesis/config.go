@@ -89,7 +89,10 @@ func jobSpecs() []JobSpec {
 
 // witnessScript is the program of every job. It appends a line when it
 // starts and one when it ends (with its exit code; 143 when stopped by
-// SIGTERM), each with the time, its pid, job, run, attempt and node. With
+// SIGTERM), each with the time, its pid, job, run, attempt and node. The
+// trap comes first: a process stopped before it writes no line, and one
+// stopped after it at least its end; a SIGTERM while it ends (its timeout
+// at that moment) is ignored, so it ends once. With
 // TMPDIR set (the node's state directory) it first writes a scratch file
 // there, and fails with 75 when it cannot: the disk is full.
 func witnessScript(witness string) string {
@@ -101,6 +104,7 @@ line() {
 		"$SCHEDULERD_ATTEMPT" "$SCHEDULERD_NODE" "$2" >>"$w"
 }
 finish() {
+	trap '' TERM
 	line end "$1"
 	exit "$1"
 }

@@ -169,6 +169,9 @@ type Exec struct {
 	Start   time.Time  `json:"start"`
 	End     *time.Time `json:"end,omitempty"`
 	Code    *int       `json:"code,omitempty"`
+	// NoStart: the process wrote its end and no start (it was stopped
+	// before it could); Start is then its end.
+	NoStart bool `json:"no_start,omitempty"`
 }
 
 // Notification is a notification as the store holds it at the end.

@@ -30,6 +30,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -50,6 +51,7 @@ type options struct {
 	bin      string
 	dir      string
 	check    string
+	kinds    string
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -62,6 +64,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.bin, "bin", "", "the schedulerd binary (default: go build ./cmd/schedulerd into the run's directory)")
 	fs.StringVar(&o.dir, "dir", "", "the run's directory: logs, witness, history (default: a new one under $TMPDIR)")
 	fs.StringVar(&o.check, "check", "", "check the history file of an earlier run again, and print its summary")
+	fs.StringVar(&o.kinds, "kinds", strings.Join(faultKinds, ","), "the kinds of fault to pick from, separated by commas")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -75,6 +78,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if o.duration <= 0 {
 		fmt.Fprintln(stderr, "nemesis: -duration must be positive")
 		return 2
+	}
+	for _, k := range strings.Split(o.kinds, ",") {
+		if !slices.Contains(faultKinds, k) {
+			fmt.Fprintf(stderr, "nemesis: -kinds: unknown kind %q (kinds: %s)\n", k, strings.Join(faultKinds, ", "))
+			return 2
+		}
 	}
 	if o.seed == 0 {
 		o.seed = time.Now().UnixNano() & (1<<53 - 1)
@@ -139,10 +148,17 @@ func summary(w io.Writer, h *History, r *Report) {
 	for _, f := range h.Faults {
 		faults[f.Kind]++
 	}
+	var unasked []string
 	for _, k := range faultKinds {
-		if why, ok := h.Meta.NotDone[k]; ok {
+		switch why, ok := h.Meta.NotDone[k]; {
+		case why == notAsked:
+			unasked = append(unasked, k)
+		case ok:
 			fmt.Fprintf(w, "nemesis: %s not done: %s\n", k, why)
 		}
+	}
+	if len(unasked) > 0 {
+		fmt.Fprintf(w, "nemesis: not asked for (-kinds): %s\n", strings.Join(unasked, ", "))
 	}
 	var acked, refused, failed int
 	for _, t := range h.Triggers {
