@@ -101,7 +101,11 @@ func (c *cluster) do(ctx context.Context, s step) (Fault, error) {
 		f.Node = n.id
 		n.life.Lock()
 		f.Start = time.Now()
-		if err = n.signal(syscall.SIGSTOP); err == nil {
+		if _, ok := n.running(); !ok {
+			// It exited on its own and did not come back: the exit is
+			// recorded, and there is nothing to stop.
+			f.Detail = "not running"
+		} else if err = n.signal(syscall.SIGSTOP); err == nil {
 			sleep(ctx, s.hold)
 			err = n.signal(syscall.SIGCONT)
 		}
