@@ -286,11 +286,16 @@ func (c *cluster) pauseCron(ctx context.Context) error {
 }
 
 // settle waits until no run is pending, running or retrying and no
-// notification is pending, for at least a few seconds and at most max.
-func (c *cluster) settle(ctx context.Context, st store.Store, max time.Duration) error {
+// notification is pending, for at least a few seconds; or until nothing
+// has moved (no run ended, no notification was delivered) for stall:
+// what is left is then checked as it is.
+func (c *cluster) settle(ctx context.Context, st store.Store, stall time.Duration) error {
 	start := time.Now()
 	const least = 10 * time.Second
-	var lastLog time.Time
+	var lastLog, moved time.Time
+	// The fewest runs active so far, and the deliveries taken: a run
+	// ending or a delivery is a move.
+	fewest, delivered := int64(-1), -1
 	for {
 		counts, err := st.RunsCount(ctx)
 		if err != nil {
@@ -301,13 +306,21 @@ func (c *cluster) settle(ctx context.Context, st store.Store, max time.Duration)
 		if err != nil {
 			return err
 		}
+		taken := len(c.receiver.taken())
+		if fewest < 0 || active < fewest || taken > delivered {
+			moved = time.Now()
+		}
+		if fewest < 0 || active < fewest {
+			fewest = active
+		}
+		delivered = max(delivered, taken)
 		waited := time.Since(start)
 		if active == 0 && len(pending) == 0 && waited >= least {
 			c.logf("settled in %s", waited.Round(time.Second))
 			return nil
 		}
-		if waited > max {
-			c.logf("not settled after %s: %d runs active, %d notifications pending; checking as it is", max, active, len(pending))
+		if time.Since(moved) > stall {
+			c.logf("nothing moved for %s: %d runs active, %d notifications pending; checking as it is", stall, active, len(pending))
 			return nil
 		}
 		if time.Since(lastLog) > 30*time.Second {

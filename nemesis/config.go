@@ -42,7 +42,7 @@ retry = { max_attempts = 2, backoff = "fixed", initial_delay = "1s" }`,
 	{name: "tick-queue", schedule: "* * * * * *", overlap: "queue", catchup: "latest",
 		extra: `misfire_grace = "10s"
 retry = { max_attempts = 3, backoff = "fixed", initial_delay = "500ms" }`,
-		minMS: 50, maxMS: 600, failPct: 10},
+		minMS: 50, maxMS: 300, failPct: 10},
 	{name: "tick-replace", schedule: "*/2 * * * * *", overlap: "replace", catchup: "latest",
 		extra: `misfire_grace = "10s"
 retry = { max_attempts = 2, backoff = "fixed", initial_delay = "1s" }`,

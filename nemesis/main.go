@@ -60,7 +60,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o options
 	fs.DurationVar(&o.duration, "duration", 3*time.Minute, "how long the faults and the load last")
 	fs.Int64Var(&o.seed, "seed", 0, "seed of the fault choices (0: a new one, printed)")
-	fs.DurationVar(&o.settle, "settle", 5*time.Minute, "at most this long for every run to end and every notification to be delivered, after the load")
+	fs.DurationVar(&o.settle, "settle", 3*time.Minute, "after the load, wait for every run to end and every notification to be delivered "+
+		"until nothing has moved for this long (no run ended, no delivery)")
 	fs.StringVar(&o.bin, "bin", "", "the schedulerd binary (default: go build ./cmd/schedulerd into the run's directory)")
 	fs.StringVar(&o.dir, "dir", "", "the run's directory: logs, witness, history (default: a new one under $TMPDIR)")
 	fs.StringVar(&o.check, "check", "", "check the history file of an earlier run again, and print its summary")
