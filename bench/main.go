@@ -1,6 +1,7 @@
 // Command bench measures schedulerd on SQLite and on PostgreSQL: throughput,
-// firing lag, idle cost, recovery time, scale and memory, and the
-// database's own ceiling for the minimal claim-and-complete (pgbench). It
+// firing lag, idle cost, recovery time, scale and memory, the database's
+// own ceiling for the minimal claim-and-complete (pgbench), and the
+// dashboard's pages with many jobs. It
 // checks correctness while it measures (a fast wrong answer is a failure),
 // prints a table as results come, and writes BENCHMARKS.md with the command,
 // the machine and the raw numbers. `make bench` runs it with the full sizes.
@@ -111,6 +112,7 @@ var sections = []section{
 	{"recovery", runRecovery},
 	{"scale", runScale},
 	{"pgbench", runPgbench},
+	{"dashboard", runDashboard},
 }
 
 func main() {
@@ -195,7 +197,7 @@ func run(args []string) int {
 func parseOptions(args []string) (options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var o options
-	only := fs.String("only", "", "run only these sections, comma-separated: throughput, lag, idle, recovery, scale, pgbench")
+	only := fs.String("only", "", "run only these sections, comma-separated: throughput, lag, idle, recovery, scale, pgbench, dashboard")
 	stores := fs.String("stores", "sqlite,postgres", "the stores to measure, comma-separated")
 	fs.BoolVar(&o.quick, "quick", false, "small sizes (a few minutes): checks that the program works")
 	fs.StringVar(&o.out, "out", "", "write the report to this file (default: BENCHMARKS.md for a full run, none with -quick or -only)")

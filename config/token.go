@@ -18,7 +18,10 @@ type Token struct {
 	Name string
 	// Role is one of TokenRoles.
 	Role string
-	// SHA256 is the SHA-256 of the token, as the client sends it.
+	// SHA256 is the SHA-256 of the token, as the client sends it. The
+	// token is one `schedulerd token new` made ("sd_" and 256 random
+	// bits): the API refuses a token of another form before it hashes
+	// it, whatever hash the config holds.
 	SHA256 [sha256.Size]byte
 }
 

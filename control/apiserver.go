@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -79,10 +81,12 @@ type APIServer struct {
 	limMu    sync.Mutex
 	limiters map[string]*rate.Limiter // by token name
 
-	// refusals bounds the warnings about refused requests: a client that
-	// tries token after token does not flood the log.
-	refusals   *rate.Limiter
-	suppressed atomic.Int64
+	// fails counts the failed authentications of each client address.
+	fails *authLimiter
+	// refusals logs the refused requests, a count a minute past the
+	// first: a client that tries token after token does not flood the
+	// log.
+	refusals *RefusalLog
 
 	handler http.Handler
 	// ui serves UIPath when set (MountUI).
@@ -169,8 +173,9 @@ func newAPIServer(cfg APIConfig) (*APIServer, error) {
 	s := &APIServer{
 		cfg: cfg, srv: srv, log: srv.cfg.Logger.With("component", "api"),
 		limiters: map[string]*rate.Limiter{},
-		refusals: rate.NewLimiter(1, 10),
+		fails:    newAuthLimiter(),
 	}
+	s.refusals = NewRefusalLog(s.log, "HTTP API: ")
 	s.tokens.Store(set)
 	s.handler = s.routes()
 	return s, nil
@@ -209,16 +214,45 @@ func (s *APIServer) Close(ctx context.Context) error {
 	return err
 }
 
-// Authenticate returns the caller that token stands for, or false when it
-// is no token of the API; a missing, malformed and unknown token are one
-// answer. For other handlers of the listener, such as one that takes the
-// token from a login form.
-func (s *APIServer) Authenticate(token string) (Caller, bool) {
-	t, ok := s.tokens.Load().Lookup(token)
+// Authenticate returns the caller that token, presented by request r,
+// stands for. A token that is not one of the API's, or not of their form
+// (WellFormedToken: it is refused before it is hashed), is a failed
+// authentication of r's client address (ClientAddr), logged as a
+// refusal: the error is ErrUnknownToken, or *TooManyFailuresError when
+// the address has failed past its budget. A token of the API is never
+// refused, whatever its address failed before. For the bearer check and
+// for other handlers of the listener, such as the dashboard's login.
+func (s *APIServer) Authenticate(r *http.Request, token string) (Caller, error) {
+	if WellFormedToken(token) {
+		if t, ok := s.tokens.Load().Lookup(token); ok {
+			return Caller{Name: t.Name, Role: t.Role, Via: ViaAPI, Remote: r.RemoteAddr}, nil
+		}
+	}
+	addr := ClientAddr(r)
+	wait := s.fails.fail(addr, time.Now())
+	s.refusals.Refused(r, "a token that is not one of the config's")
+	if wait > 0 {
+		return Caller{}, &TooManyFailuresError{Addr: addr, RetryAfter: wait}
+	}
+	return Caller{}, ErrUnknownToken
+}
+
+// Holder returns the caller of the token whose SHA-256 is sum, while that
+// token is one of the API's: for the dashboard's sessions, which keep the
+// hash of the token they were opened with, so that a token removed or
+// changed by a reload ends them.
+func (s *APIServer) Holder(sum [sha256.Size]byte) (Caller, bool) {
+	t, ok := s.tokens.Load().holder(sum)
 	if !ok {
 		return Caller{}, false
 	}
 	return Caller{Name: t.Name, Role: t.Role, Via: ViaAPI}, true
+}
+
+// WriteRetryAfter sets a Retry-After header of whole seconds, at least
+// one, for a wait of d.
+func WriteRetryAfter(h http.Header, d time.Duration) {
+	h.Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(d.Seconds())))))
 }
 
 // Allow takes one request from the budget of the caller's token, or
@@ -255,7 +289,11 @@ func (s *APIServer) Allow(w http.ResponseWriter, c Caller) bool {
 // and /ui.
 const UIPath = "/ui/"
 
-// MountUI serves h at UIPath, outside the bearer check: h authenticates
+// FaviconPath is the icon a browser asks for on its own; MountUI's
+// handler serves it too.
+const FaviconPath = "/favicon.ico"
+
+// MountUI serves h at UIPath and FaviconPath, outside the bearer check: h authenticates
 // its requests itself (Authenticate), takes them from the caller's rate
 // (Allow) and acts through the routes of the API (Act). Its requests have
 // the API's bounds: connections, timeouts, and a body of at most
@@ -278,6 +316,23 @@ func (s *APIServer) Act(ctx context.Context, c Caller, method, path string, body
 	rec := &replyRecorder{header: http.Header{}}
 	s.srv.handler.ServeHTTP(rec, r)
 	return cmp.Or(rec.status, http.StatusOK), rec.body.Bytes()
+}
+
+// Relay serves a GET of the /v1 routes as caller c and writes its reply
+// to w as the route writes it, streamed, for a handler of UIPath that has
+// authenticated c and taken its rate (Allow): a reply too large to hold,
+// such as an attempt's output, within the route's own bounds. path is
+// as for Act; r is the handler's request, whose context and connection
+// the route's reply uses.
+func (s *APIServer) Relay(w http.ResponseWriter, r *http.Request, c Caller, path string) {
+	u, err := url.Parse(path)
+	if err != nil || !strings.HasPrefix(path, "/v1/") || u.Host != "" || u.Scheme != "" {
+		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no such endpoint: GET %s", clip(path)))
+		return
+	}
+	rr := r.Clone(WithCaller(r.Context(), c))
+	rr.Method, rr.URL, rr.RequestURI, rr.Body, rr.ContentLength = http.MethodGet, u, u.RequestURI(), http.NoBody, 0
+	s.srv.handler.ServeHTTP(w, rr)
 }
 
 // replyRecorder keeps the reply of a request that Act serves.
@@ -317,11 +372,14 @@ func (s *APIServer) routes() http.Handler {
 	// (an empty one) with a redirect before the check.
 	private := s.authenticate(authed)
 	return s.srv.recoverPanics(rejectDotSegments(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.tls() {
+			w.Header().Set("Strict-Transport-Security", strictTransportSecurity)
+		}
 		if r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 			liveness(w, r)
 			return
 		}
-		if ui := s.ui.Load(); ui != nil && (r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, UIPath)) {
+		if ui := s.ui.Load(); ui != nil && (r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, UIPath) || r.URL.Path == FaviconPath) {
 			if readWhole(w, r) {
 				(*ui).ServeHTTP(w, r)
 			}
@@ -331,24 +389,44 @@ func (s *APIServer) routes() http.Handler {
 	})))
 }
 
+// strictTransportSecurity is sent with every reply of an API that speaks
+// TLS (api_tls_cert): a browser that has seen it goes to the host over
+// HTTPS alone for a year, whatever link or address bar says http://.
+const strictTransportSecurity = "max-age=31536000"
+
 // unauthorizedMessage is the one reply to a request without a valid token.
 const unauthorizedMessage = "unauthorized: send a token of this API as Authorization: Bearer TOKEN"
 
 // authenticate serves next to requests with a valid bearer token, within
 // the token's rate, with the caller in their context. A missing,
-// malformed and unknown token get the same 401, header for header.
+// malformed and unknown token get the same 401, header for header; past
+// the failures an address may make, a token that is not valid gets 429
+// with a Retry-After instead (Authenticate).
 func (s *APIServer) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		headers := r.Header.Values("Authorization")
-		token, wellFormed := "", false
-		if len(headers) == 1 {
-			token, wellFormed = bearerToken(headers[0])
+		if len(headers) == 0 {
+			if browserAsset(r.URL.Path) {
+				s.log.DebugContext(r.Context(), "HTTP API: a request without a token for what a browser asks on its own",
+					"remote", r.RemoteAddr, "path", clip(r.URL.Path))
+			} else {
+				s.refusals.Refused(r, "a request without a token")
+			}
+			unauthorized(w)
+			return
 		}
-		c, found := s.Authenticate(token)
-		if !wellFormed || !found {
-			s.logRefusal(r, len(headers) > 0)
-			w.Header().Set("WWW-Authenticate", `Bearer realm="schedulerd"`)
-			writeError(w, http.StatusUnauthorized, CodeUnauthorized, unauthorizedMessage)
+		token := ""
+		if len(headers) == 1 {
+			token, _ = bearerToken(headers[0])
+		}
+		c, err := s.Authenticate(r, token)
+		if tooMany := (*TooManyFailuresError)(nil); errors.As(err, &tooMany) {
+			WriteRetryAfter(w.Header(), tooMany.RetryAfter)
+			writeError(w, http.StatusTooManyRequests, CodeRateLimited,
+				"too many requests without a valid token from this address: ask again after Retry-After")
+			return
+		} else if err != nil {
+			unauthorized(w)
 			return
 		}
 		if !s.Allow(w, c) {
@@ -366,19 +444,80 @@ func (s *APIServer) authenticate(next http.Handler) http.Handler {
 	})
 }
 
-// logRefusal warns about a request without a valid token, at most about
-// one a second (and ten at once); the warning counts the ones left out.
-func (s *APIServer) logRefusal(r *http.Request, sentToken bool) {
-	if !s.refusals.Allow() {
-		s.suppressed.Add(1)
+// unauthorized writes the one reply to a request without a valid token.
+func unauthorized(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="schedulerd"`)
+	writeError(w, http.StatusUnauthorized, CodeUnauthorized, unauthorizedMessage)
+}
+
+// browserAsset reports whether path is one that browsers ask for on their
+// own (an icon, robots.txt): a request for it without a token is no
+// probe, and is not logged as a refusal.
+func browserAsset(path string) bool {
+	return path == "/favicon.ico" || path == "/robots.txt" ||
+		(strings.HasPrefix(path, "/apple-touch-icon") && strings.HasSuffix(path, ".png"))
+}
+
+// refusalEvery is how long the RefusalLog counts refusals after it has
+// logged one.
+const refusalEvery = time.Minute
+
+// RefusalLog logs refused requests so that a probe is seen and a flood
+// does not fill the log: the first refusal after a quiet minute is logged
+// at once, with what was refused and from where; the others of that
+// minute are counted, and told in one line at its end (how many, from
+// how many addresses, and the last of them), and so on each minute while
+// they go on.
+type RefusalLog struct {
+	log    *slog.Logger
+	prefix string
+
+	mu    sync.Mutex
+	timer *time.Timer // counting the minute; nil when quiet
+	count int64
+	addrs map[string]struct{}
+	last  []any
+}
+
+// maxRefusalAddrs bounds the addresses a minute's count tells apart.
+const maxRefusalAddrs = 1024
+
+// NewRefusalLog returns a RefusalLog whose lines start with prefix.
+func NewRefusalLog(log *slog.Logger, prefix string) *RefusalLog {
+	return &RefusalLog{log: log, prefix: prefix, addrs: map[string]struct{}{}}
+}
+
+// Refused logs, or counts, the refusal of r: what was refused.
+func (l *RefusalLog) Refused(r *http.Request, what string) {
+	attrs := []any{"remote", r.RemoteAddr, "method", r.Method, "path", clip(r.URL.Path)}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.timer == nil {
+		l.log.Warn(l.prefix+"refused "+what, attrs...)
+		l.timer = time.AfterFunc(refusalEvery, l.tell)
 		return
 	}
-	msg := "HTTP API: refused a request without a token"
-	if sentToken {
-		msg = "HTTP API: refused a request whose token is not one of the config's"
+	l.count++
+	if len(l.addrs) < maxRefusalAddrs {
+		l.addrs[ClientAddr(r)] = struct{}{}
 	}
-	s.log.Warn(msg, "remote", r.RemoteAddr, "method", r.Method, "path", clip(r.URL.Path),
-		"refusals_not_logged", s.suppressed.Swap(0))
+	l.last = append([]any{"last", what}, attrs...)
+}
+
+// tell logs the count of the minute that ends, and counts another minute;
+// after a quiet minute, the next refusal is logged at once again.
+func (l *RefusalLog) tell() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.count == 0 {
+		l.timer = nil
+		return
+	}
+	l.log.Warn(fmt.Sprintf("%srefused %d more requests in the last minute", l.prefix, l.count),
+		append([]any{"refused", l.count, "addresses", len(l.addrs)}, l.last...)...)
+	l.count, l.last = 0, nil
+	clear(l.addrs)
+	l.timer = time.AfterFunc(refusalEvery, l.tell)
 }
 
 // loadCertificate reads the certificate and key files.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,11 +13,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -24,12 +27,19 @@ import (
 	"github.com/schedulerd/schedulerd/internal/testcert"
 )
 
-// The tokens of the API tests, one per role.
-const (
-	readToken    = "read-token-0001"
-	operateToken = "operate-token-0002"
-	adminToken   = "admin-token-0003"
+// The tokens of the API tests, one per role, of the form `token new`
+// makes.
+var (
+	readToken    = testToken('r')
+	operateToken = testToken('o')
+	adminToken   = testToken('a')
 )
+
+// testToken is a token of the form `schedulerd token new` makes, of 32
+// bytes b.
+func testToken(b byte) string {
+	return TokenPrefix + base64.RawURLEncoding.EncodeToString(bytes.Repeat([]byte{b}, 32))
+}
 
 func apiToken(name string, role Role, token string) APIToken {
 	return APIToken{Name: name, Role: role, SHA256: sha256.Sum256([]byte(token))}
@@ -134,6 +144,14 @@ func doHTTP(t *testing.T, tr *http.Transport, base, method, path, body string, a
 
 func bearer(token string) string { return "Bearer " + token }
 
+// reset forgets the failures counted.
+func (l *authLimiter) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	clear(l.byAddr)
+	l.all = rate.NewLimiter(allFailRate, allFailBurst)
+}
+
 // TestAPIRefusalsIndistinguishable: without a valid token every request
 // gets the same 401, byte for byte and header for header (the date
 // aside): a missing token, a malformed header, another scheme, an unknown
@@ -159,14 +177,17 @@ func TestAPIRefusalsIndistinguishable(t *testing.T) {
 		{"scheme and a space", "GET", "/v1/jobs", []string{"Bearer "}},
 		{"basic", "GET", "/v1/jobs", []string{"Basic Z3JhZmFuYTpyZWFkLXRva2VuLTAwMDE="}},
 		{"the token alone", "GET", "/v1/jobs", []string{readToken}},
-		{"unknown token", "GET", "/v1/jobs", []string{bearer("read-token-0002")}},
-		{"unknown token, trigger", "POST", "/v1/jobs/backup/trigger", []string{bearer("nope")}},
+		{"unknown token", "GET", "/v1/jobs", []string{bearer(testToken('x'))}},
+		{"unknown token, trigger", "POST", "/v1/jobs/backup/trigger", []string{bearer(testToken('y'))}},
+		{"a token not of the form, its hash in the config", "GET", "/v1/jobs", []string{bearer("abc")}},
+		{"a token one character short", "GET", "/v1/jobs", []string{bearer(readToken[:TokenLen-1])}},
 		{"the token's hash", "GET", "/v1/jobs", []string{bearer(fmt.Sprintf("%x", sha256.Sum256([]byte(readToken))))}},
 		{"a token with a space", "GET", "/v1/jobs", []string{bearer(readToken + " x")}},
 		{"a token too long", "GET", "/v1/jobs", []string{bearer(readToken + strings.Repeat("x", MaxTokenBytes))}},
 		{"a good token twice", "GET", "/v1/jobs", []string{bearer(readToken), bearer(readToken)}},
 		{"a good and a bad token", "GET", "/v1/jobs", []string{bearer(readToken), bearer("nope")}},
 	} {
+		ta.fails.reset() // the failures of one address are limited: TestAPIFailedAuthentications
 		r := ta.do(t, tt.method, tt.path, "{}", tt.auth...)
 		if r.status != ref.status || !bytes.Equal(r.body, ref.body) {
 			t.Errorf("%s: %d %s; want the reply to no token: %d %s", tt.name, r.status, r.body, ref.status, ref.body)
@@ -189,9 +210,9 @@ func TestAPIRefusalsIndistinguishable(t *testing.T) {
 	if r := ta.do(t, "GET", "/v1/health", ""); r.status != http.StatusUnauthorized {
 		t.Errorf("/v1/health without a token: %d %s", r.status, r.body)
 	}
-	// The refusals are logged, at most one a second and ten at once.
-	if n := len(ta.logs.records("HTTP API: refused a request")); n < 1 || n > 10 {
-		t.Errorf("%d refusals logged", n)
+	// The first refusal is logged, the others counted for a minute.
+	if n := len(ta.logs.records("HTTP API: refused")); n != 1 {
+		t.Errorf("%d refusals logged, want 1", n)
 	}
 }
 
@@ -316,7 +337,7 @@ func TestAPIBounds(t *testing.T) {
 func TestAPIRateLimit(t *testing.T) {
 	ta := startAPI(t, func(c *APIConfig) { c.Rate, c.Burst = rate.Every(time.Hour), 3 })
 	for range 5 {
-		if r := ta.do(t, "GET", "/v1/jobs", "", bearer("nope")); r.status != http.StatusUnauthorized {
+		if r := ta.do(t, "GET", "/v1/jobs", "", bearer(testToken('x'))); r.status != http.StatusUnauthorized {
 			t.Fatalf("bad token: %d", r.status)
 		}
 	}
@@ -380,7 +401,7 @@ func TestAPIReloadTokens(t *testing.T) {
 	if r := ta.do(t, "GET", "/v1/jobs", "", bearer(operateToken)); r.status != http.StatusOK {
 		t.Fatalf("after a rejected reload: %d", r.status)
 	}
-	p, err := ta.PrepareReload([]APIToken{apiToken("ops", RoleAdmin, adminToken), apiToken("deploy", RoleOperate, "new-token")})
+	p, err := ta.PrepareReload([]APIToken{apiToken("ops", RoleAdmin, adminToken), apiToken("deploy", RoleOperate, testToken('n'))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +412,7 @@ func TestAPIReloadTokens(t *testing.T) {
 	for _, tt := range []struct {
 		token string
 		want  int
-	}{{operateToken, 401}, {readToken, 401}, {adminToken, 200}, {"new-token", 200}} {
+	}{{operateToken, 401}, {readToken, 401}, {adminToken, 200}, {testToken('n'), 200}} {
 		if r := ta.do(t, "GET", "/v1/jobs", "", bearer(tt.token)); r.status != tt.want {
 			t.Errorf("%s after the reload: %d, want %d", tt.token, r.status, tt.want)
 		}
@@ -525,7 +546,7 @@ func TestAPIClient(t *testing.T) {
 	if err := c.Reload(ctx); !errors.Is(err, ErrPermissionDenied) {
 		t.Errorf("reload with an operate token: %v", err)
 	}
-	bad, err := NewAPIClient(ta.url, "nope")
+	bad, err := NewAPIClient(ta.url, testToken('x'))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -741,8 +762,15 @@ func TestRoles(t *testing.T) {
 // an operate caller's makes a run; a path outside /v1 gets 404.
 func TestAPIMountUI(t *testing.T) {
 	ta := startAPI(t, nil)
-	if r := ta.do(t, "GET", "/ui/", ""); r.status != http.StatusUnauthorized {
-		t.Errorf("GET /ui/ before MountUI: %d %s", r.status, r.body)
+	// What browsers ask for on their own is refused, but not logged as a
+	// refusal: it is no probe. The first refusal logged is that of /ui/.
+	for _, p := range []string{"/favicon.ico", "/apple-touch-icon.png", "/robots.txt", "/ui/"} {
+		if r := ta.do(t, "GET", p, ""); r.status != http.StatusUnauthorized {
+			t.Errorf("GET %s before MountUI: %d %s", p, r.status, r.body)
+		}
+	}
+	if recs := ta.logs.records("refused"); len(recs) != 1 || recs[0]["path"] != "/ui/" {
+		t.Errorf("logged as refusals: %v", recs)
 	}
 	var seen []string
 	ta.MountUI(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -754,13 +782,13 @@ func TestAPIMountUI(t *testing.T) {
 		w.WriteHeader(http.StatusTeapot)
 	}))
 	for _, rq := range []struct{ method, path, body string }{
-		{"GET", "/ui/", ""}, {"GET", "/ui", ""}, {"POST", "/ui/login", "token=x"}, {"GET", "/ui/jobs/backup", ""},
+		{"GET", "/ui/", ""}, {"GET", "/ui", ""}, {"POST", "/ui/login", "token=x"}, {"GET", "/ui/jobs/backup", ""}, {"GET", "/favicon.ico", ""},
 	} {
 		if r := ta.do(t, rq.method, rq.path, rq.body); r.status != http.StatusTeapot {
 			t.Errorf("%s %s after MountUI: %d %s", rq.method, rq.path, r.status, r.body)
 		}
 	}
-	want := []string{"GET /ui/ ", "GET /ui ", "POST /ui/login token=x", "GET /ui/jobs/backup "}
+	want := []string{"GET /ui/ ", "GET /ui ", "POST /ui/login token=x", "GET /ui/jobs/backup ", "GET /favicon.ico "}
 	if !slices.Equal(seen, want) {
 		t.Errorf("the mounted handler saw %q, want %q", seen, want)
 	}
@@ -795,5 +823,173 @@ func TestAPIMountUI(t *testing.T) {
 		if status, body := ta.Act(t.Context(), operator, "GET", p, nil); status != http.StatusNotFound {
 			t.Errorf("Act: GET %s: %d %s", p, status, body)
 		}
+	}
+}
+
+// TestAPIFailedAuthentications: an address that presents 10 tokens that
+// are not the API's gets 401 for each, then 429 with a Retry-After for the
+// next ones, whatever their form; a valid token from that address is
+// still served, and requests without a token are refused without
+// counting. A token not of the generated form is refused even when the
+// config holds its hash.
+func TestAPIFailedAuthentications(t *testing.T) {
+	handmade := "abc"
+	ta := startAPI(t, func(c *APIConfig) { c.Tokens = append(c.Tokens, apiToken("handmade", RoleAdmin, handmade)) })
+	for i := range 20 {
+		if r := ta.do(t, "GET", "/v1/jobs", ""); r.status != http.StatusUnauthorized {
+			t.Fatalf("request %d without a token: %d", i, r.status)
+		}
+	}
+	guesses := []string{bearer(handmade), bearer(testToken('x')), bearer("sd_short"), "Basic eDp5", bearer(readToken + "x")}
+	for i := range failBurst {
+		if r := ta.do(t, "GET", "/v1/jobs", "", guesses[i%len(guesses)]); r.status != http.StatusUnauthorized {
+			t.Fatalf("guess %d (%s): %d %s", i, guesses[i%len(guesses)], r.status, r.body)
+		}
+	}
+	for _, g := range guesses {
+		r := ta.do(t, "GET", "/v1/jobs", "", g)
+		if secs, err := strconv.Atoi(r.header.Get("Retry-After")); r.status != http.StatusTooManyRequests || r.code() != CodeRateLimited || err != nil || secs < 1 {
+			t.Errorf("a guess past the budget (%s): %d %v %s", g, r.status, r.header, r.body)
+		}
+	}
+	for _, tok := range []string{readToken, adminToken} {
+		if r := ta.do(t, "GET", "/v1/jobs", "", bearer(tok)); r.status != http.StatusOK {
+			t.Errorf("a valid token from the address past its budget: %d %s", r.status, r.body)
+		}
+	}
+	if r := ta.do(t, "GET", "/v1/jobs", ""); r.status != http.StatusUnauthorized {
+		t.Errorf("no token from the address past its budget: %d", r.status)
+	}
+	if calls := ta.eng.Calls(); len(calls) > 0 {
+		t.Errorf("refused requests reached the engine: %v", calls)
+	}
+}
+
+// TestAuthLimiter: each address may fail 10 times at once, then once
+// every 6 s, apart from the others; all together 100 times, then 10 a
+// second; the addresses remembered stay bounded. IPv6 addresses are
+// counted by their /64.
+func TestAuthLimiter(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	l := newAuthLimiter()
+	for i := range failBurst {
+		if wait := l.fail("192.0.2.1", now); wait != 0 {
+			t.Fatalf("failure %d: wait %v", i, wait)
+		}
+	}
+	if wait := l.fail("192.0.2.1", now); wait <= 0 || wait > failEvery {
+		t.Errorf("failure %d: wait %v, want up to %v", failBurst+1, wait, failEvery)
+	}
+	if wait := l.fail("192.0.2.2", now); wait != 0 {
+		t.Errorf("another address: wait %v", wait)
+	}
+	if wait := l.fail("192.0.2.1", now.Add(failEvery)); wait != 0 {
+		t.Errorf("after %v: wait %v", failEvery, wait)
+	}
+
+	l = newAuthLimiter()
+	for i := range 3 * failAddrs {
+		l.fail(fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255), now)
+	}
+	if len(l.byAddr) > failAddrs {
+		t.Errorf("%d addresses remembered, more than %d", len(l.byAddr), failAddrs)
+	}
+	if l.fail("198.51.100.1", now) == 0 {
+		t.Error("after failures from many addresses, a new address is not held back by the budget of all")
+	}
+
+	for remote, want := range map[string]string{
+		"192.0.2.7:4242":                    "192.0.2.7",
+		"[2001:db8:1:2:3:4:5:6]:80":         "2001:db8:1:2::/64",
+		"[2001:db8:1:2:ffff:ffff:ffff:1]:9": "2001:db8:1:2::/64",
+		"[::1]:8080":                        "::/64",
+		"@":                                 "@",
+	} {
+		if got := ClientAddr(&http.Request{RemoteAddr: remote}); got != want {
+			t.Errorf("ClientAddr(%q) = %q, want %q", remote, got, want)
+		}
+	}
+}
+
+// TestRefusalLog: the first refusal is logged at once with its address
+// and path; the others of the next minute are counted and told in one
+// line at its end, and so on while they go on; after a quiet minute the
+// next refusal is logged at once again.
+func TestRefusalLog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logs := &logBuffer{}
+		l := NewRefusalLog(slog.New(slog.NewJSONHandler(logs, nil)), "HTTP API: ")
+		probe := func(addr, path string) *http.Request {
+			return &http.Request{Method: "GET", RemoteAddr: addr + ":1234", URL: &url.URL{Path: path}}
+		}
+		l.Refused(probe("192.0.2.1", "/first"), "a request without a token")
+		for i := range 500 {
+			l.Refused(probe(fmt.Sprintf("192.0.2.%d", i%7), "/v1/jobs"), "a token that is not one of the config's")
+			time.Sleep(100 * time.Millisecond)
+		} // 50 s
+		if got := logs.records("refused"); len(got) != 1 || got[0]["path"] != "/first" || got[0]["remote"] != "192.0.2.1:1234" {
+			t.Fatalf("after the first refusal and 500 more within a minute: %v", got)
+		}
+		time.Sleep(11 * time.Second) // the first minute ends
+		got := logs.records("more requests")
+		if len(got) != 1 || got[0]["refused"] != float64(500) || got[0]["addresses"] != float64(7) || got[0]["last"] != "a token that is not one of the config's" {
+			t.Fatalf("the count of the first minute: %v", got)
+		}
+		l.Refused(probe("192.0.2.9", "/again"), "a request without a token")
+		time.Sleep(time.Minute)
+		if got := logs.records("more requests"); len(got) != 2 || got[1]["refused"] != float64(1) {
+			t.Fatalf("the count of the second minute: %v", got)
+		}
+		time.Sleep(2 * time.Minute) // a quiet minute
+		l.Refused(probe("192.0.2.10", "/later"), "a request without a token")
+		if got := logs.records("refused"); len(got) != 4 || got[3]["path"] != "/later" {
+			t.Errorf("the first refusal after a quiet minute: %v", got)
+		}
+		time.Sleep(2 * time.Minute)
+	})
+}
+
+// TestLogRemote: a record logged with the context of an API request says
+// the client's address; one without a caller, or of a caller on the
+// socket, does not.
+func TestLogRemote(t *testing.T) {
+	logs := &logBuffer{}
+	log := slog.New(LogRemote(slog.NewJSONHandler(logs, nil))).With("component", "x")
+	api := WithCaller(context.Background(), Caller{Name: "ci", Role: RoleOperate, Via: ViaAPI, Remote: "192.0.2.1:5555"})
+	socket := WithCaller(context.Background(), Caller{Name: "root", Role: RoleAdmin, Via: ViaSocket})
+	log.InfoContext(api, "schedule paused", "actor", "api:ci")
+	log.InfoContext(socket, "schedule resumed", "actor", "socket:root")
+	log.Info("no context")
+	if got := logs.records("paused"); len(got) != 1 || got[0]["remote"] != "192.0.2.1:5555" || got[0]["component"] != "x" {
+		t.Errorf("a record of an API request: %v", got)
+	}
+	for _, msg := range []string{"resumed", "no context"} {
+		if got := logs.records(msg); len(got) != 1 || got[0]["remote"] != nil {
+			t.Errorf("%s: %v", msg, got)
+		}
+	}
+}
+
+// TestAPIStrictTransportSecurity: an API that speaks TLS tells browsers
+// to keep to HTTPS (Strict-Transport-Security) on every reply, refusals
+// included; a plain one does not.
+func TestAPIStrictTransportSecurity(t *testing.T) {
+	pair := testcert.Write(t, t.TempDir(), "api", "127.0.0.1")
+	secure := startAPI(t, func(c *APIConfig) { c.TLSCert, c.TLSKey = pair.CertFile, pair.KeyFile })
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pair.Pool()}
+	for _, rq := range [][2]string{{"/healthz", ""}, {"/v1/jobs", ""}, {"/v1/jobs", bearer(readToken)}, {"/ui/", ""}} {
+		var auth []string
+		if rq[1] != "" {
+			auth = append(auth, rq[1])
+		}
+		r := doHTTP(t, tr, secure.url, "GET", rq[0], "", auth...)
+		if got := r.header.Get("Strict-Transport-Security"); got != "max-age=31536000" {
+			t.Errorf("GET %s over TLS: Strict-Transport-Security %q", rq[0], got)
+		}
+	}
+	plain := startAPI(t, nil)
+	if r := plain.do(t, "GET", "/v1/jobs", "", bearer(readToken)); r.header.Get("Strict-Transport-Security") != "" {
+		t.Errorf("plain HTTP sends Strict-Transport-Security")
 	}
 }

@@ -246,3 +246,65 @@ func TestAttemptRepliesBudget(t *testing.T) {
 		t.Error("the code busy does not match ErrBusy")
 	}
 }
+
+// TestAttemptOutput: GET /v1/runs/{id}/attempts/{n}/output is the
+// attempt's stored output as it is, text/plain, whatever bytes it holds;
+// an attempt or a run that does not exist gets 404, a number that is not
+// one 400; it takes a slot of the attempts replies (429 busy when none is
+// free), and a read token may ask for it on the API.
+func TestAttemptOutput(t *testing.T) {
+	ts := startServer(t, func(c *ServerConfig) { c.MaxAttemptReplies = 1 })
+	outputs := []string{"first <b>&amp;</b> \x00\xff\n", strings.Repeat("second ", 20000)}
+	run := runWithAttempts(t, ts.st, outputs...)
+	hc := rawClient(ts.Path())
+	get := func(path string) (int, http.Header, string) {
+		t.Helper()
+		resp, err := hc.Get("http://schedulerd" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, resp.Header, string(b)
+	}
+	for i, want := range outputs {
+		status, h, body := get(fmt.Sprintf("/v1/runs/%s/attempts/%d/output", run.ID, i+1))
+		if status != 200 || body != want || h.Get("Content-Type") != "text/plain; charset=utf-8" || h.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("the output of attempt %d: %d %v, %d bytes", i+1, status, h, len(body))
+		}
+	}
+	for path, want := range map[string]int{
+		"/v1/runs/" + run.ID + "/attempts/3/output":   404,
+		"/v1/runs/no-such-run/attempts/1/output":      404,
+		"/v1/runs/" + run.ID + "/attempts/0/output":   400,
+		"/v1/runs/" + run.ID + "/attempts/one/output": 400,
+		"/v1/runs/" + run.ID + "/attempts/1/output?x": 400,
+	} {
+		if status, _, body := get(path); status != want {
+			t.Errorf("GET %s: %d %s, want %d", path, status, body, want)
+		}
+	}
+
+	// The only slot taken by a client that does not read a large output.
+	big := runWithAttempts(t, ts.st, strings.Repeat("o", 8<<20))
+	slow, err := net.Dial("unix", ts.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	fmt.Fprintf(slow, "GET /v1/runs/%s/attempts/1/output HTTP/1.1\r\nHost: schedulerd\r\n\r\n", big.ID)
+	waitUntil(t, "the slow reply to take the slot", 10*time.Second, func() bool { return len(ts.replies) == 1 })
+	if status, h, _ := get("/v1/runs/" + run.ID + "/attempts/1/output"); status != http.StatusTooManyRequests || h.Get("Retry-After") != "1" {
+		t.Errorf("an output while the slot is taken: %d %v", status, h)
+	}
+	slow.Close()
+
+	ta := startAPI(t, nil)
+	r := runWithAttempts(t, ta.eng.st, "over the API\n")
+	if got := ta.do(t, "GET", "/v1/runs/"+r.ID+"/attempts/1/output", "", bearer(readToken)); got.status != 200 || string(got.body) != "over the API\n" {
+		t.Errorf("the output with a read token: %d %s", got.status, got.body)
+	}
+}

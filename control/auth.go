@@ -4,10 +4,17 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // Role says what a caller may do. Each role allows what the one before it
@@ -60,6 +67,9 @@ type Caller struct {
 	Role Role
 	// Via is ViaAPI or ViaSocket.
 	Via string
+	// Remote is the client's address (host:port) on the API, for the
+	// log (LogRemote); "" on the socket.
+	Remote string
 }
 
 // Where a caller came in.
@@ -100,6 +110,26 @@ type APIToken struct {
 
 // MaxTokenBytes bounds a token a request presents.
 const MaxTokenBytes = 512
+
+// The tokens of the API are those `schedulerd token new` makes:
+// TokenPrefix, then 32 random bytes (256 bits) in URL-safe base64 without
+// padding, TokenLen characters in all. The API takes no other kind: a
+// token presented in another form is refused, as a failed
+// authentication, before it is hashed.
+const (
+	TokenPrefix = "sd_"
+	TokenLen    = len(TokenPrefix) + 43
+)
+
+// WellFormedToken reports whether token has the form of the tokens that
+// `schedulerd token new` makes.
+func WellFormedToken(token string) bool {
+	if len(token) != TokenLen || !strings.HasPrefix(token, TokenPrefix) {
+		return false
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(token[len(TokenPrefix):])
+	return err == nil && len(b) == 32
+}
 
 // TokenSet holds the tokens of the API; it does not change once made (a
 // reload makes a new one).
@@ -166,6 +196,16 @@ func (s *TokenSet) Lookup(token string) (APIToken, bool) {
 	return s.tokens[at], true
 }
 
+// holder returns the token whose SHA-256 is sum.
+func (s *TokenSet) holder(sum [sha256.Size]byte) (APIToken, bool) {
+	for _, t := range s.tokens {
+		if subtle.ConstantTimeCompare(sum[:], t.SHA256[:]) == 1 {
+			return t, true
+		}
+	}
+	return APIToken{}, false
+}
+
 // bearerToken returns the token of an Authorization header of the form
 // "Bearer TOKEN" (the scheme in any case), and whether it has that form: a
 // token of 1 to MaxTokenBytes printable ASCII characters other than space.
@@ -212,4 +252,129 @@ func requireRole(need Role, h http.HandlerFunc) http.HandlerFunc {
 			h(w, r)
 		}
 	}
+}
+
+// ErrUnknownToken is the error of Authenticate for a token that is not
+// one of the API's, or not a token at all.
+var ErrUnknownToken = errors.New("the token is not one of the API's")
+
+// TooManyFailuresError is the error of Authenticate for a token that is
+// not one of the API's, from a client address that has failed past its
+// budget (or while all addresses together have): the reply is 429 with
+// a Retry-After. A token of the API is never refused for it.
+type TooManyFailuresError struct {
+	// Addr is the client address (ClientAddr) that failed.
+	Addr string
+	// RetryAfter is how long until a failure of Addr is within the
+	// budget again.
+	RetryAfter time.Duration
+}
+
+func (e *TooManyFailuresError) Error() string {
+	return fmt.Sprintf("too many failed authentications from %s: ask again in %s", e.Addr, e.RetryAfter.Round(time.Second))
+}
+
+// Bounds of failed authentications, those of the API and of the
+// dashboard's login together: each client address may fail failBurst
+// times at once and then once every failEvery; all addresses together
+// allFailBurst times and then allFailRate a second. failAddrs bounds the
+// addresses remembered.
+const (
+	failBurst    = 10
+	failEvery    = 6 * time.Second
+	allFailBurst = 100
+	allFailRate  = 10
+	failAddrs    = 4096
+)
+
+// authLimiter counts failed authentications by client address. Only
+// failures count, and only a failure is refused for them: a token of the
+// API is let through from any address, whatever that address failed
+// before, so that a guesser behind the same proxy as the operators costs
+// them nothing.
+type authLimiter struct {
+	mu     sync.Mutex
+	byAddr map[string]*rate.Limiter
+	all    *rate.Limiter
+}
+
+func newAuthLimiter() *authLimiter {
+	return &authLimiter{byAddr: map[string]*rate.Limiter{}, all: rate.NewLimiter(allFailRate, allFailBurst)}
+}
+
+// fail counts a failed authentication from addr at now. It returns 0
+// while addr and all addresses are within their budgets; past either, how
+// long until a failure of addr is within them again.
+func (l *authLimiter) fail(addr string, now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lim := l.byAddr[addr]
+	if lim == nil {
+		if len(l.byAddr) >= failAddrs {
+			l.forgetIdle(now)
+		}
+		lim = rate.NewLimiter(rate.Every(failEvery), failBurst)
+		l.byAddr[addr] = lim
+	}
+	a, b := lim.ReserveN(now, 1), l.all.ReserveN(now, 1)
+	wait := max(a.DelayFrom(now), b.DelayFrom(now))
+	if wait > 0 {
+		a.CancelAt(now)
+		b.CancelAt(now)
+	}
+	return wait
+}
+
+// forgetIdle drops the addresses whose budget is whole again, and all of
+// them when none is: the map stays bounded, and the budget of all
+// addresses together still holds.
+func (l *authLimiter) forgetIdle(now time.Time) {
+	for addr, lim := range l.byAddr {
+		if lim.TokensAt(now) >= failBurst {
+			delete(l.byAddr, addr)
+		}
+	}
+	if len(l.byAddr) >= failAddrs {
+		clear(l.byAddr)
+	}
+}
+
+// ClientAddr is the address a request's failures are counted against:
+// the host of its remote address (the client, or the reverse proxy in
+// front of the daemon), and for IPv6 its /64, which one client holds
+// whole.
+func ClientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
+		return (&net.IPNet{IP: ip.Mask(net.CIDRMask(64, 128)), Mask: net.CIDRMask(64, 128)}).String()
+	}
+	return host
+}
+
+// LogRemote returns a handler that adds to each record whose context has
+// a caller with a remote address (an API request's: Caller.Remote) that
+// address as "remote", so that what is logged on behalf of a request
+// over the network, such as a pause or a trigger with its actor, says
+// where it came from.
+func LogRemote(h slog.Handler) slog.Handler { return remoteHandler{h} }
+
+type remoteHandler struct{ slog.Handler }
+
+func (h remoteHandler) Handle(ctx context.Context, r slog.Record) error {
+	if c, ok := CallerFrom(ctx); ok && c.Remote != "" {
+		r = r.Clone()
+		r.AddAttrs(slog.String("remote", c.Remote))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h remoteHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return remoteHandler{h.Handler.WithAttrs(as)}
+}
+
+func (h remoteHandler) WithGroup(name string) slog.Handler {
+	return remoteHandler{h.Handler.WithGroup(name)}
 }

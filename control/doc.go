@@ -16,9 +16,9 @@
 // Requests that take long are bounded apart, so that they never hold the
 // connections that short requests need (MaxConns, 64): at most
 // MaxLongPolls long polls wait at once (default a quarter of MaxConns, 16)
-// and at most MaxAttemptReplies attempts replies are sent at once (default
-// 2). A request past either bound is refused at once, not queued: 429 with
-// the code busy and Retry-After: 1. The Client asks again after it; a long
+// and at most MaxAttemptReplies attempts replies, and outputs of an
+// attempt, are sent at once (default 2). A request past either bound is
+// refused at once, not queued: 429 with the code busy and Retry-After: 1. The Client asks again after it; a long
 // poll refused for its whole wait returns the run as it is then. The
 // attempts reply is written as it is encoded, 32 KiB at a time: the
 // daemon holds the attempts the store read, never the reply, which JSON
@@ -52,6 +52,8 @@
 //	                                streamed attempt by attempt, of any size
 //	                                (no Content-Length); 429 busy when
 //	                                MaxAttemptReplies are being sent
+//	GET  /v1/runs/{id}/attempts/{n}/output  the output of attempt n as   text/plain     read
+//	                                stored, streamed; 429 busy as above
 //	GET  /v1/runs/{id}/events       history with reasons            {"events": [Event]}    read
 //	POST /v1/runs/{id}/cancel       cancel, or stop a running attempt  Run                 operate
 //	POST /v1/runs/{id}/rerun        a new run linked by rerun_of    201 Run                operate
@@ -88,13 +90,23 @@
 // carries one request at a time. Instead of the peer check, every request
 // but GET /healthz (200 while the process answers: a liveness probe)
 // needs a bearer token, "Authorization: Bearer TOKEN"; GET /metrics
-// (RoleRead) is served there too. A token is declared in the config by
-// its SHA-256 alone; the server hashes the token presented and compares
-// the hash with every token's in constant time (TokenSet). A request with
-// a missing, malformed or unknown token gets one reply, 401 unauthorized
-// with WWW-Authenticate: Bearer realm="schedulerd", byte for byte,
-// whatever its path: nothing tells whether a token, or an endpoint,
-// exists. A token whose role (RoleRead, RoleOperate, RoleAdmin, each
+// (RoleRead) is served there too. Tokens are those `schedulerd token
+// new` makes (WellFormedToken: TokenPrefix and 256 random bits); a token
+// of another form is refused before it is hashed. A token is declared in
+// the config by its SHA-256 alone; the server hashes the token presented
+// and compares the hash with every token's in constant time (TokenSet). A
+// request with a missing, malformed or unknown token gets one reply, 401
+// unauthorized with WWW-Authenticate: Bearer realm="schedulerd", byte for
+// byte, whatever its path: nothing tells whether a token, or an
+// endpoint, exists. A token presented that is not valid is a failed
+// authentication of the client's address (ClientAddr): past 10, then one
+// every 6s (100 of all addresses, then 10 a second), the address's wrong
+// tokens get 429 rate_limited with a Retry-After, while a valid token is
+// served from any address. Refusals are logged the first at once, then
+// as a count a minute (RefusalLog); requests without a token for what
+// browsers ask on their own (an icon) are not logged as refusals. With
+// TLS, every reply has Strict-Transport-Security. What is logged on
+// behalf of an API request carries the client's address (LogRemote). A token whose role (RoleRead, RoleOperate, RoleAdmin, each
 // allowing what the one before does) does not allow the route gets 403
 // permission_denied. Each token may make DefaultAPIRate requests a second
 // on average and DefaultAPIBurst at once; past that, 429 rate_limited
@@ -116,13 +128,13 @@
 // creation's, a cancel's, and the end of an attempt stopped by a cancel
 // request). Pause, resume, forget and reload are logged with the actor.
 //
-// The API serves a handler of its own at /ui/ (MountUI: the web
-// dashboard, which takes its token from a login form and a cookie)
-// outside the bearer check, with the bounds of the other requests. That
-// handler authenticates its callers with the API's tokens
-// (Authenticate), spends their rate (Allow), and changes things only
-// through the /v1 routes and their role checks (Act), with the token
-// as the actor.
+// The API serves a handler of its own at /ui/ and /favicon.ico (MountUI:
+// the web dashboard, which takes its token from a login form and keeps a
+// session) outside the bearer check, with the bounds of the other
+// requests. That handler authenticates its callers with the API's tokens
+// (Authenticate, and Holder for its sessions), spends their rate (Allow),
+// and changes things only through the /v1 routes and their role checks
+// (Act), with the token as the actor.
 //
 // The health listener (health_listen, HealthServer) serves GET /healthz
 // (200 while the process answers), /readyz (the Health of /v1/health, 200

@@ -363,6 +363,7 @@ func (s *Server) routes() http.Handler {
 	handle("GET", "/v1/runs", RoleRead, s.listRuns)
 	handle("GET", "/v1/runs/{id}", RoleRead, s.getRun)
 	handle("GET", "/v1/runs/{id}/attempts", RoleRead, s.runAttempts)
+	handle("GET", "/v1/runs/{id}/attempts/{n}/output", RoleRead, s.attemptOutput)
 	handle("GET", "/v1/runs/{id}/events", RoleRead, s.runEvents)
 	handle("POST", "/v1/runs/{id}/cancel", RoleOperate, s.cancel)
 	handle("POST", "/v1/runs/{id}/rerun", RoleOperate, s.rerun)
@@ -609,6 +610,52 @@ func (s *Server) runAttempts(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	if err := newReplyStream(w, s.cfg.WriteTimeout).writeAttempts(as); err != nil {
 		s.log.DebugContext(r.Context(), "attempts reply cut short", "path", clip(r.URL.Path), "error", err)
+	}
+}
+
+// attemptOutput streams the output of one attempt as it is stored, as
+// text/plain, within the budget of the attempts replies: the attempt's
+// output is the one the daemon holds for the reply.
+func (s *Server) attemptOutput(w http.ResponseWriter, r *http.Request) {
+	if !checkQuery(w, r) {
+		return
+	}
+	n, err := strconv.Atoi(r.PathValue("n"))
+	if err != nil || n < 1 {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("attempt %s: want a number from 1", clip(strconv.Quote(r.PathValue("n")))))
+		return
+	}
+	if !s.replies.take() {
+		s.log.DebugContext(r.Context(), "attempt output refused: busy", "max_attempt_replies", cap(s.replies))
+		writeBusy(w, fmt.Sprintf("%d attempts replies are being sent already, the most this daemon makes at once; ask again after Retry-After", cap(s.replies)))
+		return
+	}
+	defer s.replies.give()
+	as, err := s.cfg.Store.RunAttemptsClipped(r.Context(), store.AttemptsParams{RunID: r.PathValue("id"), Number: n})
+	if err != nil {
+		s.engineError(w, r, err, CodeUnknownRun)
+		return
+	}
+	if len(as) == 0 {
+		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("run %s has no attempt %d", clip(strconv.Quote(r.PathValue("id"))), n))
+		return
+	}
+	out := as[0].Output
+	as[0] = nil
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return
+	}
+	rs := newReplyStream(w, s.cfg.WriteTimeout)
+	for i := 0; i < len(out) && rs.err == nil; i += streamChunk {
+		rs.buf = append(rs.buf, out[i:min(i+streamChunk, len(out))]...)
+		rs.flush()
+	}
+	if rs.err != nil {
+		s.log.DebugContext(r.Context(), "attempt output cut short", "path", clip(r.URL.Path), "error", rs.err)
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 	"strconv"
 )
 
-// assets are the templates, the style sheet and the script, in the
+// assets are the templates, the style sheet, the script and the icon, in the
 // binary: the dashboard loads nothing from elsewhere, and building it
 // needs Go alone.
 //
@@ -45,7 +45,8 @@ type staticFile struct {
 // staticFiles are the files served at /ui/static/.
 var staticFiles = func() map[string]staticFile {
 	out := map[string]staticFile{}
-	for name, ct := range map[string]string{"app.css": "text/css; charset=utf-8", "app.js": "text/javascript; charset=utf-8"} {
+	for name, ct := range map[string]string{"app.css": "text/css; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
+		"favicon.ico": "image/x-icon"} {
 		b, err := assets.ReadFile("assets/" + name)
 		if err != nil {
 			panic("dashboard: embedded asset missing: " + name)
@@ -70,13 +71,24 @@ func serveAsset(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	cache := "no-cache"
+	if r.URL.Query().Get("v") == f.version {
+		cache = "public, max-age=31536000, immutable"
+	}
+	writeAsset(w, r, f, cache)
+}
+
+// serveFavicon serves the icon at /favicon.ico, where browsers ask for it
+// on their own (the pages link the one of /ui/static/), to anyone; a
+// browser may keep it a day.
+func serveFavicon(w http.ResponseWriter, r *http.Request) {
+	writeAsset(w, r, staticFiles["favicon.ico"], "public, max-age=86400")
+}
+
+func writeAsset(w http.ResponseWriter, r *http.Request, f staticFile, cache string) {
 	w.Header().Set("Content-Type", f.contentType)
 	w.Header().Set("Content-Length", strconv.Itoa(len(f.body)))
-	if r.URL.Query().Get("v") == f.version {
-		w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
-	} else {
-		w.Header().Set("Cache-Control", "no-cache")
-	}
+	w.Header().Set("Cache-Control", cache)
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
 		_, _ = bytes.NewReader(f.body).WriteTo(w)

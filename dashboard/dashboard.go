@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"html/template"
@@ -13,23 +14,35 @@ import (
 	"strconv"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/schedulerd/schedulerd/control"
 	"github.com/schedulerd/schedulerd/store"
 )
 
 // API is what the dashboard needs of the listener it is served on
-// (*control.APIServer, with MountUI): its tokens, its rate per token, and
-// its routes, through which every action goes.
+// (*control.APIServer, with MountUI): its tokens and their failures, its
+// rate per token, and its routes, through which every action goes.
 type API interface {
-	// Authenticate returns the caller a token stands for.
-	Authenticate(token string) (control.Caller, bool)
+	// Authenticate returns the caller a token presented by a request
+	// stands for, counting a failure against the request's address.
+	Authenticate(r *http.Request, token string) (control.Caller, error)
+	// Holder returns the caller of the token whose SHA-256 is sum, while
+	// it is one of the API's.
+	Holder(sum [sha256.Size]byte) (control.Caller, bool)
 	// Allow takes a request from the caller's rate, or answers 429.
 	Allow(w http.ResponseWriter, c control.Caller) bool
 	// Act serves a request of the /v1 routes as the caller.
 	Act(ctx context.Context, c control.Caller, method, path string, body []byte) (int, []byte)
+	// Relay serves a GET of the /v1 routes as the caller, its reply
+	// streamed to w.
+	Relay(w http.ResponseWriter, r *http.Request, c control.Caller, path string)
 }
+
+// Clock tells the time; the dashboard's sessions end by it.
+type Clock interface{ Now() time.Time }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
 
 // Tick is a coming tick of a cron job: when it fires, and when its run
 // may start (later by the job's jitter).
@@ -45,11 +58,25 @@ type TickSource interface {
 	NextTicks(job string, n int) []Tick
 }
 
+// JobLister is an Engine that names its jobs and describes a few of them
+// at a time: the overview pages through them, and a job's page describes
+// its job alone, at the cost of those described. Without it, pages read
+// the whole listing (Jobs).
+type JobLister interface {
+	// JobNames returns the names of the jobs Jobs describes, in its
+	// order.
+	JobNames() []string
+	// JobsNamed describes the named jobs as Jobs does, in the order
+	// given, leaving out a name that is no job.
+	JobsNamed(ctx context.Context, names []string) ([]control.JobInfo, error)
+}
+
 // Config configures the dashboard.
 type Config struct {
 	// API is the listener the dashboard is mounted on.
 	API API
-	// Engine describes the jobs (the data of GET /v1/jobs), and Store
+	// Engine describes the jobs (the data of GET /v1/jobs; a page at a
+	// time when it is a JobLister), and Store
 	// serves the reads of runs, attempts, events, nodes and counts, as
 	// they do for the /v1 routes.
 	Engine control.Engine
@@ -60,6 +87,8 @@ type Config struct {
 	// SnapshotTTL is how long the data of a page is served to every
 	// viewer before it is read again (default 1s).
 	SnapshotTTL time.Duration
+	// Clock is the time of the sessions (default the system's).
+	Clock Clock
 }
 
 // Defaults and bounds.
@@ -80,11 +109,20 @@ const (
 	// runs page.
 	jobRuns  = 30
 	listRuns = 100
-	// overviewJobs is how many jobs the overview lists at most; a filter
-	// by name finds the others.
+	// overviewJobs is how many jobs a page of the overview lists; the
+	// others are on the next pages, and a filter by name finds them.
 	overviewJobs = 200
 	// nextTicks is how many coming ticks a job's page shows.
 	nextTicks = 5
+	// runAttempts is how many attempts a run's page shows, the newest;
+	// outputKeep how much of the head and of the tail of each one's
+	// output (a link leads to the whole output). A page is thus bounded
+	// whatever the outputs hold.
+	runAttempts = 10
+	outputKeep  = 16 << 10
+	// maxRenders bounds the pages being made at once; a request past it
+	// waits for a turn.
+	maxRenders = 4
 )
 
 // Dashboard serves the web dashboard at control.UIPath. It is an
@@ -97,9 +135,11 @@ type Dashboard struct {
 	snaps     *snapshots
 	csrfKey   []byte
 	crossSite *http.CrossOriginProtection
-	logins    *loginLimiter
-	// refusals bounds the warnings about failed logins.
-	refusals *rate.Limiter
+	sessions  *sessions
+	// renders are the turns of making a page (maxRenders).
+	renders chan struct{}
+	// refusals logs the forms refused, a count a minute past the first.
+	refusals *control.RefusalLog
 }
 
 // New builds the dashboard.
@@ -111,6 +151,9 @@ func New(cfg Config) (*Dashboard, error) {
 	cfg.SnapshotTTL = cmp.Or(cfg.SnapshotTTL, DefaultSnapshotTTL)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = systemClock{}
 	}
 	pages, err := parsePages()
 	if err != nil {
@@ -125,9 +168,10 @@ func New(cfg Config) (*Dashboard, error) {
 		snaps:     newSnapshots(cfg.SnapshotTTL),
 		csrfKey:   key,
 		crossSite: http.NewCrossOriginProtection(),
-		logins:    newLoginLimiter(),
-		refusals:  rate.NewLimiter(1, 10),
+		sessions:  newSessions(),
+		renders:   make(chan struct{}, maxRenders),
 	}
+	d.refusals = control.NewRefusalLog(d.log, "dashboard: ")
 	d.routes()
 	return d, nil
 }
@@ -140,6 +184,7 @@ func (d *Dashboard) routes() {
 		http.Redirect(w, r, control.UIPath, http.StatusMovedPermanently)
 	})
 	mux.HandleFunc("GET /ui/static/{name}", serveAsset)
+	mux.HandleFunc("GET "+control.FaviconPath, serveFavicon)
 	mux.HandleFunc("GET /ui/login", d.loginPage)
 	mux.HandleFunc("POST /ui/login", d.login)
 	mux.HandleFunc("POST /ui/logout", d.action(d.logout))
@@ -147,6 +192,7 @@ func (d *Dashboard) routes() {
 	mux.HandleFunc("GET /ui/jobs/{job}", d.page(d.jobPage))
 	mux.HandleFunc("GET /ui/runs", d.page(d.runsPage))
 	mux.HandleFunc("GET /ui/runs/{id}", d.page(d.runPage))
+	mux.HandleFunc("GET /ui/runs/{id}/attempts/{n}/output", d.page(d.attemptOutput))
 	mux.HandleFunc("POST /ui/jobs/{job}/{action}", d.action(d.jobAction))
 	mux.HandleFunc("POST /ui/runs/{id}/{action}", d.action(d.runAction))
 	mux.HandleFunc("/ui/", d.page(func(w http.ResponseWriter, r *http.Request, s *session) {
@@ -176,15 +222,19 @@ const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 
 	"connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 // render writes a page, or with live the live part of it alone (the
-// template "live"), with status.
+// template "live"), with status. At most maxRenders pages are made at
+// once: each is made whole before it is written (an error half-way
+// would leave half a page), and its size is bounded by what the pages
+// show, so the memory of the pages being made is bounded too.
 func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
-	t := d.pages[name]
-	var buf bytes.Buffer
-	part := "page"
-	if isLive(r) && t.Lookup("live") != nil {
-		part = "live"
+	select {
+	case d.renders <- struct{}{}:
+	case <-r.Context().Done():
+		return
 	}
-	if err := t.ExecuteTemplate(&buf, part, data); err != nil {
+	buf, err := d.execute(r, name, data)
+	<-d.renders
+	if err != nil {
 		d.log.ErrorContext(r.Context(), "dashboard: render a page", "page", name, "error", err)
 		http.Error(w, "internal error: the page could not be made", http.StatusInternalServerError)
 		return
@@ -193,6 +243,17 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, n
 	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// execute makes a page, or its live part when r asks for it.
+func (d *Dashboard) execute(r *http.Request, name string, data any) (*bytes.Buffer, error) {
+	t := d.pages[name]
+	part := "page"
+	if isLive(r) && t.Lookup("live") != nil {
+		part = "live"
+	}
+	var buf bytes.Buffer
+	return &buf, t.ExecuteTemplate(&buf, part, data)
 }
 
 // isLive reports whether r asks for the live part of a page (part=live),

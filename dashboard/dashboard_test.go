@@ -1,12 +1,14 @@
 package dashboard
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -109,14 +111,15 @@ func TestLogin(t *testing.T) {
 	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/ui/jobs/backup" || c == nil {
 		t.Fatalf("login: %d %v", r.status, r.header)
 	}
-	if raw, _ := base64.RawURLEncoding.DecodeString(v); string(raw) != operateToken || !c.HttpOnly ||
+	if raw, err := base64.RawURLEncoding.DecodeString(v); err != nil || len(raw) != 32 || !c.HttpOnly ||
 		c.SameSite != http.SameSiteStrictMode || c.Path != "/ui/" || c.MaxAge != 12*3600 || c.Secure {
 		t.Errorf("the session cookie: %+v", c)
 	}
 	if r := td.do(t, req{method: "GET", path: "/ui/jobs/backup", cookie: v}); r.status != http.StatusOK {
 		t.Errorf("a page with the session: %d", r.status)
 	}
-	for next, want := range map[string]string{"": "/ui/", "/ui/runs": "/ui/runs", "https://evil.example/ui/": "/ui/"} {
+	for next, want := range map[string]string{"": "/ui/", "/ui/runs": "/ui/runs", "https://evil.example/ui/": "/ui/",
+		"/ui/jobs/../runs?job=a%20b": "/ui/runs?job=a%20b", "/ui/../x": "/ui/", "/ui/./jobs/x/": "/ui/jobs/x/"} {
 		r := td.do(t, req{method: "GET", path: "/ui/login?next=" + url.QueryEscape(next), cookie: v})
 		if r.status != http.StatusSeeOther || r.header.Get("Location") != want {
 			t.Errorf("the login page with a session and next=%q: %d %v", next, r.status, r.header)
@@ -129,7 +132,8 @@ func TestLogin(t *testing.T) {
 		}
 	}
 
-	for _, next := range []string{"https://evil.example/", "//evil.example/ui/", "/ui//evil", "/v1/jobs", "/ui\\evil", "javascript:alert(1)", "/ui/login"} {
+	for _, next := range []string{"https://evil.example/", "//evil.example/ui/", "/ui//evil", "/v1/jobs", "/ui\\evil", "javascript:alert(1)", "/ui/login",
+		"/ui/../x", "/ui/%2e%2e/x", "/ui/runs/../../v1/jobs", "/ui/..", "/ui/jobs/../login"} {
 		r := td.do(t, req{method: "POST", path: "/ui/login", form: url.Values{"token": {operateToken}, "next": {next}}})
 		if loc := r.header.Get("Location"); r.status != http.StatusSeeOther || loc != "/ui/" {
 			t.Errorf("login with next=%q: %d to %q", next, r.status, loc)
@@ -158,39 +162,33 @@ func TestLoginOverTLS(t *testing.T) {
 	}
 }
 
-// TestLoginRateLimited: after 10 failed logins from an address, a login
-// from it is refused (429, Retry-After) before its token is checked, the
-// right token too; a session made before goes on working.
+// TestLoginRateLimited: after 10 failed logins from an address, another
+// wrong token from it gets 429 with a Retry-After, and the failures are
+// those of the API's bearer check too; a right token from the same
+// address still logs in, and a session made before goes on working.
 func TestLoginRateLimited(t *testing.T) {
 	td := startDash(t, nil)
 	cookie := td.login(t, readToken)
-	for i := range loginBurst {
+	for i := range 10 {
 		if r := td.do(t, req{method: "POST", path: "/ui/login", form: url.Values{"token": {fmt.Sprintf("sd_guess-%d", i)}}}); r.status != http.StatusUnauthorized {
 			t.Fatalf("guess %d: %d", i, r.status)
 		}
 	}
-	r := td.do(t, req{method: "POST", path: "/ui/login", form: url.Values{"token": {operateToken}}})
-	if v, _ := r.cookie(); r.status != http.StatusTooManyRequests || v != "" || r.header.Get("Retry-After") == "" {
-		t.Errorf("the right token after %d failures: %d %v", loginBurst, r.status, r.header)
+	r := td.do(t, req{method: "POST", path: "/ui/login", form: url.Values{"token": {testToken('x')}}})
+	if v, _ := r.cookie(); r.status != http.StatusTooManyRequests || v != "" || r.header.Get("Retry-After") == "" || !strings.Contains(r.body, loginRefused) {
+		t.Errorf("a wrong token after 10 failures: %d %v", r.status, r.header)
+	}
+	if r := td.do(t, req{method: "GET", path: "/v1/jobs", header: map[string]string{"Authorization": "Bearer " + testToken('y')}}); r.status != http.StatusTooManyRequests {
+		t.Errorf("a wrong bearer token from the same address: %d", r.status)
+	}
+	if v := td.login(t, operateToken); v == "" {
+		t.Error("the right token after the failures got no session")
+	}
+	if r := td.do(t, req{method: "GET", path: "/v1/jobs", header: map[string]string{"Authorization": "Bearer " + readToken}}); r.status != http.StatusOK {
+		t.Errorf("a right bearer token from the same address: %d", r.status)
 	}
 	if r := td.do(t, req{method: "GET", path: "/ui/", cookie: cookie}); r.status != http.StatusOK {
 		t.Errorf("a session of before: %d", r.status)
-	}
-}
-
-// TestLoginLimiterBounded: the addresses the limiter remembers stay
-// bounded, and the budget of all addresses together holds whatever the
-// addresses.
-func TestLoginLimiterBounded(t *testing.T) {
-	l := newLoginLimiter()
-	for i := range 3 * loginAddrs {
-		l.failed(fmt.Sprintf("192.0.2.%d", i))
-	}
-	if len(l.byAddr) > loginAddrs {
-		t.Errorf("%d addresses remembered, more than %d", len(l.byAddr), loginAddrs)
-	}
-	if l.blocked("198.51.100.1") == 0 {
-		t.Error("after failures from many addresses, a new address is not held back by the budget of all")
 	}
 }
 
@@ -202,7 +200,8 @@ func TestNoSession(t *testing.T) {
 	td := startDash(t, nil)
 	run := td.insertRun(t, "backup", "")
 	for _, cookie := range []string{"", "!!!", base64.RawURLEncoding.EncodeToString([]byte("sd_unknown")),
-		base64.RawURLEncoding.EncodeToString([]byte("has space"))} {
+		base64.RawURLEncoding.EncodeToString([]byte("has space")), base64.RawURLEncoding.EncodeToString(make([]byte, 32)),
+		base64.RawURLEncoding.EncodeToString([]byte(readToken)), readToken} {
 		r := td.do(t, req{method: "GET", path: "/ui/", cookie: cookie})
 		if r.status != http.StatusSeeOther || !strings.HasPrefix(r.header.Get("Location"), "/ui/login") {
 			t.Errorf("GET /ui/ with cookie %q: %d %v", cookie, r.status, r.header)
@@ -222,7 +221,7 @@ func TestNoSession(t *testing.T) {
 	if calls := td.eng.Calls(); len(calls) > 0 {
 		t.Errorf("requests without a session reached the engine: %v", calls)
 	}
-	for _, p := range []string{"/ui/login", "/ui/static/app.css", "/ui/static/app.js"} {
+	for _, p := range []string{"/ui/login", "/ui/static/app.css", "/ui/static/app.js", "/ui/static/favicon.ico", "/favicon.ico"} {
 		if r := td.do(t, req{method: "GET", path: p}); r.status != http.StatusOK {
 			t.Errorf("GET %s without a session: %d", p, r.status)
 		}
@@ -232,19 +231,125 @@ func TestNoSession(t *testing.T) {
 	}
 }
 
-// TestSessionEndsWithToken: a token removed from the config by a reload
-// ends its sessions at the next request.
+// TestSessionEndsWithToken: a token removed from the config by a reload,
+// or changed (another role, or another token under its name), ends its
+// sessions at their next request; the sessions of the other tokens go
+// on.
 func TestSessionEndsWithToken(t *testing.T) {
 	td := startDash(t, nil)
-	cookie := td.login(t, readToken)
-	p, err := td.api.PrepareReload([]control.APIToken{apiToken("ci", control.RoleOperate, operateToken)})
-	if err != nil {
-		t.Fatal(err)
+	reader, operator, other := td.login(t, readToken), td.login(t, operateToken), td.login(t, operateToken)
+	reload := func(tokens ...control.APIToken) {
+		t.Helper()
+		p, err := td.api.PrepareReload(tokens)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Apply()
 	}
-	p.Apply()
-	r := td.do(t, req{method: "GET", path: "/ui/", cookie: cookie})
+	ended := func(what, cookie string) {
+		t.Helper()
+		r := td.do(t, req{method: "GET", path: "/ui/", cookie: cookie})
+		if _, c := r.cookie(); r.status != http.StatusSeeOther || c == nil || c.MaxAge >= 0 {
+			t.Errorf("%s: %d %+v", what, r.status, c)
+		}
+	}
+	alive := func(what, cookie string) {
+		t.Helper()
+		if r := td.do(t, req{method: "GET", path: "/ui/", cookie: cookie}); r.status != http.StatusOK {
+			t.Errorf("%s: %d", what, r.status)
+		}
+	}
+	reload(apiToken("ci", control.RoleOperate, operateToken))
+	ended("a session of a removed token", reader)
+	alive("a session of a token kept", operator)
+	reload(apiToken("grafana", control.RoleRead, readToken), apiToken("ci", control.RoleRead, operateToken))
+	ended("a session of a token whose role changed", operator)
+	// The read token is back: its session ended for good all the same.
+	ended("a session of a token removed, then put back", reader)
+	reload(apiToken("ci", control.RoleRead, testToken('n')))
+	ended("a session of a token whose value changed", other)
+	if n := td.sessions.len(); n != 0 {
+		t.Errorf("%d sessions kept after they all ended", n)
+	}
+}
+
+// TestSessions: the cookie holds a session id, never the token, and the
+// daemon keeps the id's hash alone; log out ends the session on the
+// daemon, so the cookie replayed after it is refused; a session ends
+// after an hour without a request, and 12 hours after the login however
+// used; a token keeps at most 64 sessions, the least recently used going
+// first.
+func TestSessions(t *testing.T) {
+	clock := &testClock{now: time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)}
+	td := startDash(t, func(c *Config) { c.Clock = clock })
+	cookie := td.login(t, operateToken)
+	id, _ := base64.RawURLEncoding.DecodeString(cookie)
+	if strings.Contains(cookie, operateToken) || strings.Contains(string(id), operateToken) || len(id) != 32 {
+		t.Fatalf("the cookie %q carries the token", cookie)
+	}
+	td.sessions.mu.Lock()
+	for k, e := range td.sessions.byID {
+		if bytes.Contains(k[:], id) || e.caller.Name != "ci" || e.caller.Role != control.RoleOperate {
+			t.Errorf("the session kept is %x: %+v", k, e)
+		}
+	}
+	td.sessions.mu.Unlock()
+
+	// Log out, then the same cookie again.
+	r := td.do(t, req{method: "POST", path: "/ui/logout", cookie: cookie, form: url.Values{"csrf": {td.csrf(t, cookie)}}})
 	if _, c := r.cookie(); r.status != http.StatusSeeOther || c == nil || c.MaxAge >= 0 {
-		t.Errorf("a session of a removed token: %d %+v", r.status, c)
+		t.Errorf("log out: %d %+v", r.status, c)
+	}
+	if r := td.do(t, req{method: "GET", path: "/ui/", cookie: cookie}); r.status != http.StatusSeeOther {
+		t.Errorf("the cookie of a session logged out: %d", r.status)
+	}
+
+	// Idle: a request within the hour keeps it, an hour without ends it.
+	cookie = td.login(t, operateToken)
+	for range 3 {
+		clock.add(50 * time.Minute)
+		if r := td.do(t, req{method: "GET", path: "/ui/?part=live", cookie: cookie}); r.status != http.StatusOK {
+			t.Fatalf("a session used every 50 minutes: %d", r.status)
+		}
+	}
+	clock.add(time.Hour)
+	if r := td.do(t, req{method: "GET", path: "/ui/?part=live", cookie: cookie}); r.status != http.StatusUnauthorized {
+		t.Errorf("a session idle for an hour: %d", r.status)
+	}
+
+	// Age: 12 hours however used.
+	cookie = td.login(t, operateToken)
+	for range 14 {
+		clock.add(55 * time.Minute)
+		td.do(t, req{method: "GET", path: "/ui/?part=live", cookie: cookie})
+	}
+	if r := td.do(t, req{method: "GET", path: "/ui/?part=live", cookie: cookie}); r.status != http.StatusUnauthorized {
+		t.Errorf("a session of 12h50m: %d", r.status)
+	}
+
+	// At most 64 a token: the 65th login ends the least recently used.
+	first := td.login(t, readToken)
+	clock.add(time.Second)
+	second := td.login(t, readToken)
+	for range sessionsPerToken - 2 {
+		clock.add(time.Second)
+		td.login(t, readToken)
+	}
+	clock.add(time.Second)
+	alive := td.do(t, req{method: "GET", path: "/ui/?part=live", cookie: first}) // first is used: second is the oldest now
+	clock.add(time.Second)
+	td.login(t, readToken)
+	if alive.status != http.StatusOK {
+		t.Fatalf("the first session: %d", alive.status)
+	}
+	if r := td.do(t, req{method: "GET", path: "/ui/?part=live", cookie: second}); r.status != http.StatusUnauthorized {
+		t.Errorf("the least recently used of %d sessions after one more login: %d", sessionsPerToken, r.status)
+	}
+	if r := td.do(t, req{method: "GET", path: "/ui/?part=live", cookie: first}); r.status != http.StatusOK {
+		t.Errorf("a session used lately after one more login: %d", r.status)
+	}
+	if n := td.sessions.len(); n != sessionsPerToken {
+		t.Errorf("%d sessions kept, want %d", n, sessionsPerToken)
 	}
 }
 
@@ -563,7 +668,8 @@ func TestSnapshotsBounded(t *testing.T) {
 
 // TestTimeline: bars share one time axis from the first start to the
 // last end (now for a run going on); a run not started has none, and a
-// short one a visible bar within the axis.
+// short one a visible bar within the axis. The rows are in the order of
+// their start, the runs not started first.
 func TestTimeline(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	now := t0.Add(100 * time.Second)
@@ -587,6 +693,15 @@ func TestTimeline(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) || !tl.From.Equal(t0) || !tl.To.Equal(now) {
 		t.Errorf("timeline %v..%v:\n%v\nwant\n%v", tl.From, tl.To, got, want)
 	}
+	// In the order of the time the rows show: not started, then the
+	// latest started first.
+	var order []string
+	for _, r := range tl.Rows {
+		order = append(order, r.Run.ID)
+	}
+	if want := []string{"waiting", "short", "running", "first"}; !slices.Equal(order, want) {
+		t.Errorf("rows in the order %v, want %v", order, want)
+	}
 }
 
 // TestJobState: a job's state says paused, active and overdue in words.
@@ -605,5 +720,220 @@ func TestJobState(t *testing.T) {
 		if got := jobState(tt.j); got != tt.want {
 			t.Errorf("jobState(%+v) = %q, want %q", tt.j, got, tt.want)
 		}
+	}
+}
+
+// TestRunPageBounded: a run of 12 attempts, each of which stored 1 MiB
+// of '<' (four times that escaped): its page shows the newest 10 with
+// the head and the tail of their output, a link to the whole of each,
+// and links to the output of the two it does not show; making the page
+// reads and allocates a bounded amount, not the outputs. The link
+// serves the whole output as text, to a session alone.
+func TestRunPageBounded(t *testing.T) {
+	td := startDash(t, nil)
+	const attempts, size = 12, 1 << 20
+	run := td.insertRunOf(t, "backup", attempts)
+	outputs := make([]string, attempts)
+	for i := range outputs {
+		outputs[i] = fmt.Sprintf("start %d\n", i+1) + strings.Repeat("<", size) + fmt.Sprintf("\nend %d\n", i+1)
+		td.failAttempt(t, run, outputs[i])
+	}
+	cookie := td.login(t, readToken)
+	var r reply
+	alloc := allocated(func() { r = td.do(t, req{method: "GET", path: "/ui/runs/" + run.ID, cookie: cookie}) })
+	if r.status != http.StatusOK {
+		t.Fatalf("the run's page: %d %.2000s", r.status, r.body)
+	}
+	t.Logf("a page of %d KiB; the request allocated %d MiB", len(r.body)>>10, alloc>>20)
+	if len(r.body) > 2<<20 || alloc > 24<<20 {
+		t.Errorf("a page of %d KiB; the request allocated %d MiB: the outputs (%d MiB) were read whole", len(r.body)>>10, alloc>>20, attempts*size>>20)
+	}
+	for n := 1; n <= attempts; n++ {
+		shown := n > attempts-runAttempts
+		if got := strings.Contains(r.body, fmt.Sprintf(`id="attempt-%d"`, n)); got != shown {
+			t.Errorf("attempt %d shown: %v, want %v", n, got, shown)
+		}
+		if got := strings.Contains(r.body, fmt.Sprintf("start %d\n", n)) && strings.Contains(r.body, fmt.Sprintf("end %d\n", n)); got != shown {
+			t.Errorf("the head and tail of attempt %d shown: %v, want %v", n, got, shown)
+		}
+		if !strings.Contains(r.body, fmt.Sprintf(`href="/ui/runs/%s/attempts/%d/output"`, run.ID, n)) {
+			t.Errorf("no link to the output of attempt %d", n)
+		}
+	}
+	if n := strings.Count(r.body, "not shown here: all that is stored is at the link above"); n != runAttempts {
+		t.Errorf("%d outputs cut, want %d", n, runAttempts)
+	}
+	if !strings.Contains(r.body, `id="earlier"`) || !strings.Contains(r.body, "The 2 earlier attempts are not shown here") {
+		t.Error("the page does not say that 2 attempts are not shown")
+	}
+
+	whole := td.do(t, req{method: "GET", path: "/ui/runs/" + run.ID + "/attempts/3/output", cookie: cookie})
+	if whole.status != http.StatusOK || whole.body != outputs[2] || whole.header.Get("Content-Type") != "text/plain; charset=utf-8" ||
+		whole.header.Get("Content-Security-Policy") != contentSecurityPolicy || whole.header.Get("Cache-Control") != "no-store" {
+		t.Errorf("the whole output: %d %v, %d bytes", whole.status, whole.header, len(whole.body))
+	}
+	for path, want := range map[string]int{
+		"/ui/runs/" + run.ID + "/attempts/13/output": http.StatusNotFound,
+		"/ui/runs/nope/attempts/1/output":            http.StatusNotFound,
+		"/ui/runs/" + run.ID + "/attempts/x/output":  http.StatusBadRequest,
+	} {
+		if r := td.do(t, req{method: "GET", path: path, cookie: cookie}); r.status != want || !strings.Contains(r.body, "The output could not be read") {
+			t.Errorf("GET %s: %d, want %d\n%.500s", path, r.status, want, r.body)
+		}
+	}
+	if r := td.do(t, req{method: "GET", path: "/ui/runs/" + run.ID + "/attempts/1/output"}); r.status != http.StatusSeeOther {
+		t.Errorf("the whole output without a session: %d", r.status)
+	}
+}
+
+// allocated returns the bytes the process allocated while f ran.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// manyJobs is an engine of n cron jobs job-00000, job-00001, ... that
+// names them and describes a few at a time (JobLister), recording how
+// many it was asked to describe at once, at most.
+type manyJobs struct {
+	*fakeEngine
+	n int
+
+	mu      sync.Mutex
+	mostAsk int
+}
+
+func (e *manyJobs) JobNames() []string {
+	out := make([]string, e.n)
+	for i := range out {
+		out[i] = fmt.Sprintf("job-%05d", i)
+	}
+	return out
+}
+
+func (e *manyJobs) JobsNamed(ctx context.Context, names []string) ([]control.JobInfo, error) {
+	e.mu.Lock()
+	e.mostAsk = max(e.mostAsk, len(names))
+	e.mu.Unlock()
+	var out []control.JobInfo
+	for _, n := range names {
+		var i int
+		if _, err := fmt.Sscanf(n, "job-%05d", &i); err == nil && i < e.n && n == fmt.Sprintf("job-%05d", i) {
+			out = append(out, control.JobInfo{Name: n, Kind: "cron", Schedule: "0 3 * * *", Timezone: "UTC", Declared: true})
+		}
+	}
+	return out, nil
+}
+
+func (e *manyJobs) Jobs(ctx context.Context) ([]control.JobInfo, error) {
+	panic("the dashboard read the whole listing of an engine that pages")
+}
+
+// TestOverviewPages: with many jobs the overview lists a page of 200 at a
+// time, with links to the pages before and after (of the jobs a filter
+// matches, when it is given), and asks the engine to describe those of
+// the page alone; a job's page describes its job alone.
+func TestOverviewPages(t *testing.T) {
+	var eng *manyJobs
+	td := startDash(t, func(c *Config) {
+		eng = &manyJobs{fakeEngine: c.Engine.(*fakeEngine), n: 450}
+		c.Engine = eng
+	})
+	cookie := td.login(t, readToken)
+	for _, tt := range []struct {
+		path       string
+		first, end int
+		prev, next string
+		count      string
+	}{
+		{"/ui/", 0, 200, "", "/ui/?page=2", "Jobs <small>450</small>"},
+		{"/ui/?page=2", 200, 400, "/ui/", "/ui/?page=3", "201 to 400 of 450"},
+		{"/ui/?page=3", 400, 450, "/ui/?page=2", "", "401 to 450 of 450"},
+		{"/ui/?page=99", 400, 450, "/ui/?page=2", "", "401 to 450 of 450"},
+		{"/ui/?page=x", 0, 200, "", "/ui/?page=2", "1 to 200 of 450"},
+		{"/ui/?q=job-002", 200, 300, "", "", "Jobs <small>100 named like “job-002”, of 450</small>"},
+	} {
+		r := td.do(t, req{method: "GET", path: tt.path, cookie: cookie})
+		if r.status != http.StatusOK || !strings.Contains(r.body, tt.count) {
+			t.Errorf("GET %s: %d, no %q\n%.3000s", tt.path, r.status, tt.count, r.body)
+			continue
+		}
+		for i := range eng.n {
+			listed := strings.Contains(r.body, fmt.Sprintf(`href="/ui/jobs/job-%05d"`, i))
+			if want := i >= tt.first && i < tt.end; listed != want {
+				t.Errorf("GET %s lists job-%05d: %v, want %v", tt.path, i, listed, want)
+				break
+			}
+		}
+		for id, want := range map[string]string{"prev-page": tt.prev, "next-page": tt.next} {
+			link := fmt.Sprintf(`href="%s" rel="%s" id="%s"`, strings.ReplaceAll(want, "&", "&amp;"), strings.TrimSuffix(id, "-page"), id)
+			if got := strings.Contains(r.body, `id="`+id+`"`); got != (want != "") || (want != "" && !strings.Contains(r.body, link)) {
+				t.Errorf("GET %s: link %s, want %q", tt.path, id, want)
+			}
+		}
+	}
+	if r := td.do(t, req{method: "GET", path: "/ui/?q=job-00&page=2", cookie: cookie}); !strings.Contains(r.body, `href="/ui/?page=3&amp;q=job-00"`) ||
+		!strings.Contains(r.body, `href="/ui/?q=job-00"`) {
+		t.Errorf("the links of a filtered page do not keep the filter:\n%.3000s", r.body)
+	}
+	if r := td.do(t, req{method: "GET", path: "/ui/jobs/job-00321", cookie: cookie}); r.status != http.StatusOK || !strings.Contains(r.body, "<h1>job-00321</h1>") {
+		t.Errorf("a job's page: %d %.2000s", r.status, r.body)
+	}
+	if r := td.do(t, req{method: "GET", path: "/ui/jobs/job-99999", cookie: cookie}); r.status != http.StatusNotFound {
+		t.Errorf("the page of a job that is not: %d", r.status)
+	}
+	if eng.mostAsk > overviewJobs {
+		t.Errorf("the engine was asked to describe %d jobs at once, more than a page", eng.mostAsk)
+	}
+}
+
+// utcJob is the fake engine with its cron job in a zone that is UTC by
+// another name, as a daemon's local zone often is.
+type utcJob struct{ *fakeEngine }
+
+func (e utcJob) Jobs(ctx context.Context) ([]control.JobInfo, error) {
+	js, err := e.fakeEngine.Jobs(ctx)
+	for i := range js {
+		if js[i].Timezone != "" {
+			js[i].Timezone = "Etc/UTC"
+		}
+	}
+	return js, err
+}
+
+func (e utcJob) NextTicks(job string, n int) []Tick {
+	var out []Tick
+	for i := range n {
+		t := time.Date(2030, 1, 1+i, 3, 0, 0, 0, time.UTC)
+		out = append(out, Tick{Fire: t, Start: t})
+	}
+	return out
+}
+
+// TestTimeZones: a job's page shows each tick once when the job's zone
+// reads as UTC, and twice (its zone's wall clock, then UTC) when it
+// does not; the zone Go calls Local is shown by its name.
+func TestTimeZones(t *testing.T) {
+	td := startDash(t, func(c *Config) { c.Engine = utcJob{c.Engine.(*fakeEngine)} })
+	cookie := td.login(t, readToken)
+	r := td.do(t, req{method: "GET", path: "/ui/jobs/backup", cookie: cookie})
+	if r.status != http.StatusOK || !strings.Contains(r.body, "<li><time datetime=\"2030-01-01T03:00:00Z\">Tue 2030-01-01 03:00:00 UTC</time></li>") ||
+		strings.Contains(r.body, `class="more"`) {
+		t.Errorf("a job in Etc/UTC: a tick is not shown once, on one line:\n%.3000s", r.body)
+	}
+	for tz, same := range map[string]bool{"UTC": true, "Etc/UTC": true, "": true, "Europe/Berlin": false, "America/New_York": false} {
+		if got := sameAsUTC(time.Date(2030, 1, 1, 3, 0, 0, 0, time.UTC), tz); got != same {
+			t.Errorf("sameAsUTC(%q) = %v", tz, got)
+		}
+	}
+	if got := zoneName("Local"); got != localZone || !strings.HasSuffix(got, " (local)") || strings.HasPrefix(got, "Local") || got == " (local)" {
+		t.Errorf("zoneName(Local) = %q", got)
+	}
+	if got := zoneName("Europe/Berlin"); got != "Europe/Berlin" {
+		t.Errorf("zoneName(Europe/Berlin) = %q", got)
 	}
 }

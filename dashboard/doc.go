@@ -5,28 +5,34 @@
 // output above all, is escaped):
 //
 //	GET  /ui/login                 the login form (public)
-//	POST /ui/login                 a token of the API starts a session (a cookie)
+//	POST /ui/login                 a token of the API starts a session (its id in a cookie)
 //	POST /ui/logout                ends it
-//	GET  /ui/                      overview: jobs, nodes, counts of runs by status
+//	GET  /ui/?q=&page=             overview: jobs (200 a page, of those whose name
+//	                               contains q), nodes, counts of runs by status
 //	GET  /ui/jobs/{job}            a job: its state, next ticks, recent runs as a
 //	                               timeline; trigger, pause and resume
 //	GET  /ui/runs?job=&status=     the newest runs, of a job or a status
 //	GET  /ui/runs/{id}             a run: its attempts with output, events and
 //	                               progress; cancel and rerun
 //	POST /ui/jobs/{job}/{trigger|pause|resume}, /ui/runs/{id}/{cancel|rerun}
-//	GET  /ui/static/{app.css,app.js}   the style sheet and the script (public)
+//	GET  /ui/static/{app.css,app.js,favicon.ico}   the style sheet, the script
+//	                               and the icon (public; the icon at /favicon.ico too)
 //
 // Sessions: the login form takes a token of the API, checked with the
-// API's Authenticate; the cookie that holds it is HttpOnly, SameSite=Strict,
-// for /ui/ alone, Secure when the browser came over HTTPS, and lasts 12
-// hours. Every request checks the token again (a token removed from the
-// config ends its sessions at once) and takes from the token's rate, as
-// an API request does. Refused logins get one answer whatever the token;
-// past 10 failures of an address (then one per 6s), or 100 of all (then
-// 10 a second), logins are refused unchecked.
+// API's Authenticate, where a refused one counts against the client
+// address's failures as a bearer token's does (past them, 429; a right
+// token always logs in). A login starts a session on the daemon: the
+// cookie holds a random id of 256 bits (HttpOnly, SameSite=Strict, for
+// /ui/ alone, Secure when the browser came over HTTPS), and the daemon
+// keeps in memory the id's SHA-256 with the name, role and SHA-256 of
+// the token. A session ends at log out, after an hour without a
+// request, 12 hours after the login, or when a reload removes or changes
+// its token (Holder, at each request); a token holds 64 at most. A
+// restart ends them all, and each node has its own. Every request takes
+// from the token's rate, as an API request does.
 //
 // Actions are forms, posted with a CSRF token (an HMAC of the session's
-// token under a key of the process) and accepted only from a page of the
+// id under a key of the process) and accepted only from a page of the
 // dashboard (http.CrossOriginProtection: Sec-Fetch-Site, else Origin).
 // Each goes through the API's own route (APIServer.Act) as the session's
 // caller, so the API's role check decides: a read token sees no buttons,

@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"html/template"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/schedulerd/schedulerd/control"
 	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
 )
 
 // funcs are the functions of the templates. None returns template.HTML:
@@ -25,6 +28,8 @@ var funcs = template.FuncMap{
 	"iso":         isoText,
 	"inZone":      inZone,
 	"weekday":     func(v any, tz string) string { return when(v).In(zone(tz)).Format("Mon") },
+	"zoneName":    zoneName,
+	"sameAsUTC":   sameAsUTC,
 	"zoned":       func(v any, tz string) zonedTime { return zonedTime{T: when(v), Zone: tz} },
 	"dur":         durText,
 	"since":       since,
@@ -41,6 +46,28 @@ var funcs = template.FuncMap{
 	"jobState":    jobState,
 	"jitter":      func(t Tick) time.Duration { return t.Start.Sub(t.Fire) },
 	"terminal":    func(st jobs.Status) bool { return st.Terminal() },
+	"outputURL":   outputURL,
+	"gap":         func(a *store.ClippedAttempt) int64 { return a.StoredBytes - int64(len(a.Output)+len(a.Tail)) },
+	"earlier":     func(n int) []int { return seq(min(n, maxEarlier)) },
+	"maxEarlier":  func() int { return maxEarlier },
+}
+
+// maxEarlier bounds the links of a run's page to the output of the
+// attempts it does not show.
+const maxEarlier = 100
+
+// seq is 1 to n.
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i + 1
+	}
+	return out
+}
+
+// outputURL is the page of the whole output of attempt n of run id.
+func outputURL(id string, n int) string {
+	return runURL(id) + "/attempts/" + strconv.Itoa(n) + "/output"
 }
 
 // statusText is a run status in words, after a symbol that tells it
@@ -145,6 +172,38 @@ func zone(tz string) *time.Location {
 	return loc
 }
 
+// zoneName is the name a page shows of the time zone tz: for "Local",
+// that of the daemon's local zone, which Go calls Local (localZone).
+func zoneName(tz string) string {
+	if tz == "Local" {
+		return localZone
+	}
+	return tz
+}
+
+// localZone is the name of the daemon's local time zone: $TZ, else the
+// zone /etc/localtime links to, else the zone's abbreviation, with
+// "(local)" after it.
+var localZone = func() string {
+	name := strings.TrimPrefix(os.Getenv("TZ"), ":")
+	if name == "" {
+		if target, err := os.Readlink("/etc/localtime"); err == nil {
+			if _, after, ok := strings.Cut(target, "zoneinfo/"); ok {
+				name = after
+			}
+		}
+	}
+	if name == "" || strings.HasPrefix(name, "/") {
+		name, _ = time.Now().In(time.Local).Zone()
+	}
+	return name + " (local)"
+}()
+
+// sameAsUTC reports whether the wall clock of tz at v reads as UTC's,
+// such as that of a local zone that is UTC: a page then shows the time
+// once.
+func sameAsUTC(v any, tz string) bool { return inZone(v, tz) == utcText(v) }
+
 // zonedTime is a time to show on the wall clock of a time zone.
 type zonedTime struct {
 	T    time.Time
@@ -209,8 +268,15 @@ func runsURL(job string, st jobs.Status) string {
 	return "/ui/runs?" + q.Encode()
 }
 
-// bytesText is a size for a person.
-func bytesText(n int64) string {
+// bytesText is a size for a person: n is an int or an int64.
+func bytesText(v any) string {
+	var n int64
+	switch v := v.(type) {
+	case int:
+		n = int64(v)
+	case int64:
+		n = v
+	}
 	switch {
 	case n < 1<<10:
 		return fmt.Sprintf("%d bytes", n)

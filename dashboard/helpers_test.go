@@ -1,9 +1,11 @@
 package dashboard
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -24,11 +26,35 @@ import (
 	"github.com/schedulerd/schedulerd/store/sqlite"
 )
 
-// The tokens of the tests, one per role.
-const (
-	readToken    = "sd_read-token-0001"
-	operateToken = "sd_operate-token-0002"
+// The tokens of the tests, one per role, of the form `token new` makes.
+var (
+	readToken    = testToken('r')
+	operateToken = testToken('o')
 )
+
+// testToken is a token of the form `schedulerd token new` makes, of 32
+// bytes b.
+func testToken(b byte) string {
+	return control.TokenPrefix + base64.RawURLEncoding.EncodeToString(bytes.Repeat([]byte{b}, 32))
+}
+
+// testClock is a clock that the test moves.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
 
 // fakeEngine stands in for the scheduler, over a real store: it declares
 // a cron job and a trigger-only job, makes runs in the store and records
@@ -190,7 +216,9 @@ func startDash(t *testing.T, mod func(*Config)) *testDash {
 // without); the test's requests trust it.
 func startDashTLS(t *testing.T, mod func(*Config), pair *testcert.Pair) *testDash {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "schedulerd.db")})
+	// No checkpoint in the background: the tests count the statements
+	// that the pages make.
+	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "schedulerd.db"), CheckpointInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,4 +384,33 @@ func (td *testDash) finishRun(t *testing.T, run *jobs.Run, output string) *jobs.
 		t.Fatal(err)
 	}
 	return done
+}
+
+// insertRunOf makes a manual run of job with up to attempts attempts, due
+// at once and retried at once.
+func (td *testDash) insertRunOf(t *testing.T, job string, attempts int) *jobs.Run {
+	t.Helper()
+	r, err := td.st.RunInsert(t.Context(), store.RunInsertParams{Job: job, Trigger: jobs.TriggerManual, ScheduledAt: time.Now(),
+		Retry: jobs.RetryPolicy{MaxAttempts: attempts, Backoff: jobs.BackoffFixed}, Node: "test-node"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// failAttempt claims run for its next attempt and fails it with output.
+func (td *testDash) failAttempt(t *testing.T, run *jobs.Run, output string) {
+	t.Helper()
+	ctx := t.Context()
+	claimed, err := td.st.RunsClaim(ctx, store.ClaimParams{Node: "test-node", Incarnation: "inc", Jobs: store.NewJobLimits(map[string]int{run.Job: 0}),
+		Limit: 1, Now: time.Now().Add(time.Hour)})
+	if err != nil || len(claimed) != 1 || claimed[0].ID != run.ID {
+		t.Fatalf("claim %s: %v %v", run.ID, claimed, err)
+	}
+	c := claimed[0]
+	code := 1
+	if _, err := td.st.RunTransition(ctx, jobs.Finish(c, jobs.Fence{RunID: c.ID, Attempt: c.Attempt, Incarnation: c.Incarnation}, "test-node",
+		jobs.Result{ExitCode: &code, Output: output, OutputBytes: int64(len(output))}, time.Now(), func() float64 { return 0 })); err != nil {
+		t.Fatal(err)
+	}
 }

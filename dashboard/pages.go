@@ -1,12 +1,16 @@
 package dashboard
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,10 +51,13 @@ func liveURL(r *http.Request) string {
 	return r.URL.EscapedPath() + "?" + q.Encode()
 }
 
-// overviewData is the snapshot of the overview: the jobs, the nodes and
-// the counts of runs by status.
+// overviewData is the snapshot of the overview: the names of the jobs,
+// the nodes and the counts of runs by status.
 type overviewData struct {
-	Jobs   []control.JobInfo
+	// Names are the jobs' names, in the order of the listing.
+	Names []string
+	// all is the whole listing, read for an engine that is no JobLister.
+	all    map[string]control.JobInfo
 	Nodes  []control.Node
 	Counts map[jobs.Status]int64
 	// ReadAt is when the snapshot was read.
@@ -58,26 +65,35 @@ type overviewData struct {
 }
 
 // overviewSnapshot reads the overview's data, shared (snapshots): the
-// jobs as GET /v1/jobs describes them (their last runs and cursors: two
-// statements), the nodes, and the counts (one statement each).
+// names of the jobs (from the engine's memory; the whole listing of an
+// engine that is no JobLister), the nodes, and the counts (one statement
+// each).
 func (d *Dashboard) overviewSnapshot(ctx context.Context) (*overviewData, error) {
 	v, err := d.snaps.get(ctx, "overview", func(ctx context.Context) (any, error) {
-		js, err := d.cfg.Engine.Jobs(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("jobs: %w", err)
+		o := &overviewData{}
+		if jl, ok := d.cfg.Engine.(JobLister); ok {
+			o.Names = jl.JobNames()
+		} else {
+			js, err := d.cfg.Engine.Jobs(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("jobs: %w", err)
+			}
+			o.all = make(map[string]control.JobInfo, len(js))
+			for _, j := range js {
+				o.Names, o.all[j.Name] = append(o.Names, j.Name), j
+			}
 		}
 		ns, err := d.cfg.Store.NodesList(ctx, false)
 		if err != nil {
 			return nil, fmt.Errorf("nodes: %w", err)
 		}
-		counts, err := d.cfg.Store.RunsCount(ctx)
-		if err != nil {
+		if o.Counts, err = d.cfg.Store.RunsCount(ctx); err != nil {
 			return nil, fmt.Errorf("counts: %w", err)
 		}
-		o := &overviewData{Jobs: js, Counts: counts, ReadAt: time.Now()}
 		for _, n := range ns {
 			o.Nodes = append(o.Nodes, control.NewNode(n, d.cfg.InactiveThreshold))
 		}
+		o.ReadAt = time.Now()
 		return o, nil
 	})
 	if err != nil {
@@ -86,18 +102,53 @@ func (d *Dashboard) overviewSnapshot(ctx context.Context) (*overviewData, error)
 	return v.(*overviewData), nil
 }
 
+// describe returns the JobInfo of the named jobs, in that order, shared
+// under key: a JobLister describes those alone (their last runs and
+// cursors: two statements), else they are taken from the listing of o.
+func (d *Dashboard) describe(ctx context.Context, key string, o *overviewData, names []string) ([]control.JobInfo, error) {
+	jl, ok := d.cfg.Engine.(JobLister)
+	if !ok {
+		var out []control.JobInfo
+		for _, n := range names {
+			if j, ok := o.all[n]; ok {
+				out = append(out, j)
+			}
+		}
+		return out, nil
+	}
+	v, err := d.snaps.get(ctx, key, func(ctx context.Context) (any, error) {
+		js, err := jl.JobsNamed(ctx, names)
+		if err != nil {
+			return nil, fmt.Errorf("jobs: %w", err)
+		}
+		return js, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.([]control.JobInfo), nil
+}
+
 // overviewPage is the data of the overview.
 type overviewPage struct {
 	base
 	*overviewData
-	// Shown are the jobs listed: those whose name contains Filter, at
-	// most overviewJobs of them; Matching is how many match.
+	// Shown are the jobs of the page: of those whose name contains
+	// Filter (Matching of them), the overviewJobs from First (counted
+	// from 1).
 	Shown    []control.JobInfo
 	Matching int
 	Filter   string
+	First    int
+	// Prev and Next are the URLs of the pages before and after; "" for
+	// none.
+	Prev, Next string
 	// CountStatuses are the statuses counted, in the order shown.
 	CountStatuses []jobs.Status
 }
+
+// Last is the number of the last job shown, counted from 1.
+func (p overviewPage) Last() int { return p.First + len(p.Shown) - 1 }
 
 func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, s *session) {
 	o, err := d.overviewSnapshot(r.Context())
@@ -105,17 +156,50 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, s *session)
 		d.storeFailed(w, r, s, err)
 		return
 	}
-	p := overviewPage{base: d.base(r, s, "Overview"), overviewData: o, Filter: strings.TrimSpace(r.URL.Query().Get("q")),
+	q := r.URL.Query()
+	p := overviewPage{base: d.base(r, s, "Overview"), overviewData: o, Filter: strings.TrimSpace(q.Get("q")),
 		CountStatuses: []jobs.Status{jobs.StatusPending, jobs.StatusRunning, jobs.StatusRetrying, jobs.StatusDeadLetter}}
 	p.Live = liveURL(r)
-	for _, j := range o.Jobs {
-		if p.Filter != "" && !strings.Contains(j.Name, p.Filter) {
-			continue
+	matching := o.Names
+	if p.Filter != "" {
+		matching = nil
+		for _, n := range o.Names {
+			if strings.Contains(n, p.Filter) {
+				matching = append(matching, n)
+			}
 		}
-		p.Matching++
-		if len(p.Shown) < overviewJobs {
-			p.Shown = append(p.Shown, j)
+	}
+	p.Matching = len(matching)
+	page, err := strconv.Atoi(q.Get("page"))
+	if err != nil || page < 1 {
+		page = 1
+	}
+	page = min(page, max(1, (len(matching)+overviewJobs-1)/overviewJobs))
+	from := (page - 1) * overviewJobs
+	names := matching[from:min(from+overviewJobs, len(matching))]
+	p.First = from + 1
+	pageURL := func(n int) string {
+		v := url.Values{}
+		if p.Filter != "" {
+			v.Set("q", p.Filter)
 		}
+		if n > 1 {
+			v.Set("page", strconv.Itoa(n))
+		}
+		if len(v) == 0 {
+			return control.UIPath
+		}
+		return control.UIPath + "?" + v.Encode()
+	}
+	if page > 1 {
+		p.Prev = pageURL(page - 1)
+	}
+	if from+overviewJobs < len(matching) {
+		p.Next = pageURL(page + 1)
+	}
+	if p.Shown, err = d.describe(r.Context(), fmt.Sprintf("jobs\x00%s\x00%d", p.Filter, page), o, names); err != nil {
+		d.storeFailed(w, r, s, err)
+		return
 	}
 	d.render(w, r, http.StatusOK, "overview", p)
 }
@@ -132,13 +216,20 @@ type jobPage struct {
 
 func (d *Dashboard) jobPage(w http.ResponseWriter, r *http.Request, s *session) {
 	name := r.PathValue("job")
-	o, err := d.overviewSnapshot(r.Context())
+	var o *overviewData
+	if _, ok := d.cfg.Engine.(JobLister); !ok {
+		var err error
+		if o, err = d.overviewSnapshot(r.Context()); err != nil {
+			d.storeFailed(w, r, s, err)
+			return
+		}
+	}
+	js, err := d.describe(r.Context(), "job\x00"+name, o, []string{name})
 	if err != nil {
 		d.storeFailed(w, r, s, err)
 		return
 	}
-	i := slices.IndexFunc(o.Jobs, func(j control.JobInfo) bool { return j.Name == name })
-	if i < 0 {
+	if len(js) != 1 {
 		d.fail(w, r, s, http.StatusNotFound, fmt.Sprintf("No job is called %q in this daemon's config.", clip(name)))
 		return
 	}
@@ -147,7 +238,7 @@ func (d *Dashboard) jobPage(w http.ResponseWriter, r *http.Request, s *session) 
 		d.storeFailed(w, r, s, err)
 		return
 	}
-	p := jobPage{base: d.base(r, s, o.Jobs[i].Name), Job: o.Jobs[i], Runs: "/ui/runs?job=" + url.QueryEscape(name)}
+	p := jobPage{base: d.base(r, s, js[0].Name), Job: js[0], Runs: "/ui/runs?job=" + url.QueryEscape(name)}
 	p.Live = liveURL(r)
 	p.Timeline = newTimeline(runs, p.Now)
 	if ts, ok := d.cfg.Engine.(TickSource); ok && !p.Job.Paused {
@@ -201,10 +292,12 @@ func (d *Dashboard) runsPage(w http.ResponseWriter, r *http.Request, s *session)
 	d.render(w, r, http.StatusOK, "runs", p)
 }
 
-// runData is the snapshot of a run's page.
+// runData is the snapshot of a run's page: the run, its newest
+// runAttempts attempts with the head and the tail of their output
+// (outputKeep bytes each), and its events.
 type runData struct {
 	Run      *jobs.Run
-	Attempts []*jobs.Attempt
+	Attempts []*store.ClippedAttempt
 	Events   []*jobs.Event
 }
 
@@ -212,6 +305,8 @@ type runData struct {
 type runPage struct {
 	base
 	*runData
+	// Earlier is how many attempts are not shown, before those shown.
+	Earlier int
 }
 
 func (d *Dashboard) runPage(w http.ResponseWriter, r *http.Request, s *session) {
@@ -222,7 +317,7 @@ func (d *Dashboard) runPage(w http.ResponseWriter, r *http.Request, s *session) 
 			return nil, err
 		}
 		rd := &runData{Run: run}
-		if rd.Attempts, err = d.cfg.Store.RunAttempts(ctx, id); err != nil {
+		if rd.Attempts, err = d.cfg.Store.RunAttemptsClipped(ctx, store.AttemptsParams{RunID: id, Newest: runAttempts, Keep: outputKeep}); err != nil {
 			return nil, err
 		}
 		if rd.Events, err = d.cfg.Store.RunEvents(ctx, id); err != nil {
@@ -240,9 +335,75 @@ func (d *Dashboard) runPage(w http.ResponseWriter, r *http.Request, s *session) 
 	}
 	rd := v.(*runData)
 	p := runPage{base: d.base(r, s, "Run of "+rd.Run.Job), runData: rd}
+	if len(rd.Attempts) > 0 {
+		p.Earlier = rd.Attempts[0].Number - 1
+	}
 	p.Live = liveURL(r)
 	d.render(w, r, http.StatusOK, "run", p)
 }
+
+// attemptOutput serves the whole output of an attempt as text, through
+// the API's route (APIServer.Relay), streamed and within its budget of
+// output replies; the route's refusals become the error page.
+func (d *Dashboard) attemptOutput(w http.ResponseWriter, r *http.Request, s *session) {
+	rw := &relayWriter{w: w, header: http.Header{}}
+	d.cfg.API.Relay(rw, r, s.caller, "/v1/runs/"+url.PathEscape(r.PathValue("id"))+"/attempts/"+url.PathEscape(r.PathValue("n"))+"/output")
+	if rw.status == http.StatusOK {
+		return
+	}
+	var eb struct{ Error string }
+	_ = json.Unmarshal(rw.body.Bytes(), &eb)
+	if ra := rw.header.Get("Retry-After"); ra != "" {
+		w.Header().Set("Retry-After", ra)
+	}
+	msg := "The output could not be read: " + eb.Error
+	if rw.status == http.StatusTooManyRequests {
+		msg = "The daemon is sending as many outputs as it sends at once: wait a moment and reload the page."
+	}
+	d.fail(w, r, s, cmp.Or(rw.status, http.StatusInternalServerError), msg)
+}
+
+// relayWriter passes a reply of status 200 on to w, its headers after
+// the dashboard's; of another status, it keeps the reply (a JSON error)
+// for the error page.
+type relayWriter struct {
+	w      http.ResponseWriter
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (rw *relayWriter) Header() http.Header { return rw.header }
+
+func (rw *relayWriter) WriteHeader(status int) {
+	if rw.status != 0 {
+		return
+	}
+	rw.status = status
+	if status == http.StatusOK {
+		for k, v := range rw.header {
+			if k != "Cache-Control" {
+				rw.w.Header()[k] = v
+			}
+		}
+		rw.w.WriteHeader(status)
+	}
+}
+
+func (rw *relayWriter) Write(b []byte) (int, error) {
+	rw.WriteHeader(http.StatusOK)
+	if rw.status == http.StatusOK {
+		return rw.w.Write(b)
+	}
+	if rw.body.Len() < 64<<10 {
+		rw.body.Write(b)
+	}
+	return len(b), nil
+}
+
+// Unwrap lets the route set the deadlines of the connection
+// (http.ResponseController).
+func (rw *relayWriter) Unwrap() http.ResponseWriter { return rw.w }
 
 // storeFailed answers a page whose data could not be read.
 func (d *Dashboard) storeFailed(w http.ResponseWriter, r *http.Request, s *session, err error) {
@@ -255,7 +416,8 @@ func (d *Dashboard) storeFailed(w http.ResponseWriter, r *http.Request, s *sessi
 
 // timeline is a list of runs, each with its place on a common time axis
 // from the earliest start to the latest end (now for a run that has not
-// ended), as percentages.
+// ended), as percentages. Its rows are in the order of the time they
+// show: the runs not started yet first, then the latest started first.
 type timeline struct {
 	Rows       []timelineRow
 	From, To   time.Time
@@ -302,6 +464,14 @@ func newTimeline(runs []*jobs.Run, now time.Time) timeline {
 		}
 		tl.Rows = append(tl.Rows, row)
 	}
+	slices.SortStableFunc(tl.Rows, func(a, b timelineRow) int {
+		switch {
+		case a.Start.IsZero() || b.Start.IsZero():
+			return cmp.Compare(boolInt(!a.Start.IsZero()), boolInt(!b.Start.IsZero()))
+		default:
+			return b.Start.Compare(a.Start)
+		}
+	})
 	span := tl.To.Sub(tl.From)
 	for i := range tl.Rows {
 		row := &tl.Rows[i]
@@ -317,4 +487,11 @@ func newTimeline(runs []*jobs.Run, now time.Time) timeline {
 		row.X = min(row.X, 100-row.Width)
 	}
 	return tl
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

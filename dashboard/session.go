@@ -2,31 +2,135 @@ package dashboard
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"net"
+	"errors"
 	"net/http"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/schedulerd/schedulerd/control"
 )
 
-// cookieName is the cookie that holds a session's token.
+// cookieName is the cookie that holds a session's id.
 const cookieName = "schedulerd_session"
 
-// sessionAge is how long a login lasts in the browser. The token is
-// checked on every request besides: a token removed from the config ends
-// its sessions at once.
-const sessionAge = 12 * time.Hour
+// Bounds of a session: it ends sessionAge after the login, or sessionIdle
+// after its last request (a page that polls its live part is in use),
+// whichever comes first; a token has at most sessionsPerToken sessions at
+// once.
+const (
+	sessionAge       = 12 * time.Hour
+	sessionIdle      = time.Hour
+	sessionsPerToken = 64
+)
 
-// session is the caller of a request that came with a valid cookie.
+// sessions are the dashboard's logins, kept in the daemon's memory: a
+// restart ends them, and each node of a cluster has its own. The cookie
+// holds a session's id, 256 random bits; the map holds its SHA-256
+// alone, with what the session stands for: the name and role of the
+// token it was opened with, and that token's SHA-256, so that a token
+// removed or changed by a reload ends its sessions (sessionOf).
+type sessions struct {
+	mu   sync.Mutex
+	byID map[[sha256.Size]byte]*sessionEntry
+}
+
+// sessionEntry is one login.
+type sessionEntry struct {
+	// token is the SHA-256 of the token the login took, and caller who
+	// it was then (name and role).
+	token  [sha256.Size]byte
+	caller control.Caller
+	// made is when the login was, seen when the last request came.
+	made, seen time.Time
+}
+
+func newSessions() *sessions {
+	return &sessions{byID: map[[sha256.Size]byte]*sessionEntry{}}
+}
+
+// open starts a session for caller, who logged in with the token whose
+// SHA-256 is token, and returns its id. Sessions past their time are
+// dropped, and the least recently used of the token's when it has
+// sessionsPerToken.
+func (ss *sessions) open(caller control.Caller, token [sha256.Size]byte, now time.Time) ([]byte, error) {
+	id := make([]byte, 32)
+	if _, err := rand.Read(id); err != nil {
+		return nil, err
+	}
+	caller.Remote = ""
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	var oldest [sha256.Size]byte
+	var oldestSeen time.Time
+	n := 0
+	for k, e := range ss.byID {
+		switch {
+		case !e.live(now):
+			delete(ss.byID, k)
+		case e.token == token:
+			n++
+			if oldestSeen.IsZero() || e.seen.Before(oldestSeen) {
+				oldest, oldestSeen = k, e.seen
+			}
+		}
+	}
+	if n >= sessionsPerToken {
+		delete(ss.byID, oldest)
+	}
+	ss.byID[sha256.Sum256(id)] = &sessionEntry{token: token, caller: caller, made: now, seen: now}
+	return id, nil
+}
+
+// live reports whether the session is within its age and idle time.
+func (e *sessionEntry) live(now time.Time) bool {
+	return now.Sub(e.made) < sessionAge && now.Sub(e.seen) < sessionIdle
+}
+
+// use returns the session of the id whose SHA-256 is key, as a request
+// at now uses it; nil (and the session dropped) when it has ended.
+func (ss *sessions) use(key [sha256.Size]byte, now time.Time) *sessionEntry {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	e := ss.byID[key]
+	if e == nil {
+		return nil
+	}
+	if !e.live(now) {
+		delete(ss.byID, key)
+		return nil
+	}
+	e.seen = now
+	c := *e
+	return &c
+}
+
+// end ends a session.
+func (ss *sessions) end(key [sha256.Size]byte) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	delete(ss.byID, key)
+}
+
+// len is the number of sessions kept, ended ones not yet dropped
+// included.
+func (ss *sessions) len() int {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return len(ss.byID)
+}
+
+// session is the session of a request that came with the cookie of one.
 type session struct {
+	// key is the SHA-256 of the session's id.
+	key [sha256.Size]byte
+	// caller is the token's holder, with the request's remote address.
 	caller control.Caller
 	// csrf is the token that the session's forms carry (csrfToken).
 	csrf string
@@ -37,58 +141,53 @@ type session struct {
 func (s *session) canOperate() bool { return s.caller.Role.Allows(control.RoleOperate) }
 
 // csrfToken is the token the forms of a session carry: an HMAC of the
-// session's token under a key of this process, so that a page of another
-// site, which cannot read the dashboard's pages, cannot make it. A
-// restart makes a new key: the forms of pages opened before it are
-// refused, and a reload of the page mends them.
-func (d *Dashboard) csrfToken(token string) string {
+// session's id under a key of this process, so that a page of another
+// site, which cannot read the dashboard's pages, cannot make it.
+func (d *Dashboard) csrfToken(id []byte) string {
 	m := hmac.New(sha256.New, d.csrfKey)
 	m.Write([]byte("schedulerd dashboard csrf\x00"))
-	m.Write([]byte(token))
+	m.Write(id)
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// sessionOf returns the session of r's cookie, or nil when there is none
-// or its token is not one of the API's now.
-func (d *Dashboard) sessionOf(r *http.Request) (*session, bool) {
+// sessionOf returns the session of r's cookie, or nil when there is none:
+// no cookie (hadCookie false), or one whose session has ended, was never
+// made, or whose token was removed or changed (its name, role or value)
+// since the login, which ends it.
+func (d *Dashboard) sessionOf(r *http.Request) (s *session, hadCookie bool) {
 	c, err := r.Cookie(cookieName)
 	if err != nil {
 		return nil, false
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(c.Value)
-	token := string(raw)
-	if err != nil || !wellFormed(token) {
+	id, err := base64.RawURLEncoding.Strict().DecodeString(c.Value)
+	if err != nil || len(id) != 32 {
 		return nil, true
 	}
-	caller, ok := d.cfg.API.Authenticate(token)
-	if !ok || !caller.Role.Allows(control.RoleRead) {
+	key := sha256.Sum256(id)
+	e := d.sessions.use(key, d.now())
+	if e == nil {
 		return nil, true
 	}
-	return &session{caller: caller, csrf: d.csrfToken(token)}, true
+	caller, ok := d.cfg.API.Holder(e.token)
+	if !ok || caller.Name != e.caller.Name || caller.Role != e.caller.Role || !caller.Role.Allows(control.RoleRead) {
+		d.sessions.end(key)
+		d.log.Info("dashboard: a session ended: its token was removed or changed", "token", e.caller.Name)
+		return nil, true
+	}
+	caller.Remote = r.RemoteAddr
+	return &session{key: key, caller: caller, csrf: d.csrfToken(id)}, true
 }
 
-// wellFormed reports whether token has the form of an API token: 1 to
-// control.MaxTokenBytes printable ASCII characters other than space.
-func wellFormed(token string) bool {
-	if token == "" || len(token) > control.MaxTokenBytes {
-		return false
-	}
-	for i := 0; i < len(token); i++ {
-		if c := token[i]; c <= ' ' || c >= 0x7f {
-			return false
-		}
-	}
-	return true
-}
+// now is the dashboard's clock.
+func (d *Dashboard) now() time.Time { return d.cfg.Clock.Now() }
 
 // setCookie gives the browser the session's cookie: HttpOnly (no script
 // reads it), SameSite=Strict (no other site's request carries it), for
 // the dashboard's paths alone, and Secure when the browser reached the
-// dashboard over HTTPS (overHTTPS). The token is base64-encoded: any
-// token the config may hold is a valid cookie value.
-func setCookie(w http.ResponseWriter, r *http.Request, token string, maxAge int) {
+// dashboard over HTTPS (overHTTPS).
+func setCookie(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{
-		Name: cookieName, Value: base64.RawURLEncoding.EncodeToString([]byte(token)),
+		Name: cookieName, Value: value,
 		Path: control.UIPath, MaxAge: maxAge,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overHTTPS(r),
 	})
@@ -150,16 +249,16 @@ func (d *Dashboard) action(h func(http.ResponseWriter, *http.Request, *session))
 			if hadCookie {
 				clearCookie(w, r)
 			}
-			d.fail(w, r, nil, http.StatusUnauthorized, "You are not logged in, or your token is no longer accepted: log in again.")
+			d.fail(w, r, nil, http.StatusUnauthorized, "You are not logged in, or your session has ended: log in again.")
 			return
 		}
 		if err := d.crossSite.Check(r); err != nil {
-			d.warnRefusal(r, "a form of another site")
+			d.refusals.Refused(r, "a form of another site")
 			d.fail(w, r, s, http.StatusForbidden, "Refused: the form was not sent by a page of this dashboard.")
 			return
 		}
 		if !hmac.Equal([]byte(r.PostFormValue("csrf")), []byte(s.csrf)) {
-			d.warnRefusal(r, "a form without the session's CSRF token")
+			d.refusals.Refused(r, "a form without the session's CSRF token")
 			d.fail(w, r, s, http.StatusForbidden, "Refused: the form has expired (the daemon may have restarted). Reload the page and try again.")
 			return
 		}
@@ -193,13 +292,6 @@ func (h *headerRecorder) Header() http.Header         { return h.header }
 func (h *headerRecorder) Write(b []byte) (int, error) { return len(b), nil }
 func (h *headerRecorder) WriteHeader(int)             {}
 
-// warnRefusal logs a refused login or form, at most about one a second.
-func (d *Dashboard) warnRefusal(r *http.Request, what string) {
-	if d.refusals.Allow() {
-		d.log.Warn("dashboard: refused "+what, "remote", r.RemoteAddr, "path", clip(r.URL.Path))
-	}
-}
-
 // loginData is the data of the login page.
 type loginData struct {
 	base
@@ -222,143 +314,69 @@ func (d *Dashboard) loginPage(w http.ResponseWriter, r *http.Request) {
 const loginRefused = "The token was not accepted."
 
 // login takes a token from the form. A token of the API starts a session
-// (the cookie); anything else gets one answer, 401 and the form again.
-// Failed logins are limited per client address and in all (loginLimiter):
-// past the limit, no token is checked until the budget is back.
+// (the cookie holds its id); anything else gets one answer, 401 and the
+// form again. A refused login is a failed authentication of the API
+// (APIServer.Authenticate): past the failures its address may make, it
+// gets 429 instead, while a token of the API still logs in.
 func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 	next := r.PostFormValue("next")
 	refuse := func(status int, msg string) {
 		d.render(w, r, status, "login", loginData{base: d.base(r, nil, "Log in"), Next: next, Message: msg})
 	}
 	if err := d.crossSite.Check(r); err != nil {
-		d.warnRefusal(r, "a login form of another site")
+		d.refusals.Refused(r, "a login form of another site")
 		refuse(http.StatusForbidden, "Refused: the form was not sent by a page of this dashboard.")
 		return
 	}
-	addr := clientAddr(r)
-	if retry := d.logins.blocked(addr); retry > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int(retry.Seconds()+0.999)))
-		refuse(http.StatusTooManyRequests, "Too many refused logins: try again in a little while.")
-		return
-	}
 	token := strings.TrimSpace(r.PostFormValue("token"))
-	var caller control.Caller
-	ok := wellFormed(token)
-	if ok {
-		caller, ok = d.cfg.API.Authenticate(token)
-	}
-	if !ok || !caller.Role.Allows(control.RoleRead) {
-		d.logins.failed(addr)
-		d.warnRefusal(r, "a login with a token that is not one of the config's")
+	caller, err := d.cfg.API.Authenticate(r, token)
+	var tooMany *control.TooManyFailuresError
+	switch {
+	case errors.As(err, &tooMany):
+		control.WriteRetryAfter(w.Header(), tooMany.RetryAfter)
+		refuse(http.StatusTooManyRequests, loginRefused+" Too many tokens were refused from your address: wait a little before the next.")
+		return
+	case err != nil || !caller.Role.Allows(control.RoleRead):
 		refuse(http.StatusUnauthorized, loginRefused)
 		return
 	}
-	setCookie(w, r, token, int(sessionAge/time.Second))
+	id, err := d.sessions.open(caller, sha256.Sum256([]byte(token)), d.now())
+	if err != nil {
+		d.log.Error("dashboard: start a session", "error", err)
+		refuse(http.StatusInternalServerError, "The session could not be started.")
+		return
+	}
+	setCookie(w, r, base64.RawURLEncoding.EncodeToString(id), int(sessionAge/time.Second))
 	d.log.Info("dashboard: logged in", "token", caller.Name, "role", string(caller.Role), "remote", r.RemoteAddr)
 	http.Redirect(w, r, safeNext(next), http.StatusSeeOther)
 }
 
-// logout ends the session in this browser.
+// logout ends the session.
 func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request, s *session) {
+	d.sessions.end(s.key)
 	clearCookie(w, r)
 	d.log.Info("dashboard: logged out", "token", s.caller.Name, "remote", r.RemoteAddr)
 	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 }
 
 // safeNext returns next when it is a page of the dashboard, else the
-// overview: a login never sends the browser elsewhere.
+// overview: a login never sends the browser elsewhere. The path is
+// cleaned of dot segments before it is checked, and returned cleaned.
 func safeNext(next string) string {
 	u, err := url.Parse(next)
-	if err != nil || next == "" || u.Scheme != "" || u.Host != "" || u.User != nil ||
-		!strings.HasPrefix(next, control.UIPath) || strings.ContainsAny(next, "\\\x00\r\n") ||
-		strings.Contains(next, "//") || strings.HasPrefix(next, "/ui/login") {
+	if err != nil || next == "" || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		strings.ContainsAny(next, "\\\x00\r\n") || strings.Contains(next, "//") {
 		return control.UIPath
 	}
-	return next
-}
-
-// clientAddr is the host part of the request's remote address: the
-// client, or the reverse proxy in front of the daemon.
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
+	clean := path.Clean(u.Path)
+	if strings.HasSuffix(u.Path, "/") && clean != "/" {
+		clean += "/"
 	}
-	return host
-}
-
-// Bounds of failed logins: each client address may fail loginBurst times
-// at once and then once every loginEvery; all addresses together
-// allLoginBurst times and then allLoginRate a second. loginAddrs bounds
-// the addresses remembered.
-const (
-	loginBurst    = 10
-	loginEvery    = 6 * time.Second
-	allLoginBurst = 100
-	allLoginRate  = 10
-	loginAddrs    = 4096
-)
-
-// loginLimiter counts failed logins. A login is refused unchecked while
-// its address, or all addresses together, have failed past their budget:
-// guessing is bounded by the budget, whatever the guesses.
-type loginLimiter struct {
-	mu     sync.Mutex
-	byAddr map[string]*rate.Limiter
-	all    *rate.Limiter
-}
-
-func newLoginLimiter() *loginLimiter {
-	return &loginLimiter{byAddr: map[string]*rate.Limiter{}, all: rate.NewLimiter(allLoginRate, allLoginBurst)}
-}
-
-// blocked returns how long logins from addr wait before one is checked
-// again; 0 when one may be checked now.
-func (l *loginLimiter) blocked(addr string) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := time.Now()
-	var wait time.Duration
-	for _, lim := range []*rate.Limiter{l.byAddr[addr], l.all} {
-		if lim == nil || lim.TokensAt(now) >= 1 {
-			continue
-		}
-		r := lim.ReserveN(now, 1)
-		wait = max(wait, r.DelayFrom(now))
-		r.CancelAt(now)
+	if !strings.HasPrefix(clean, control.UIPath) || strings.HasPrefix(clean, "/ui/login") {
+		return control.UIPath
 	}
-	return wait
-}
-
-// failed counts a failed login from addr.
-func (l *loginLimiter) failed(addr string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	lim := l.byAddr[addr]
-	if lim == nil {
-		if len(l.byAddr) >= loginAddrs {
-			l.forgetIdle()
-		}
-		lim = rate.NewLimiter(rate.Every(loginEvery), loginBurst)
-		l.byAddr[addr] = lim
-	}
-	lim.Allow()
-	l.all.Allow()
-}
-
-// forgetIdle drops the addresses whose budget is whole again, and all of
-// them when none is: the map stays bounded, and the budget of all
-// addresses together still holds.
-func (l *loginLimiter) forgetIdle() {
-	now := time.Now()
-	for addr, lim := range l.byAddr {
-		if lim.TokensAt(now) >= loginBurst {
-			delete(l.byAddr, addr)
-		}
-	}
-	if len(l.byAddr) >= loginAddrs {
-		clear(l.byAddr)
-	}
+	u.Path, u.RawPath = clean, ""
+	return u.String()
 }
 
 // clip shortens text from a request before it is logged.

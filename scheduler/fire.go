@@ -131,15 +131,18 @@ func (s *Scheduler) setCursor(job string, c *store.Cursor) {
 // decisions, the runs made; and stops the attempts that overlap = replace
 // cancelled.
 func (s *Scheduler) logFire(ctx context.Context, d *jobs.Definition, plan tickPlan, res *store.FireResult, now time.Time) {
-	for _, t := range plan.Skipped {
+	if n := plan.SkippedCount; n > 0 {
+		// One line for all of them: a job every 10s down for an hour
+		// would otherwise log 360.
 		why := "missed by more than misfire_grace"
-		if !t.After(now.Add(-d.CatchupWindow)) {
+		switch old := plan.SkippedOld; {
+		case old == n:
 			why = "older than catchup_window"
+		case old > 0:
+			why = fmt.Sprintf("%d older than catchup_window, %d missed by more than misfire_grace", old, n-old)
 		}
-		s.log.WarnContext(ctx, "tick skipped", "job", d.Name, "tick", t.UTC().Format(time.RFC3339), "catchup", d.Catchup, "why", why)
-	}
-	if n := plan.SkippedCount - len(plan.Skipped); n > 0 {
-		s.log.WarnContext(ctx, "more ticks skipped", "job", d.Name, "count", n, "newest", plan.LastSkipped.UTC().Format(time.RFC3339))
+		s.log.WarnContext(ctx, "ticks skipped", "job", d.Name, "count", n, "first", plan.FirstSkipped.UTC().Format(time.RFC3339),
+			"last", plan.LastSkipped.UTC().Format(time.RFC3339), "catchup", d.Catchup, "why", why)
 	}
 	if res.SkippedOverlap > 0 {
 		s.log.WarnContext(ctx, "tick skipped: the previous run is still active", "job", d.Name, "count", res.SkippedOverlap, "overlap", d.Overlap)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -38,6 +39,8 @@ type harness struct {
 	results chan struct{}
 	// wrap, when set, wraps the store the scheduler uses (fault injection).
 	wrap func(store.Store) store.Store
+	// logged keeps what the engine logged, across restarts.
+	logged *logLines
 }
 
 // iterTracker records the newest finished loop iteration, or heartbeat
@@ -141,7 +144,7 @@ func newHarness(t *testing.T, defs func(h *harness) []*jobs.Definition) *harness
 // newHarnessWith lets setup change the harness before the first start.
 func newHarnessWith(t *testing.T, setup func(h *harness), defs func(h *harness) []*jobs.Definition) *harness {
 	t.Helper()
-	h := &harness{t: t, path: filepath.Join(t.TempDir(), "schedulerd.db"), clock: schedulertest.NewFakeClock(t0), calls: newCalls()}
+	h := &harness{t: t, path: filepath.Join(t.TempDir(), "schedulerd.db"), clock: schedulertest.NewFakeClock(t0), calls: newCalls(), logged: &logLines{}}
 	h.cfg = Config{NodeID: "node-a", Concurrency: 4, PollInterval: time.Minute, HeartbeatInterval: 30 * time.Second,
 		ShutdownGrace: 30 * time.Second, Rand: func() float64 { return 1 }}
 	if setup != nil {
@@ -161,7 +164,7 @@ func (h *harness) start(defs []*jobs.Definition) {
 	h.st = st
 	cfg := h.cfg
 	cfg.Clock = h.clock
-	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{h.t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{h.t, h.logged}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var use store.Store = st
 	if h.wrap != nil {
 		use = h.wrap(st)
@@ -376,11 +379,44 @@ func (h *harness) blockUntil(release <-chan struct{}) jobs.Handler {
 	}
 }
 
-type testWriter struct{ t *testing.T }
+// testWriter writes the engine's log to the test's, and keeps it in keep
+// when set.
+type testWriter struct {
+	t    *testing.T
+	keep *logLines
+}
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p[:len(p)-1]))
+	if w.keep != nil {
+		w.keep.mu.Lock()
+		w.keep.lines = append(w.keep.lines, string(p[:len(p)-1]))
+		w.keep.mu.Unlock()
+	}
 	return len(p), nil
+}
+
+// logLines is what an engine logged, a line each.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+// with returns the lines that hold every one of parts.
+func (l *logLines) with(parts ...string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+next:
+	for _, line := range l.lines {
+		for _, p := range parts {
+			if !strings.Contains(line, p) {
+				continue next
+			}
+		}
+		out = append(out, line)
+	}
+	return out
 }
 
 func ticksOf(runs []*jobs.Run) []time.Time {

@@ -207,7 +207,7 @@ func TestJobResultsFollowTheStore(t *testing.T) {
 
 	// A result that the feed never told of: written behind the store's
 	// back, then the feed says it may have missed some.
-	db, err := sql.Open("sqlite", "file:"+h.path)
+	db, err := sql.Open("sqlite", "file:"+h.path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -387,7 +387,7 @@ func (s *Scheduler) nextWake(it *iteration, askNext bool) time.Time {
 		s.mu.Lock()
 		names := s.declared.names // replaced, never changed, by setJobs
 		s.mu.Unlock()
-		nextRun, err := s.st.RunsNextDue(it.ctx, names)
+		nextRun, err := s.st.RunsNextDue(it.ctx, names, it.now)
 		if err != nil {
 			s.loopError(it, "next due run", err)
 		} else if nextRun.After(it.now) && nextRun.Before(next) {

@@ -155,7 +155,7 @@ func TestOverdueAskedAgainAfterAMinute(t *testing.T) {
 		return []*jobs.Definition{job("nightly", h.succeed, func(d *jobs.Definition) { d.ExpectSuccessWithin = time.Hour })}
 	})
 	// A success the store's feed never told of: written behind its back.
-	db, err := sql.Open("sqlite", "file:"+h.path)
+	db, err := sql.Open("sqlite", "file:"+h.path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,32 +12,34 @@ import (
 // Those ticks are skipped whatever the policy, so cutting the walk is safe.
 const maxOldTicksPerPlan = 200_000
 
-// maxLoggedSkips bounds the skipped ticks a plan lists one by one; the count
-// covers all of them.
-const maxLoggedSkips = 100
-
 // tickPlan is what to do with the ticks of one cron job between its cursor
 // and now.
 type tickPlan struct {
 	Fire []time.Time // ticks that get a run, oldest first
-	// Skipped lists the first maxLoggedSkips skipped ticks; SkippedCount
-	// counts all of them.
-	Skipped      []time.Time
-	SkippedCount int
-	LastSkipped  time.Time
+	// SkippedCount counts the skipped ticks, FirstSkipped and LastSkipped
+	// are the oldest and the newest of them, and SkippedOld counts those
+	// older than catchup_window (the others were missed by more than
+	// misfire_grace): what the one log line of a job's skipped ticks says.
+	SkippedCount              int
+	SkippedOld                int
+	FirstSkipped, LastSkipped time.Time
 	// Cursor is the newest tick handled; zero when no tick was due.
 	Cursor time.Time
 	// More is set when the plan stopped early: plan again from Cursor.
 	More bool
 }
 
-func (p *tickPlan) skip(t time.Time) {
-	p.SkippedCount++
+// skip counts t as skipped; old says it is older than catchup_window.
+func (p *tickPlan) skip(t time.Time, old bool) {
+	if p.SkippedCount == 0 || t.Before(p.FirstSkipped) {
+		p.FirstSkipped = t
+	}
 	if t.After(p.LastSkipped) {
 		p.LastSkipped = t
 	}
-	if len(p.Skipped) < maxLoggedSkips {
-		p.Skipped = append(p.Skipped, t)
+	p.SkippedCount++
+	if old {
+		p.SkippedOld++
 	}
 }
 
@@ -57,6 +59,8 @@ func planTicks(d *jobs.Definition, last, now time.Time) tickPlan {
 	grace := d.MisfireGrace
 	horizon := now.Add(-max(d.CatchupWindow, grace))
 	lateLimit := now.Add(-grace)
+	windowLimit := now.Add(-d.CatchupWindow)
+	skip := func(t time.Time) { p.skip(t, !t.After(windowLimit)) }
 	keepMissed := 0
 	switch d.Catchup {
 	case jobs.CatchupAll:
@@ -72,18 +76,18 @@ func planTicks(d *jobs.Definition, last, now time.Time) tickPlan {
 		switch {
 		case !d.InLife(t):
 		case !t.After(horizon):
-			p.skip(t)
+			skip(t)
 			if old++; old >= maxOldTicksPerPlan {
 				p.Cursor, p.More = t, true
 				return p
 			}
 		case t.Before(lateLimit):
 			if keepMissed == 0 {
-				p.skip(t)
+				skip(t)
 				break
 			}
 			if len(missed) == keepMissed {
-				p.skip(missed[0])
+				skip(missed[0])
 				missed = missed[1:]
 			}
 			missed = append(missed, t)
@@ -96,7 +100,7 @@ func planTicks(d *jobs.Definition, last, now time.Time) tickPlan {
 		// A tick within the grace fires: it is the newest run, so the
 		// missed one is not needed.
 		for _, t := range missed {
-			p.skip(t)
+			skip(t)
 		}
 		missed = nil
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,6 +184,57 @@ func TestCatchupAllBoundedByWindowAndMax(t *testing.T) {
 	}
 	if c := h.cursor("minutely"); c.Skipped != 114 {
 		t.Errorf("skipped %d, want 114", c.Skipped)
+	}
+	// One line says all 114, and why.
+	lines := h.logged.with("skipped", "job=minutely")
+	if len(lines) != 1 || !strings.Contains(lines[0], `"ticks skipped" component=scheduler node=node-a job=minutely count=114 first=2026-03-02T12:01:00Z last=2026-03-02T13:54:00Z catchup=all `+
+		`why="90 older than catchup_window, 24 missed by more than misfire_grace"`) {
+		t.Errorf("skipped ticks logged as:\n%s", strings.Join(lines, "\n"))
+	}
+}
+
+// TestSkippedTicksLoggedOnceAJob: the ticks a job skipped while the
+// daemon was down are logged as one line for the job, with their count and
+// the first and last of them, however many they are; the cursor counts
+// them all, as before.
+func TestSkippedTicksLoggedOnceAJob(t *testing.T) {
+	mk := func(h *harness) []*jobs.Definition {
+		return []*jobs.Definition{
+			job("minutely", h.succeed, func(d *jobs.Definition) {
+				d.Schedule = mustSchedule(t, "* * * * *")
+				d.Catchup = jobs.CatchupNone
+			}),
+			job("often", h.succeed, func(d *jobs.Definition) {
+				d.Schedule = mustSchedule(t, "*/10 * * * * *")
+				d.Catchup = jobs.CatchupNone
+			}),
+		}
+	}
+	h := newHarness(t, mk)
+	h.cfg.Concurrency = 10
+	h.stop()
+	// Down for 7m30s. Ticks missed by more than the minute of
+	// misfire_grace are skipped: 12:01..12:06 and 12:00:10..12:06:20;
+	// 12:07 and 12:06:30..12:07:30 fire.
+	h.clock.Set(t0.Add(7*time.Minute + 30*time.Second))
+	h.start(mk(h))
+	h.attemptsDone(8)
+	for _, tt := range []struct {
+		job         string
+		count       int64
+		first, last string
+	}{
+		{"minutely", 6, "12:01:00", "12:06:00"},
+		{"often", 38, "12:00:10", "12:06:20"},
+	} {
+		if c := h.cursor(tt.job); c.Skipped != tt.count {
+			t.Errorf("%s: the cursor counts %d skipped ticks, want %d", tt.job, c.Skipped, tt.count)
+		}
+		want := fmt.Sprintf(`"ticks skipped" component=scheduler node=node-a job=%s count=%d first=2026-03-02T%sZ last=2026-03-02T%sZ catchup=none why="missed by more than misfire_grace"`,
+			tt.job, tt.count, tt.first, tt.last)
+		if lines := h.logged.with("skipped", "job="+tt.job+" "); len(lines) != 1 || !strings.Contains(lines[0], want) {
+			t.Errorf("%s: skipped ticks logged as:\n%s\nwant one line with %s", tt.job, strings.Join(lines, "\n"), want)
+		}
 	}
 }
 

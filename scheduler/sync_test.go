@@ -85,7 +85,7 @@ func TestStartReadsInBatches(t *testing.T) {
 
 	// A run of another node ended while this one was down.
 	done := t0.Add(-time.Hour)
-	db, err := sql.Open("sqlite", "file:"+h.path)
+	db, err := sql.Open("sqlite", "file:"+h.path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,11 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 	}
 	f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}
 	ctx, cancel := context.WithCancelCause(s.life.runCtx)
-	a := &attempt{run: r, fence: f, cancel: cancel}
+	limit := jobs.DefaultOutputLimit
+	if d != nil {
+		limit = d.OutputLimit
+	}
+	a := &attempt{run: r, fence: f, cancel: cancel, live: newLiveOutput(limit)}
 	s.attempts.running[r.ID] = a
 	s.life.workers.Add(1)
 	s.mu.Unlock()
@@ -90,10 +94,11 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 			s.count.attemptsStarted.Add(1)
 			began := s.clock.Now()
 			as.startLag.observe(max(began.Sub(r.NotBefore).Seconds(), 0))
-			res = s.execute(ctx, cancel, r, d)
+			res = s.execute(ctx, cancel, r, d, a.live)
 			as.duration.observe(max(s.clock.Now().Sub(began).Seconds(), 0))
 		}
 		cancel(nil)
+		a.live.end()
 		if res.Reason == "" && !res.Ok() {
 			// A user may have asked to cancel just as the attempt failed by
 			// itself: the request wins over a retry.
@@ -366,7 +371,7 @@ func (s *Scheduler) finish(r *jobs.Run, t jobs.Transition) bool {
 // execute runs one attempt of r and returns its result. cancel stops the
 // attempt's ctx: the timeout calls it with its reason, from a timer of the
 // clock rather than a goroutine that waits for one.
-func (s *Scheduler) execute(ctx context.Context, cancel context.CancelCauseFunc, r *jobs.Run, d *jobs.Definition) jobs.Result {
+func (s *Scheduler) execute(ctx context.Context, cancel context.CancelCauseFunc, r *jobs.Run, d *jobs.Definition, live *LiveOutput) jobs.Result {
 	if d.Timeout > 0 {
 		stop := s.clock.AfterFunc(d.Timeout, func() { cancel(stopCause{jobs.ReasonTimeout}) })
 		defer stop()
@@ -379,7 +384,7 @@ func (s *Scheduler) execute(ctx context.Context, cancel context.CancelCauseFunc,
 	if d.Handler != nil {
 		res = runHandler(jobs.WithInfo(ctx, info), d.Handler)
 	} else {
-		res = s.runCommand(ctx, d, info)
+		res = s.runCommand(ctx, d, info, live)
 	}
 	if reason, ok := stopReason(ctx); ok {
 		res.Reason = reason
@@ -402,7 +407,7 @@ func runHandler(ctx context.Context, h jobs.Handler) (res jobs.Result) {
 	return jobs.Result{Err: h(ctx)}
 }
 
-func (s *Scheduler) runCommand(ctx context.Context, d *jobs.Definition, info jobs.Info) jobs.Result {
+func (s *Scheduler) runCommand(ctx context.Context, d *jobs.Definition, info jobs.Info, live *LiveOutput) jobs.Result {
 	env := make(map[string]string, len(d.Env)+8)
 	for k, v := range d.Env {
 		env[k] = v
@@ -422,7 +427,7 @@ func (s *Scheduler) runCommand(ctx context.Context, d *jobs.Definition, info job
 	}
 	cr := command.Run(ctx, command.Spec{
 		Argv: d.Command, Shell: d.Shell, Dir: d.Workdir, User: d.User, Env: env,
-		KillGrace: d.KillGrace, OutputLimit: d.OutputLimit,
+		KillGrace: d.KillGrace, OutputLimit: d.OutputLimit, Live: live.write,
 	})
 	res := jobs.Result{
 		Output: cr.Output.String(), OutputBytes: cr.Output.Total, Truncated: cr.Output.Truncated,

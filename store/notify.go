@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -85,13 +86,30 @@ func (p JobOverdueParams) Due(lastSuccess, now time.Time) bool {
 	return !now.Before(ref.Add(p.Within))
 }
 
-// OverduePayload is the payload of a job's overdue event.
-func OverduePayload(job, node string, lastSuccess time.Time) EventPayload {
-	pl := EventPayload{Job: job, Node: node, Error: "no run completed within expect_success_within"}
-	if !lastSuccess.IsZero() {
-		pl.Error += " (last success " + lastSuccess.UTC().Format(time.RFC3339) + ")"
+// OverduePayload is the payload of the overdue event of the job of p,
+// whose last success was lastSuccess (zero: none): its error names the
+// window and the last success, or when the cluster began expecting one.
+func OverduePayload(p JobOverdueParams, lastSuccess time.Time) EventPayload {
+	msg := fmt.Sprintf("no run completed within expect_success_within (%s): ", windowText(p.Within))
+	if lastSuccess.IsZero() {
+		msg += "none ever did; the cluster has expected one since " + p.Since.UTC().Format(time.RFC3339)
+	} else {
+		msg += "the last success was at " + lastSuccess.UTC().Format(time.RFC3339)
 	}
-	return pl
+	return EventPayload{Job: p.Job, Node: p.Node, Error: msg}
+}
+
+// windowText writes a window as the config would: "26h", "1h30m", "90s",
+// without the zero units time.Duration.String ends with ("26h0m0s").
+func windowText(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // NotificationState is where a notification is in its delivery.
@@ -198,9 +216,15 @@ type JobNotifyState struct {
 	// OverdueSince is when the job became overdue; zero while it is not.
 	OverdueSince time.Time
 	// Told maps each notifier told of the current failing or overdue
-	// state to when it was last told (for renotify).
+	// state to when it was last told (for renotify). A notifier told of
+	// failed alone (a retry) is under retryToldKey(notifier) instead: it
+	// is still told of the first dead_letter, expired or overdue.
 	Told map[string]time.Time
 }
+
+// retryToldKey is the key of Told for a notifier told of failed alone. A
+// notifier name has no space, so the key is no notifier's.
+func retryToldKey(notifier string) string { return notifier + " failed" }
 
 // Troubled reports whether the job is failing or overdue.
 func (s *JobNotifyState) Troubled() bool { return !s.FailingSince.IsZero() || !s.OverdueSince.IsZero() }
@@ -238,7 +262,9 @@ func failure(e jobs.NotifyEvent) bool {
 //
 //   - a failure (failed, dead_letter, expired) or overdue tells each
 //     target once per failing or overdue state: the first time, then
-//     again (a reminder) only every Renotify;
+//     again (a reminder) only every Renotify; but a target told only of
+//     failed (an attempt that will be retried) is told of the first
+//     dead_letter, expired or overdue too, since the run gave up;
 //   - recovered and skipped tell every time, and change no state;
 //   - resolved (a success) tells only when the job was failing or
 //     overdue, and clears the state.
@@ -271,7 +297,16 @@ func DecideNotifications(st *JobNotifyState, e jobs.NotifyEvent, targets []jobs.
 			if !t.Wants(e) {
 				continue
 			}
-			last, told := st.Told[t.Notifier]
+			key := t.Notifier
+			last, told := st.Told[key]
+			if e == jobs.EventFailed {
+				// A retry: told already if told of anything in this
+				// state; kept apart so that a run that gives up is told.
+				key = retryToldKey(t.Notifier)
+				if retry, ok := st.Told[key]; ok && (!told || retry.After(last)) {
+					last, told = retry, true
+				}
+			}
 			switch {
 			case !told:
 				picks = append(picks, pick{t.Notifier, false})
@@ -280,7 +315,7 @@ func DecideNotifications(st *JobNotifyState, e jobs.NotifyEvent, targets []jobs.
 			default:
 				continue
 			}
-			st.Told[t.Notifier] = now
+			st.Told[key] = now
 		}
 	case e == jobs.EventResolved:
 		if !st.Troubled() {

@@ -128,11 +128,14 @@ type Store interface {
 	// RunsRunning returns the running runs whose attempt belongs to node
 	// (any incarnation).
 	RunsRunning(ctx context.Context, node string) ([]*jobs.Run, error)
-	// RunsNextDue returns the earliest not_before of the pending and
-	// retrying runs of the named jobs; zero when there is none. The loop
-	// asks this often: jobNames may come in any order, and sorted costs
-	// least (see NameIndex).
-	RunsNextDue(ctx context.Context, jobNames []string) (time.Time, error)
+	// RunsNextDue returns the earliest not_before later than after (any,
+	// when after is zero) of the pending and retrying runs of the named
+	// jobs; zero when there is none. The loop asks it when it will next
+	// have a run to claim: a run already due that waits for its job's
+	// limit must not hide one that becomes due later. The loop asks this
+	// often: jobNames may come in any order, and sorted costs least (see
+	// NameIndex).
+	RunsNextDue(ctx context.Context, jobNames []string, after time.Time) (time.Time, error)
 	// RunsPrune deletes finished runs (with their events and attempts) that
 	// finished before the given time, and returns how many.
 	RunsPrune(ctx context.Context, before time.Time) (int, error)
@@ -148,6 +151,12 @@ type Store interface {
 	RunEvents(ctx context.Context, id string) ([]*jobs.Event, error)
 	// RunAttempts returns a run's attempts, oldest first, with their output.
 	RunAttempts(ctx context.Context, id string) ([]*jobs.Attempt, error)
+	// RunAttemptsClipped returns attempts of a run as RunAttempts does,
+	// oldest first, with a bounded part of their output (AttemptsParams):
+	// for the pages and replies that must not hold every attempt's
+	// whole output at once. ErrNotFound when there is no such run; none
+	// when the run has no attempt of p.Number.
+	RunAttemptsClipped(ctx context.Context, p AttemptsParams) ([]*ClippedAttempt, error)
 	// JobsLastRun returns the newest run of each named job that has one.
 	JobsLastRun(ctx context.Context, jobNames []string) (map[string]*jobs.Run, error)
 	// RunsCount counts the runs of each status but completed, in one
@@ -461,6 +470,34 @@ func (l JobLimits) Only(names []string) JobLimits {
 type TransitionResult struct {
 	Run *jobs.Run // the run after the change; nil when Err is set
 	Err error     // ErrFenced, ErrNotFound, jobs.ErrInvalidTransition, ...
+}
+
+// AttemptsParams selects attempts of a run for RunAttemptsClipped, and
+// how much of their output is read.
+type AttemptsParams struct {
+	RunID string
+	// Number selects the attempt of that number alone; 0 selects all.
+	Number int
+	// Newest keeps the newest Newest attempts of those selected; 0 all.
+	Newest int
+	// Keep bounds the output read of each attempt: an output stored of
+	// more than 2*Keep bytes is read as its first Keep bytes (Output) and
+	// its last Keep (Tail). 0 reads each output whole.
+	Keep int
+}
+
+// ClippedAttempt is an attempt with the part of its stored output that
+// RunAttemptsClipped read.
+type ClippedAttempt struct {
+	jobs.Attempt
+	// Tail is the end of an output read in two parts, after a gap of
+	// StoredBytes - len(Output) - len(Tail) bytes not read; "" for an
+	// output read whole, in Output.
+	Tail string
+	// StoredBytes is the length of the output stored (OutputBytes is
+	// what the attempt wrote, of which the store keeps a head and a
+	// tail).
+	StoredBytes int64
 }
 
 // RunFilter selects runs for RunsList.

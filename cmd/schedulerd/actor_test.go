@@ -15,8 +15,9 @@ import (
 // control API records who asked, in its JSON (actor, cancelled_by) and on
 // its events: "socket:USER" for a user of the socket, "api:TOKEN" for a
 // token of the HTTP API. What the engine does on its own (a claim, the
-// end of an attempt that succeeded) has no actor. Pause and reload are
-// logged with the actor.
+// end of an attempt that succeeded) has no actor. Trigger, rerun, pause
+// and reload are logged with the actor, and over the API with the
+// client's address.
 func TestActorsOverSocketAndAPI(t *testing.T) {
 	ae := startAPIDaemon(t, "")
 	ok := func(tok cliToken, args ...string) string {
@@ -118,19 +119,22 @@ func TestActorsOverSocketAndAPI(t *testing.T) {
 	ae.ok("resume", "tick")
 	ok(ae.admin, "reload")
 	logs := ae.d.logText()
-	for _, w := range [][2]string{{"schedule paused", ci}, {"schedule resumed", sock}, {"reload applied", "api:" + ae.admin.name}} {
-		if !loggedWith(logs, w[0], w[1]) {
-			t.Errorf("the daemon's log has no %q with actor %q:\n%s", w[0], w[1], grepLines(logs, "paused", "resumed", "reload"))
+	for _, w := range [][3]string{{"schedule paused", ci, "127.0.0.1:"}, {"schedule resumed", sock, ""}, {"reload applied", "api:" + ae.admin.name, "127.0.0.1:"},
+		{"run triggered", ci, "127.0.0.1:"}, {"run rerun", ci, "127.0.0.1:"}} {
+		if !loggedWith(logs, w[0], w[1], w[2]) {
+			t.Errorf("the daemon's log has no %q with actor %q and remote %q:\n%s", w[0], w[1], w[2], grepLines(logs, "paused", "resumed", "reload", "triggered", "rerun"))
 		}
 	}
 	ae.d.stop()
 }
 
-// loggedWith reports whether a JSON line of logs has msg and actor.
-func loggedWith(logs, msg, actor string) bool {
+// loggedWith reports whether a JSON line of logs has msg and actor, and
+// a remote address that starts with remote ("": none).
+func loggedWith(logs, msg, actor, remote string) bool {
 	for _, l := range strings.Split(logs, "\n") {
-		var rec struct{ Msg, Actor string }
-		if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == msg && rec.Actor == actor {
+		var rec struct{ Msg, Actor, Remote string }
+		if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == msg && rec.Actor == actor &&
+			strings.HasPrefix(rec.Remote, remote) && (remote != "") == (rec.Remote != "") {
 			return true
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -39,7 +40,7 @@ func newCLIToken(t *testing.T, dir, name, role string) cliToken {
 		t.Fatalf("token new %s --role %s: exit %d: %s", name, role, r.code, r.stderr)
 	}
 	token, table, ok := strings.Cut(r.stdout, "\n")
-	if !ok || !strings.HasPrefix(token, tokenPrefix) || len(token) != len(tokenPrefix)+43 {
+	if !ok || !strings.HasPrefix(token, tokenPrefix) || len(token) != len(tokenPrefix)+43 || !control.WellFormedToken(token) {
 		t.Fatalf("token new printed:\n%s", r.stdout)
 	}
 	sum := fmt.Sprintf("%x", sha256.Sum256([]byte(token)))
@@ -426,6 +427,90 @@ func TestTokenNew(t *testing.T) {
 		if r := runBinary(t, "", "", tt.args...); r.code != exitUsage || !strings.Contains(r.stderr, tt.want) {
 			t.Errorf("schedulerd %s: exit %d, %s; want %q", strings.Join(tt.args, " "), r.code, r.stderr, tt.want)
 		}
+	}
+}
+
+// TestTokenNewOut: with --out FILE the token goes to FILE alone, a new
+// file of mode 0600 whatever the umask, and stdout holds the [[token]]
+// table alone, ready to append to a config; the file works as
+// --token-file. An existing file, a symlink (to a file or to nothing) and
+// a missing directory are refused, and nothing is written through them.
+func TestTokenNewOut(t *testing.T) {
+	dir := t.TempDir()
+	for i, umask := range []string{"000", "277", "022"} {
+		file := filepath.Join(dir, fmt.Sprintf("ci%d.token", i))
+		cmd := exec.Command("/bin/sh", "-c", `umask `+umask+`; exec "$0" "$@"`, binary, "token", "new", "ci", "--role", "operate", "--out", file)
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("token new --out under umask %s: %v: %s", umask, err, errb.String())
+		}
+		fi, err := os.Lstat(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode() != 0o600 {
+			t.Errorf("umask %s: --out file has mode %v, want -rw-------", umask, fi.Mode())
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		token := strings.TrimSuffix(string(b), "\n")
+		if !strings.HasPrefix(token, tokenPrefix) || len(token) != len(tokenPrefix)+43 || string(b) != token+"\n" {
+			t.Fatalf("--out file holds %q, want the token and a line end", b)
+		}
+		if strings.Contains(out.String(), tokenPrefix) || strings.Contains(out.String(), token[len(tokenPrefix):]) {
+			t.Errorf("stdout shows the token:\n%s", out.String())
+		}
+		if !strings.Contains(out.String(), fmt.Sprintf("sha256 = %q\n", fmt.Sprintf("%x", sha256.Sum256([]byte(token))))) ||
+			!strings.Contains(out.String(), "# The token is in "+file+" (mode 0600)") {
+			t.Errorf("stdout:\n%s", out.String())
+		}
+		if got, err := readTokenFile(file, io.Discard); err != nil || got != token {
+			t.Errorf("--token-file of the --out file: %q, %v", got, err)
+		}
+		// stdout appended to a config is a config.
+		cfg := filepath.Join(dir, fmt.Sprintf("c%d.toml", i))
+		if err := os.WriteFile(cfg, []byte(out.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if r := runBinary(t, "", "", "check-config", "--config", cfg); r.code != 0 || !strings.Contains(r.stdout, "ok, 0 jobs") {
+			t.Errorf("check-config of the table: exit %d, %s %s", r.code, r.stdout, r.stderr)
+		}
+	}
+
+	existing := filepath.Join(dir, "existing")
+	if err := os.WriteFile(existing, []byte("keep\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	toFile := filepath.Join(dir, "to-file")
+	toNothing := filepath.Join(dir, "to-nothing")
+	if err := os.Symlink(existing, toFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "nothing"), toNothing); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		out, want string
+	}{
+		{existing, "--out " + existing + " exists: the token goes to a new file only"},
+		{toFile, "--out " + toFile + " is a symlink, which is not followed"},
+		{toNothing, "--out " + toNothing + " is a symlink, which is not followed"},
+		{filepath.Join(dir, "no", "dir"), "no such file or directory"},
+		{dir + "/a\nb", "a file name with a line break"},
+	} {
+		r := runBinary(t, "", "", "token", "new", "ci", "--role", "read", "--out", tt.out)
+		if r.code != exitUsage || !strings.Contains(r.stderr, tt.want) || r.stdout != "" {
+			t.Errorf("token new --out %s: exit %d, stdout %q, stderr %q; want exit 2 and %q", tt.out, r.code, r.stdout, r.stderr, tt.want)
+		}
+	}
+	if b, _ := os.ReadFile(existing); string(b) != "keep\n" {
+		t.Errorf("the existing file now holds %q", b)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "nothing")); err == nil {
+		t.Error("a symlink to nothing made its target")
 	}
 }
 

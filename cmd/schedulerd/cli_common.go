@@ -91,7 +91,7 @@ func addClientFlags(fs *flag.FlagSet, stderr io.Writer) *clientFlags {
 		fs:        fs,
 		stderr:    stderr,
 		socket:    fs.String("socket", "", "the control socket `PATH` (default: $SCHEDULERD_SOCKET, else the socket of --config)"),
-		config:    fs.String("config", defaultConfig, "the config file `F` whose socket to use"),
+		config:    fs.String("config", defaultConfig, "the config file `F` whose socket to use; without it, ./schedulerd.toml when the default does not exist"),
 		api:       fs.String("api", "", "use the daemon's HTTP API at `URL`, such as https://host:8080, instead of the socket (default: $SCHEDULERD_API)"),
 		tokenFile: fs.String("token-file", "", "read the API's token from the file `F`, which others may not read (default: $SCHEDULERD_TOKEN_FILE)"),
 		json:      fs.Bool("json", false, "print one JSON object per line"),
@@ -208,7 +208,8 @@ func checkSocketDir(path string) error {
 }
 
 // socketPath finds the control socket: --socket, else $SCHEDULERD_SOCKET,
-// else the config's, else the systemd unit's.
+// else the config's (configPath: --config, the default config or
+// ./schedulerd.toml), else the systemd unit's.
 func (cf *clientFlags) socketPath() (string, error) {
 	if *cf.socket != "" {
 		return *cf.socket, nil
@@ -216,9 +217,12 @@ func (cf *clientFlags) socketPath() (string, error) {
 	if s := os.Getenv("SCHEDULERD_SOCKET"); s != "" {
 		return s, nil
 	}
-	configGiven := false
-	cf.fs.Visit(func(f *flag.Flag) { configGiven = configGiven || f.Name == "config" })
-	d, past, err := config.LoadDaemonPast(*cf.config)
+	configGiven := flagGiven(cf.fs, "config")
+	path, err := configPath(*cf.config, configGiven)
+	if err != nil {
+		return "", err
+	}
+	d, past, err := config.LoadDaemonPast(path)
 	if err == nil && past != nil {
 		// The daemon runs its last good config; say that this one is not.
 		fmt.Fprintf(cf.stderr, "schedulerd: warning: %v\nschedulerd: read [daemon] alone for the socket; the daemon keeps its running config until this file is fixed and reloaded\n", past)
@@ -229,6 +233,8 @@ func (cf *clientFlags) socketPath() (string, error) {
 		return d.Socket, nil
 	case fallback:
 		return systemdSocket, nil
+	case !configGiven && errors.Is(err, fs.ErrNotExist):
+		return "", usageError{fmt.Errorf("find the control socket: there is no %s, nor a ./%s here: give --config F, --socket PATH or $SCHEDULERD_SOCKET", defaultConfig, localConfig)}
 	}
 	return "", usageError{fmt.Errorf("find the control socket: give --socket or $SCHEDULERD_SOCKET, or a readable --config: %w", err)}
 }
@@ -276,6 +282,82 @@ func oneArg(pos []string, usage string) (string, error) {
 		return "", usageError{fmt.Errorf("usage: %s", usage)}
 	}
 	return pos[0], nil
+}
+
+// actOnOne is the shape of the commands that act on one job or one run
+// (trigger, rerun, cancel, pause, resume, forget): the client flags and
+// the command's own, one argument, a client, one call, then the reply as
+// JSON or as a line; with --wait, the run that the call made or stopped is
+// followed until it finishes.
+type actOnOne[R any] struct {
+	name  string // the command
+	usage string // its synopsis, for a wrong number of arguments
+	// flags adds the command's own flags (nil for none); check reads them
+	// once parsed, before any connection (nil for nothing to check).
+	flags func(fs *flag.FlagSet)
+	check func() error
+	// call makes the request about arg (a method expression such as
+	// (*control.Client).Pause); line says its reply.
+	call func(c *control.Client, ctx context.Context, arg string) (R, error)
+	line func(arg string, reply R) string
+	// wait is the usage of --wait, for the commands whose reply is a run
+	// (R is *control.Run), or "" for none. waitCompleted makes --wait exit
+	// 9 unless the run completed (trigger, rerun); without it --wait waits
+	// for the run to stop (cancel).
+	wait          string
+	waitCompleted bool
+}
+
+func (o actOnOne[R]) run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags(o.name)
+	cf := addClientFlags(fs, stderr)
+	if o.flags != nil {
+		o.flags(fs)
+	}
+	wait := new(bool)
+	if o.wait != "" {
+		wait = fs.Bool("wait", false, o.wait)
+	}
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	arg, err := oneArg(pos, o.usage)
+	if err != nil {
+		return err
+	}
+	if o.check != nil {
+		if err := o.check(); err != nil {
+			return err
+		}
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	reply, err := o.call(c, ctx, arg)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", o.name, arg, err)
+	}
+	switch {
+	case !*cf.json:
+		fmt.Fprintln(stdout, o.line(arg, reply))
+	case !*wait:
+		return printJSON(stdout, reply)
+	}
+	if !*wait {
+		return nil
+	}
+	run, ok := any(reply).(*control.Run)
+	if !ok {
+		return fmt.Errorf("%s --wait: the reply is no run", o.name)
+	}
+	if o.waitCompleted {
+		return followCompleted(ctx, c, run, *cf.json, stdout)
+	}
+	_, err = follow(ctx, c, run, *cf.json, stdout)
+	return err
 }
 
 // describe is a one-line summary of a run's state.

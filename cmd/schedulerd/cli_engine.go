@@ -27,6 +27,7 @@ type engine struct {
 var (
 	_ control.Engine        = (*engine)(nil)
 	_ dashboard.TickSource  = (*engine)(nil)
+	_ dashboard.JobLister   = (*engine)(nil)
 	_ control.MetricsSource = (*engine)(nil)
 )
 
@@ -98,20 +99,51 @@ func (e *engine) Forget(ctx context.Context, job string) error {
 }
 
 func (e *engine) Jobs(ctx context.Context) ([]control.JobInfo, error) {
-	defs := e.sched.Jobs()
-	retired := e.sched.Retired()
-	names := make([]string, len(defs), len(defs)+len(retired))
-	var cron []string
-	for i, d := range defs {
-		names[i] = d.Name
-		if d.Schedule != nil {
-			cron = append(cron, d.Name)
-		}
+	return e.JobsNamed(ctx, e.JobNames())
+}
+
+// JobNames are the names of the declared jobs, then of the retired jobs
+// the cluster still expects: those Jobs describes, in its order.
+func (e *engine) JobNames() []string {
+	defs, retired := e.sched.Jobs(), e.sched.Retired()
+	names := make([]string, 0, len(defs)+len(retired))
+	for _, d := range defs {
+		names = append(names, d.Name)
 	}
 	for _, r := range retired {
 		names = append(names, r.Job)
 	}
-	last, err := e.st.JobsLastRun(ctx, names)
+	return names
+}
+
+// JobsNamed describes the named jobs as Jobs does, in the order given, at
+// the cost of those alone: the dashboard pages through many jobs with
+// it. A name that is no job is left out.
+func (e *engine) JobsNamed(ctx context.Context, names []string) ([]control.JobInfo, error) {
+	var (
+		known   []string
+		defs    []*jobs.Definition // of known, nil for a retired job
+		cron    []string
+		retired map[string]scheduler.RetiredJob
+	)
+	for _, name := range names {
+		d, ok := e.sched.Job(name)
+		if !ok {
+			if retired == nil {
+				retired = map[string]scheduler.RetiredJob{}
+				for _, r := range e.sched.Retired() {
+					retired[r.Job] = r
+				}
+			}
+			if _, ok := retired[name]; !ok {
+				continue
+			}
+		} else if d.Schedule != nil {
+			cron = append(cron, d.Name)
+		}
+		known, defs = append(known, name), append(defs, d)
+	}
+	last, err := e.st.JobsLastRun(ctx, known)
 	if err != nil {
 		return nil, err
 	}
@@ -121,8 +153,16 @@ func (e *engine) Jobs(ctx context.Context) ([]control.JobInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]control.JobInfo, 0, len(defs)+len(retired))
-	for _, d := range defs {
+	out := make([]control.JobInfo, 0, len(known))
+	for i, d := range defs {
+		if d == nil {
+			// A job no config here declares, that the cluster still expects.
+			r := retired[known[i]]
+			j := control.JobInfo{Name: r.Job, ExpectSuccessWithin: r.Within.String(), Overdue: r.Overdue}
+			setLastRun(&j, last[r.Job])
+			out = append(out, j)
+			continue
+		}
 		j := control.JobInfo{Name: d.Name, Kind: d.Kind(), At: utcPtr(d.At), NextFire: utcPtr(e.sched.NextFire(d.Name)), Declared: true}
 		if d.ExpectSuccessWithin > 0 {
 			j.ExpectSuccessWithin = d.ExpectSuccessWithin.String()
@@ -149,12 +189,6 @@ func (e *engine) Jobs(ctx context.Context) ([]control.JobInfo, error) {
 		}
 		j.Overdue = d.ExpectSuccessWithin > 0 && e.sched.Overdue(d.Name)
 		setLastRun(&j, last[d.Name])
-		out = append(out, j)
-	}
-	// The jobs no config here declares, that the cluster still expects.
-	for _, r := range retired {
-		j := control.JobInfo{Name: r.Job, ExpectSuccessWithin: r.Within.String(), Overdue: r.Overdue}
-		setLastRun(&j, last[r.Job])
 		out = append(out, j)
 	}
 	return out, nil

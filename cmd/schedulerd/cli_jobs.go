@@ -80,74 +80,37 @@ func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // cmdForget ends the expectation (expect_success_within) that the cluster
 // keeps of a job that no config declares any more.
 func cmdForget(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("forget")
-	cf := addClientFlags(fs, stderr)
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	job, err := oneArg(pos, "schedulerd forget JOB [--json]")
-	if err != nil {
-		return err
-	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	reply, err := c.Forget(ctx, job)
-	if err != nil {
-		return fmt.Errorf("forget %s: %w", job, err)
-	}
-	if *cf.json {
-		return printJSON(stdout, reply)
-	}
-	fmt.Fprintf(stdout, "job %s forgotten: the cluster no longer expects it to succeed, and it is no longer overdue\n", job)
-	return nil
+	return actOnOne[*control.ForgetReply]{
+		name: "forget", usage: "schedulerd forget JOB [--json]",
+		call: (*control.Client).Forget,
+		line: func(job string, _ *control.ForgetReply) string {
+			return fmt.Sprintf("job %s forgotten: the cluster no longer expects it to succeed, and it is no longer overdue", job)
+		},
+	}.run(ctx, args, stdout, stderr)
 }
 
 // cmdPause stops a cron job's schedule, persistently; triggers still work.
 func cmdPause(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return pauseResume(ctx, "pause", args, stdout, stderr)
+	return actOnOne[*control.PauseReply]{
+		name: "pause", usage: "schedulerd pause JOB [--json]",
+		call: (*control.Client).Pause,
+		line: pausedLine,
+	}.run(ctx, args, stdout, stderr)
 }
 
 // cmdResume restarts a paused schedule from now.
 func cmdResume(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return pauseResume(ctx, "resume", args, stdout, stderr)
+	return actOnOne[*control.PauseReply]{
+		name: "resume", usage: "schedulerd resume JOB [--json]",
+		call: (*control.Client).Resume,
+		line: pausedLine,
+	}.run(ctx, args, stdout, stderr)
 }
 
-func pauseResume(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags(cmd)
-	cf := addClientFlags(fs, stderr)
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	job, err := oneArg(pos, "schedulerd "+cmd+" JOB [--json]")
-	if err != nil {
-		return err
-	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	var reply *control.PauseReply
-	if cmd == "pause" {
-		reply, err = c.Pause(ctx, job)
-	} else {
-		reply, err = c.Resume(ctx, job)
-	}
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", cmd, job, err)
-	}
-	if *cf.json {
-		return printJSON(stdout, reply)
-	}
+// pausedLine says what pause and resume did.
+func pausedLine(job string, reply *control.PauseReply) string {
 	if reply.Paused {
-		fmt.Fprintf(stdout, "job %s paused: its schedule does not fire until `schedulerd resume %s`; triggers still work\n", job, job)
-	} else {
-		fmt.Fprintf(stdout, "job %s resumed: it fires from its next tick on; ticks that fell while it was paused are not caught up\n", job)
+		return fmt.Sprintf("job %s paused: its schedule does not fire until `schedulerd resume %s`; triggers still work", job, job)
 	}
-	return nil
+	return fmt.Sprintf("job %s resumed: it fires from its next tick on; ticks that fell while it was paused are not caught up", job)
 }

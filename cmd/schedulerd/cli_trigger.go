@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,57 +19,43 @@ var stdin io.Reader = os.Stdin
 
 // cmdTrigger makes a run of a declared job now.
 func cmdTrigger(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("trigger")
-	cf := addClientFlags(fs, stderr)
-	dedup := fs.String("dedup-id", "", "refuse the trigger while an unfinished run of the job has the dedup `ID`")
-	notBefore := fs.String("not-before", "", "the earliest start `T`: RFC 3339, or +DURATION from now such as +30m")
-	notAfter := fs.String("not-after", "", "the latest start `T`: RFC 3339, or +DURATION from now; the run is cancelled (expired) if not started by then")
-	payload := fs.String("payload", "", "the text `S` passed to the job as $SCHEDULERD_PAYLOAD (visible in ps: use --payload-file for secrets)")
-	payloadFile := fs.String("payload-file", "", "read the payload from the file `F`, or from standard input for -, byte for byte")
-	wait := fs.Bool("wait", false, "wait until the run finishes; exit 0 only if it completed")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	job, err := oneArg(pos, triggerUsage)
-	if err != nil {
-		return err
-	}
-	if *payloadFile != "" {
-		if *payload != "" {
-			return usageError{fmt.Errorf("trigger: give --payload or --payload-file, not both")}
-		}
-		if *payload, err = readPayload(*payloadFile); err != nil {
+	var (
+		dedup, notBefore, notAfter, payload, payloadFile *string
+		req                                              control.TriggerRequest
+	)
+	return actOnOne[*control.Run]{
+		name: "trigger", usage: triggerUsage,
+		flags: func(fs *flag.FlagSet) {
+			dedup = fs.String("dedup-id", "", "refuse the trigger while an unfinished run of the job has the dedup `ID`")
+			notBefore = fs.String("not-before", "", "the earliest start `T`: RFC 3339, or +DURATION from now such as +30m")
+			notAfter = fs.String("not-after", "", "the latest start `T`: RFC 3339, or +DURATION from now; the run is cancelled (expired) if not started by then")
+			payload = fs.String("payload", "", "the text `S` passed to the job as $SCHEDULERD_PAYLOAD (visible in ps: use --payload-file for secrets)")
+			payloadFile = fs.String("payload-file", "", "read the payload from the file `F`, or from standard input for -, byte for byte")
+		},
+		check: func() (err error) {
+			if *payloadFile != "" {
+				if *payload != "" {
+					return usageError{fmt.Errorf("trigger: give --payload or --payload-file, not both")}
+				}
+				if *payload, err = readPayload(*payloadFile); err != nil {
+					return err
+				}
+			}
+			now := time.Now()
+			req = control.TriggerRequest{DedupID: *dedup, Payload: *payload}
+			if req.NotBefore, err = parseWhen("--not-before", *notBefore, now); err != nil {
+				return err
+			}
+			req.NotAfter, err = parseWhen("--not-after", *notAfter, now)
 			return err
-		}
-	}
-	now := time.Now()
-	req := control.TriggerRequest{DedupID: *dedup, Payload: *payload}
-	if req.NotBefore, err = parseWhen("--not-before", *notBefore, now); err != nil {
-		return err
-	}
-	if req.NotAfter, err = parseWhen("--not-after", *notAfter, now); err != nil {
-		return err
-	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	run, err := c.Trigger(ctx, job, req)
-	if err != nil {
-		return fmt.Errorf("trigger %s: %w", job, err)
-	}
-	if *cf.json && !*wait {
-		return printJSON(stdout, run)
-	}
-	if !*cf.json {
-		fmt.Fprintln(stdout, describe(run))
-	}
-	if *wait {
-		return followCompleted(ctx, c, run, *cf.json, stdout)
-	}
-	return nil
+		},
+		call: func(c *control.Client, ctx context.Context, job string) (*control.Run, error) {
+			return c.Trigger(ctx, job, req)
+		},
+		line:          func(_ string, run *control.Run) string { return describe(run) },
+		wait:          "wait until the run finishes; exit 0 only if it completed",
+		waitCompleted: true,
+	}.run(ctx, args, stdout, stderr)
 }
 
 // readPayload reads --payload-file: a file, or standard input for "-", at
@@ -116,70 +103,24 @@ func parseWhen(name, s string, now time.Time) (*time.Time, error) {
 
 // cmdRerun makes a new run of the job of a run, linked to it.
 func cmdRerun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("rerun")
-	cf := addClientFlags(fs, stderr)
-	wait := fs.Bool("wait", false, "wait until the new run finishes; exit 0 only if it completed")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	id, err := oneArg(pos, "schedulerd rerun ID [--wait] [--json]")
-	if err != nil {
-		return err
-	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	run, err := c.Rerun(ctx, id)
-	if err != nil {
-		return fmt.Errorf("rerun %s: %w", id, err)
-	}
-	if *cf.json && !*wait {
-		return printJSON(stdout, run)
-	}
-	if !*cf.json {
-		fmt.Fprintf(stdout, "%s, rerun of %s\n", describe(run), id)
-	}
-	if *wait {
-		return followCompleted(ctx, c, run, *cf.json, stdout)
-	}
-	return nil
+	return actOnOne[*control.Run]{
+		name: "rerun", usage: "schedulerd rerun ID [--wait] [--json]",
+		call: (*control.Client).Rerun,
+		line: func(id string, run *control.Run) string {
+			return fmt.Sprintf("%s, rerun of %s", describe(run), id)
+		},
+		wait:          "wait until the new run finishes; exit 0 only if it completed",
+		waitCompleted: true,
+	}.run(ctx, args, stdout, stderr)
 }
 
 // cmdCancel cancels a waiting run at once, or asks the node that runs it to
 // stop the attempt (SIGTERM to its process group, SIGKILL after kill_grace).
 func cmdCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("cancel")
-	cf := addClientFlags(fs, stderr)
-	wait := fs.Bool("wait", false, "wait until the run has stopped")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	id, err := oneArg(pos, "schedulerd cancel ID [--wait] [--json]")
-	if err != nil {
-		return err
-	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	run, err := c.Cancel(ctx, id)
-	if err != nil {
-		return fmt.Errorf("cancel %s: %w", id, err)
-	}
-	if *cf.json && !*wait {
-		return printJSON(stdout, run)
-	}
-	if !*cf.json {
-		fmt.Fprintln(stdout, describe(run))
-	}
-	if *wait {
-		_, err := follow(ctx, c, run, *cf.json, stdout)
-		return err
-	}
-	return nil
+	return actOnOne[*control.Run]{
+		name: "cancel", usage: "schedulerd cancel ID [--wait] [--json]",
+		call: (*control.Client).Cancel,
+		line: func(_ string, run *control.Run) string { return describe(run) },
+		wait: "wait until the run has stopped",
+	}.run(ctx, args, stdout, stderr)
 }

@@ -77,8 +77,8 @@ func init() {
 			forms: []form{{"import-crontab [--user NAME] FILE|-", "print [[job]] tables equivalent to a crontab"}},
 			about: "Offline: it reads a user crontab (with --user) or a system one (/etc/crontab, /etc/cron.d, or a file whose lines name a user), and prints jobs that mean the same, with a comment for each line it cannot translate. Review them, add them to the config and run check-config."},
 		{name: "token", run: cmdToken, args: []string{"new"},
-			forms: []form{{"token new NAME --role ROLE", "print a new token of the HTTP API and its [[token]] table"}},
-			about: "Offline: it prints a random token of 256 bits, this once, and the [[token]] table that declares it in the config by its SHA-256; add the table and reload. ROLE is read (listings, runs, output, metrics), operate (read, and trigger, cancel, rerun, pause, resume, forget) or admin (operate, and reload). Keep the token in a file only its user can read, for --token-file."},
+			forms: []form{{"token new NAME --role ROLE [--out FILE]", "make a token of the HTTP API; print its [[token]] table"}},
+			about: "Offline: it makes a random token of 256 bits and prints the [[token]] table that declares it in the config by its SHA-256; add the table and reload. With --out, the token goes to FILE alone, a new file of mode 0600, and stdout has the table alone (token new ci --role operate --out ci.token >> schedulerd.toml); without it, the token is printed this once, on the line before the table. ROLE is read (listings, runs, output, metrics), operate (read, and trigger, cancel, rerun, pause, resume, forget) or admin (operate, and reload). Keep the token in a file only its user can read, for --token-file."},
 		{name: "version", run: func(_ context.Context, args []string, stdout, _ io.Writer) error { return cmdVersion(args, stdout) },
 			forms: []form{{"version [--json]", "print version, commit, build date and Go version"}}},
 		{name: "completion", run: cmdCompletion, args: []string{"bash zsh fish"},
@@ -263,15 +263,16 @@ func writeUsage(w io.Writer) {
 		codes = append(codes, fmt.Sprintf("%d %s", e.code, e.short))
 	}
 	fmt.Fprintf(w, `
-They take --json (one JSON object per line), --socket PATH, and --config F;
-the socket is --socket, else $SCHEDULERD_SOCKET, else the socket of the config.
-With --api URL and --token-file F (or $SCHEDULERD_API and $SCHEDULERD_TOKEN_FILE)
-they use the daemon's HTTP API instead.
+They take --json (one JSON object per line), --socket PATH and --config F,
+before or after the command; the socket is --socket, else $SCHEDULERD_SOCKET,
+else the socket of the config. With --api URL and --token-file F (or
+$SCHEDULERD_API and $SCHEDULERD_TOKEN_FILE) they use the daemon's HTTP API.
 %s.
 
-The default config is %s.
+%s
 "schedulerd COMMAND --help" prints a command's flags.
-`, wrap("Exit codes: "+strings.Join(codes, ", "), 79), defaultConfig)
+`, wrap("Exit codes: "+strings.Join(codes, ", "), 79),
+		wrap(fmt.Sprintf("The default config is %s; where it does not exist, every command but run and migrate reads ./%s.", defaultConfig, localConfig), 79))
 }
 
 // writeCommandHelp writes what `schedulerd COMMAND --help` prints.

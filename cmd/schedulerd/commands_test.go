@@ -12,6 +12,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/config"
 	"github.com/schedulerd/schedulerd/internal/manpage"
+	"github.com/schedulerd/schedulerd/internal/testtool"
 )
 
 // TestSynopsesNameEveryFlag: each command's synopses name exactly the
@@ -200,12 +201,7 @@ func unquoteRoff(s string) string {
 // TestManPagesRender: both pages render without a warning from groff, as
 // lintian checks them (man --warnings). CI installs man-db.
 func TestManPagesRender(t *testing.T) {
-	if _, err := exec.LookPath("man"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("man (man-db) is required on CI")
-		}
-		t.Skip("man not installed")
-	}
+	testtool.Path(t, "man-db", "man")
 	page8, err := commandPage()
 	if err != nil {
 		t.Fatal(err)

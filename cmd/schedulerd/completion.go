@@ -72,7 +72,7 @@ const (
 // flagValueKind says what the value of a flag completes to.
 func flagValueKind(name string) string {
 	switch name {
-	case "config", "socket", "payload-file", "token-file":
+	case "config", "socket", "payload-file", "token-file", "out":
 		return valueFile
 	case "job":
 		return valueJob
@@ -153,6 +153,43 @@ func casePattern(words []string) string {
 	return strings.Join(words, " | ")
 }
 
+// clientValuePattern is a case pattern of the spellings of the client
+// flags that take a value, which may come before the command.
+func clientValuePattern() string {
+	var out []string
+	for _, d := range clientFlagDocs() {
+		if d.metavar != "" {
+			out = append(out, spellings(d.name)...)
+		}
+	}
+	return casePattern(out)
+}
+
+// zshClientPattern is a zsh case pattern of the spellings of the client
+// flags that take a value and that keep.
+func zshClientPattern(keep func(flagDoc) bool) string {
+	var out []string
+	for _, d := range clientFlagDocs() {
+		if d.metavar != "" && keep(d) {
+			out = append(out, spellings(d.name)...)
+		}
+	}
+	if len(out) == 0 {
+		return "--schedulerd-none--"
+	}
+	return strings.Join(out, "|")
+}
+
+// clientFlagWords are the client flags as they are offered before the
+// command.
+func clientFlagWords() string {
+	var out []string
+	for _, d := range clientFlagDocs() {
+		out = append(out, d.spelled())
+	}
+	return strings.Join(out, " ")
+}
+
 const compHeader = `%s completion for schedulerd %s, made by "schedulerd completion %s" from
 # its commands and flags. Job names and run ids come from the running
 # daemon (schedulerd jobs --json, schedulerd runs --json), asked with the
@@ -167,7 +204,7 @@ func (s *compSpec) bash() string {
 # ids of its latest runs.
 _schedulerd_query() {
 	local i w conn=() limit=() field=name
-	for ((i = 2; i < COMP_CWORD; i++)); do
+	for ((i = 1; i < COMP_CWORD; i++)); do
 		w=${COMP_WORDS[i]}
 		case $w in
 		-socket | --socket | -config | --config | -api | --api | -token-file | --token-file)
@@ -192,11 +229,22 @@ _schedulerd_query() {
 _schedulerd() {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
 	COMPREPLY=()
-	if ((COMP_CWORD == 1)); then
-		mapfile -t COMPREPLY < <(compgen -W %q -- "$cur")
-		return
-	fi
-	local cmd=${COMP_WORDS[1]}
+	# The command is the first word that is neither a client flag, which
+	# may come before it, nor such a flag's value.
+	local i ci=0
+	for ((i = 1; i < COMP_CWORD; i++)); do
+		case ${COMP_WORDS[i]} in
+		%s)
+			((i++))
+			[[ ${COMP_WORDS[i]} == = ]] && ((i++))
+			;;
+		-*) ;;
+		*)
+			ci=$i
+			break
+			;;
+		esac
+	done
 	# --flag=value: COMP_WORDBREAKS splits it into --flag, = and value.
 	if [[ $cur == = ]]; then
 		cur=
@@ -225,12 +273,22 @@ _schedulerd() {
 		return
 		;;
 	esac
+	if ((ci == 0)); then
+		if [[ $cur == -* ]]; then
+			mapfile -t COMPREPLY < <(compgen -W %q -- "$cur")
+		else
+			mapfile -t COMPREPLY < <(compgen -W %q -- "$cur")
+		fi
+		return
+	fi
+	local cmd=${COMP_WORDS[ci]}
 	if [[ $cur == -* ]]; then
 		local flags=
 		case $cmd in
-`, strings.Join(s.names(), " "),
+`, clientValuePattern(),
 		s.flagsOfKind(valueFile), s.flagsOfKind(valueJob),
-		s.flagsOfKind(valueStatus), statusWords(), s.flagsOfKind(valueRole), roleWords(), s.flagsOfKind(valueOther))
+		s.flagsOfKind(valueStatus), statusWords(), s.flagsOfKind(valueRole), roleWords(), s.flagsOfKind(valueOther),
+		clientFlagWords(), strings.Join(s.names(), " "))
 	for _, c := range s.cmds {
 		var fl []string
 		for _, f := range c.flags {
@@ -250,8 +308,8 @@ _schedulerd() {
 	fi
 	# Which positional argument is being typed: count those before it,
 	# skipping flags and the values of the flags that take one.
-	local i n=0
-	for ((i = 2; i < COMP_CWORD; i++)); do
+	local n=0
+	for ((i = ci + 1; i < COMP_CWORD; i++)); do
 		case ${COMP_WORDS[i]} in
 		%s)
 			((i++))
@@ -344,10 +402,30 @@ _schedulerd() {
 		(-socket=*|--socket=*|-config=*|--config=*|-api=*|--api=*|-token-file=*|--token-file=*) conn+=($words[i]) ;;
 		esac
 	done
-	if (( CURRENT == 2 )); then
+	# The command is the first word that is neither a client flag, which
+	# may come before it, nor such a flag's value.
+	local ci=0
+	for (( i = 2; i < CURRENT; i++ )); do
+		case $words[i] in
+		(%s) (( i++ )) ;;
+		(-*) ;;
+		(*) ci=$i; break ;;
+		esac
+	done
+	if (( ci == 0 )); then
+		case $words[CURRENT-1] in
+		(%s) _files; return ;;
+		(%s) return 1 ;;
+		esac
+		if [[ $PREFIX == -* ]]; then
+			compadd -- %s && ret=0
+			return ret
+		fi
 		local -a cmds
 		cmds=(
-`)
+`, zshClientPattern(func(flagDoc) bool { return true }),
+		zshClientPattern(func(d flagDoc) bool { return flagValueKind(d.name) == valueFile }),
+		zshClientPattern(func(d flagDoc) bool { return flagValueKind(d.name) != valueFile }), clientFlagWords())
 	for _, c := range s.cmds {
 		fmt.Fprintf(&b, "\t\t\t%s\n", zshQuote(c.name+":"+c.summary))
 	}
@@ -355,9 +433,9 @@ _schedulerd() {
 		_describe -t commands 'schedulerd command' cmds && ret=0
 		return ret
 	fi
-	local cmd=$words[2]
-	shift words
-	(( CURRENT-- ))
+	local cmd=$words[ci]
+	words=(${words[ci,-1]})
+	(( CURRENT -= ci - 1 ))
 	case $cmd in
 `)
 	for _, c := range s.cmds {
@@ -415,6 +493,20 @@ fi
 	return b.String()
 }
 
+// clientValueFishPattern is the spellings of the client flags that take a
+// value, as the cases of a fish switch.
+func clientValueFishPattern() string {
+	var out []string
+	for _, d := range clientFlagDocs() {
+		if d.metavar != "" {
+			for _, sp := range spellings(d.name) {
+				out = append(out, fishQuote(sp))
+			}
+		}
+	}
+	return strings.Join(out, " ")
+}
+
 // fishQuote quotes s for fish in single quotes.
 func fishQuote(s string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
@@ -457,13 +549,37 @@ function __schedulerd_query
     command $tokens[1] $argv[1] --json $limit $conn 2>/dev/null | string replace -rf '^\{"'$field'":"([^"]*)".*' '$1'
 end
 
+# __schedulerd_command prints the index of the command among the tokens:
+# the first that is neither a client flag, which may come before it, nor
+# such a flag's value. It fails when there is none yet.
+function __schedulerd_command
+    set -l tokens (commandline -opc)
+    set -l i 2
+    while test $i -le (count $tokens)
+        switch $tokens[$i]
+            case %s
+                set i (math $i + 2)
+            case '-*'
+                set i (math $i + 1)
+            case '*'
+                echo $i
+                return 0
+        end
+    end
+    return 1
+end
+
+function __schedulerd_no_command
+    not __schedulerd_command >/dev/null
+end
+
 # __schedulerd_arg CMD N: the command is CMD and its positional argument N
 # (from 0) is being typed.
 function __schedulerd_arg
     set -l tokens (commandline -opc)
-    test (count $tokens) -ge 2; or return 1
-    test "$tokens[2]" = "$argv[1]"; or return 1
-    set -e tokens[1..2]
+    set -l ci (__schedulerd_command); or return 1
+    test "$tokens[$ci]" = "$argv[1]"; or return 1
+    set -e tokens[1..$ci]
     set -l n 0
     set -l skip 0
     for tok in $tokens
@@ -485,13 +601,25 @@ end
 # __schedulerd_using CMD...: the command is one of CMD.
 function __schedulerd_using
     set -l tokens (commandline -opc)
-    test (count $tokens) -ge 2; and contains -- $tokens[2] $argv
+    set -l ci (__schedulerd_command); or return 1
+    contains -- $tokens[$ci] $argv
 end
 
 complete -c schedulerd -f
-`, strings.Join(valuePatterns, " "))
+`, clientValueFishPattern(), strings.Join(valuePatterns, " "))
 	for _, c := range s.cmds {
-		fmt.Fprintf(&b, "complete -c schedulerd -n __fish_use_subcommand -a %s -d %s\n", c.name, fishQuote(c.summary))
+		fmt.Fprintf(&b, "complete -c schedulerd -n __schedulerd_no_command -a %s -d %s\n", c.name, fishQuote(c.summary))
+	}
+	for _, f := range clientFlagDocs() {
+		opt := "-l " + f.name
+		switch {
+		case f.metavar == "":
+		case flagValueKind(f.name) == valueFile:
+			opt += " -r -F"
+		default:
+			opt += " -x"
+		}
+		fmt.Fprintf(&b, "complete -c schedulerd -n __schedulerd_no_command %s -d %s\n", opt, fishQuote(shortUsage(f.usage)))
 	}
 	for _, c := range s.cmds {
 		for _, f := range c.flags {

@@ -8,20 +8,16 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/schedulerd/schedulerd/internal/testtool"
 )
 
 // shell returns the path of a shell the completion tests need. CI
-// installs them (.ci/run); elsewhere a missing one skips the test.
+// installs them (.ci/run); elsewhere a missing one skips the test
+// (testtool).
 func shell(t *testing.T, name string) string {
 	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is required on CI", name)
-		}
-		t.Skipf("%s not installed", name)
-	}
-	return path
+	return testtool.Path(t, name, name)
 }
 
 // completionScript writes `schedulerd completion SHELL` to a file.
@@ -57,6 +53,35 @@ func TestCompletionScriptsLoad(t *testing.T) {
 		cmd := exec.Command(zsh, "-f", "-c", "autoload -Uz compinit && compinit -u -D && source "+script+" && print -r -- $_comps[schedulerd]")
 		if out, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "_schedulerd" {
 			t.Errorf("zsh compdef: %v\n%s", err, out)
+		}
+		// Which command a line has, client flags before it or not: the
+		// completion system's functions replaced by ones that say how
+		// they were called.
+		driver := `compdef() { }
+source ` + script + `
+_describe() { print -r -- commands }
+compadd() { print -r -- "compadd $*" }
+_arguments() { print -r -- "arguments of $words[1] at $CURRENT" }
+_files() { print -r -- files }
+t() { words=("$@"); CURRENT=$#words; PREFIX=$words[CURRENT]; _schedulerd }
+t schedulerd tri
+t schedulerd --config c.toml tri
+t schedulerd --config c.toml --js
+t schedulerd --config ''
+t schedulerd trigger --wait ''
+t schedulerd --config c.toml --json trigger ''
+t schedulerd --api http://x --token-file f runs show ''
+`
+		want := `commands
+commands
+compadd -- --api --config --json --socket --token-file
+files
+arguments of trigger at 3
+arguments of trigger at 2
+arguments of runs at 3
+`
+		if out, err := exec.Command(zsh, "-f", "-c", driver).CombinedOutput(); err != nil || string(out) != want {
+			t.Errorf("zsh completion: %v\n%s\nwant\n%s", err, out, want)
 		}
 	})
 	t.Run("fish", func(t *testing.T) {
@@ -126,6 +151,16 @@ func TestCompletionCompletes(t *testing.T) {
 		{[]string{"runs", "--token-f"}, []string{"--token-file"}},
 		{[]string{"token", ""}, []string{"new"}},
 		{[]string{"token", "new", "x", "--role", ""}, []string{"admin", "operate", "read"}},
+		// The client flags before the command.
+		{[]string{"--js"}, []string{"--json"}},
+		{[]string{"--config", cfg, "tr"}, []string{"trigger"}},
+		{[]string{"--config", cfg, "trigger", ""}, []string{"fail", "ok", "slow", "tick"}},
+		{[]string{"--config", cfg, "--json", "trigger", "--de"}, []string{"--dedup-id"}},
+		{[]string{"--config", cfg, "runs", "show", ""}, []string{id}},
+		{append(append([]string{}, api...), "trigger", ""), []string{"fail", "ok", "slow", "tick"}},
+		{[]string{"--api", "=", "http://" + addr, "--token-file", "=", tok.file, "runs", "show", ""}, []string{id}},
+		{[]string{"--token-file", tok.file, "--api", ""}, nil},
+		{[]string{"token", "new", "x", "--o"}, []string{"--out"}},
 	} {
 		got := complete(tt.words...)
 		slices.Sort(got)
@@ -171,6 +206,12 @@ func TestCompletionCompletes(t *testing.T) {
 			{"schedulerd trigger --ded", []string{"--dedup-id"}},
 			{"schedulerd trigger " + strings.Join(api, " ") + " ", []string{"fail", "ok", "slow", "tick"}},
 			{"schedulerd token new x --role ", []string{"admin", "operate", "read"}},
+			// The client flags before the command.
+			{"schedulerd --js", []string{"--json"}},
+			{"schedulerd --config " + cfg + " tri", []string{"trigger"}},
+			{"schedulerd --config " + cfg + " trigger ", []string{"fail", "ok", "slow", "tick"}},
+			{"schedulerd " + strings.Join(api, " ") + " runs show ", []string{id}},
+			{"schedulerd --json --config " + cfg + " pause ti", []string{"tick"}},
 		} {
 			if got := complete(tt.line); !slices.Equal(got, tt.want) {
 				t.Errorf("fish completion of %q: %q, want %q", tt.line, got, tt.want)

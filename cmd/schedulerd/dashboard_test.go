@@ -3,11 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,27 +19,21 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/schedulerd/schedulerd/internal/proctest"
+	"github.com/schedulerd/schedulerd/internal/testtool"
 )
 
 // chromium returns the path of Debian's Chromium, which the dashboard's
 // browser test drives. CI installs it (.ci/run); elsewhere the test is
-// skipped without it.
+// skipped without it (testtool).
 func chromium(t *testing.T) string {
 	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("chromium is required on CI (apt-get install chromium)")
-	}
-	t.Skip("chromium not installed (apt-get install chromium)")
-	return ""
+	return testtool.Path(t, "chromium", "chromium", "chromium-browser", "google-chrome")
 }
 
 // dashboardJobs: echo prints its payload and some HTML, slow reports
-// progress and sleeps until cancelled, tick is a cron job to pause.
+// progress and sleeps until cancelled, tick is a cron job to pause,
+// chatty writes more than a page shows, often is a cron job in the
+// daemon's local zone that fails with exit code 3.
 func dashboardJobs(dir string) string {
 	return fmt.Sprintf(`[[job]]
 name = "echo"
@@ -53,6 +51,17 @@ schedule = "0 3 * * *"
 timezone = "Europe/Berlin"
 jitter = "10m"
 command = ["/bin/true"]
+
+[[job]]
+name = "chatty"
+output_limit = 65536
+shell = 'seq 1 40000 | sed "s/^/line /"'
+
+[[job]]
+name = "often"
+schedule = "@every 3s"
+shell = 'echo "tick $SCHEDULERD_ATTEMPT"; exit 3'
+retry = { max_attempts = 1 }
 `, binary, filepath.Join(dir, "slow.pid"))
 }
 
@@ -66,12 +75,12 @@ type browser struct {
 }
 
 // newBrowser starts Chromium (without its sandbox when the tests run as
-// root, which it refuses otherwise) with a tab of 1366x900.
+// root, which it refuses otherwise) with a tab of 1280x900.
 func newBrowser(t *testing.T, base string) *browser {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)),
-		chromedp.WindowSize(1366, 900),
+		chromedp.WindowSize(1280, 900),
 		chromedp.UserDataDir(t.TempDir()),
 	)
 	if os.Geteuid() == 0 {
@@ -186,14 +195,14 @@ func (b *browser) cookies() []*network.Cookie {
 	return res.Cookies
 }
 
-// Sizes of the screenshots: a phone's and a laptop's.
+// Sizes of the screenshots: a phone's (390 px) and a laptop's (1280 px).
 var screens = []struct {
 	name          string
 	width, height int64
 	mobile        bool
 }{
 	{"phone", 390, 844, true},
-	{"desktop", 1366, 900, false},
+	{"desktop", 1280, 900, false},
 }
 
 // afterPaint resolves once the page has been laid out and painted.
@@ -220,7 +229,7 @@ func (b *browser) shoot(name string) {
 			b.t.Fatal(err)
 		}
 	}
-	b.do("back to the desktop's size", chromedp.EmulateViewport(1366, 900))
+	b.do("back to the desktop's size", chromedp.EmulateViewport(1280, 900))
 }
 
 // TestDashboardInBrowser drives the dashboard in headless Chromium
@@ -288,6 +297,9 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("the job's text made %d elements of the page", n)
 	}
 	echoRun := b.text("#run-id")
+	if st := b.text("#live-state"); !regexp.MustCompile(`^Final: `).MatchString(st) {
+		t.Errorf("the footer of a finished run says %q", st)
+	}
 	b.shoot("run-completed")
 
 	// A run made elsewhere appears on the job's page without a reload.
@@ -341,7 +353,57 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("after the resume, jobs says %v", j)
 	}
 	b.open("/ui/", "#counts-h")
+	b.waitFor("a live update of the overview", `/^Live: updated \d\d:\d\d:\d\d UTC\.$/.test(document.querySelector('#live-state').textContent)`, 30*time.Second)
+	if zones := eval[string](b, `[...document.querySelectorAll('td[data-label="Time zone"]')].map(td => td.textContent).join('|')`); strings.Contains(zones, "Local|") ||
+		strings.HasSuffix(zones, "Local") || !strings.Contains(zones, "(local)") {
+		t.Errorf("the time zones of the overview: %s", zones)
+	}
 	b.shoot("overview")
+
+	// A cron job that fails with exit code 3: its runs, made by the
+	// schedule, in the runs table. No word, id or exit code breaks.
+	waitFor(t, "two runs of often", time.Minute, func() bool {
+		return len(jsonLines(t, e.ok("runs", "--job", "often", "--status", "dead_letter", "--json"))) >= 2
+	})
+	for _, page := range []string{"/ui/runs", "/ui/runs?job=often", "/ui/jobs/often"} {
+		b.open(page, "#live")
+		for _, sc := range screens {
+			opts := []chromedp.EmulateViewportOption{chromedp.EmulateScale(1)}
+			if sc.mobile {
+				opts = append(opts, chromedp.EmulateMobile)
+			}
+			b.do("the size of a "+sc.name, chromedp.EmulateViewport(sc.width, sc.height, opts...))
+			eval[bool](b, afterPaint)
+			if broken := eval[string](b, brokenCells); broken != "" {
+				t.Errorf("%s at %d px: these break over lines: %s", page, sc.width, broken)
+			}
+		}
+		b.do("back to the desktop's size", chromedp.EmulateViewport(1280, 900))
+	}
+	if n := b.count(`td[data-label="Trigger"]`); n < 2 || !strings.Contains(b.text("#live"), "schedule") || !strings.Contains(b.text("#live"), "exit 3") {
+		t.Errorf("the runs of often: %d rows, %q", n, b.text("#live"))
+	}
+	b.shoot("job-failing")
+	b.open("/ui/runs", "#live")
+	b.shoot("runs-all")
+	b.open("/ui/runs/no-such-run", "#failure")
+	b.shoot("error")
+
+	// An output longer than a page shows: its head and tail, and a link to
+	// the whole of it.
+	chatty := jsonOne(t, e.ok("trigger", "chatty", "--wait", "--json"))["id"].(string)
+	b.open("/ui/runs/"+chatty, ".output")
+	if out := b.text(".output"); !strings.HasPrefix(out, "line 1\nline 2\n") || !strings.HasSuffix(out, "line 39999\nline 40000\n") ||
+		!strings.Contains(out, "not shown here") || len(out) > 40<<10 {
+		t.Errorf("the output of chatty on its page: %d bytes, %.200q ... %.200q", len(out), out, out[max(0, len(out)-200):])
+	}
+	b.shoot("run-long-output")
+	b.do("open the whole output", chromedp.Click(chromedp.CSS("a.whole-output")), chromedp.WaitReady(chromedp.CSS("body")))
+	b.waitFor("the whole output", `document.location.pathname.endsWith('/attempts/1/output') && document.body.innerText.includes('line 40000')`, 30*time.Second)
+	if n := eval[int](b, `document.body.innerText.length`); n < 128<<10 {
+		t.Errorf("the whole output has %d characters, want the 128 KiB stored", n)
+	}
+	b.open("/ui/", "#counts-h")
 
 	// A read token: no button, and a forged POST is refused by the API.
 	b.submit("log out", chromedp.Click(chromedp.CSS(`form[action="/ui/logout"] button`)))
@@ -376,11 +438,33 @@ func TestDashboardInBrowser(t *testing.T) {
 	if runs := jsonLines(t, e.ok("runs", "--job", "echo", "--json")); len(runs) != 2 {
 		t.Errorf("echo has %d runs after the read token's attempts, want 2", len(runs))
 	}
-	if logs := d.logText(); strings.Contains(logs, operator.token) || strings.Contains(logs, reader.token) {
+	logs := d.logText()
+	if strings.Contains(logs, operator.token) || strings.Contains(logs, reader.token) {
 		t.Error("a token is in the daemon's log")
+	}
+	// The browser's own requests (its icon) are no refusals; the wrong
+	// token of the login is one, logged once.
+	if n := strings.Count(logs, "refused a request without a token"); n != 0 {
+		t.Errorf("the daemon logged %d requests without a token:\n%s", n, grepLines(logs, "refused"))
+	}
+	if n := strings.Count(logs, "refused a token that is not one"); n != 1 {
+		t.Errorf("the daemon logged %d refused tokens, want 1:\n%s", n, grepLines(logs, "refused"))
 	}
 	t.Logf("screenshots in %s", b.shots)
 }
+
+// brokenCells lists the texts of the cells that must stay on one line and
+// do not: the trigger ("schedule"), a run's id and an exit code.
+const brokenCells = `(() => {
+	const bad = [];
+	for (const el of document.querySelectorAll('td[data-label="Trigger"], td[data-label="Run"] a, .exit')) {
+		const r = document.createRange();
+		r.selectNodeContents(el);
+		const lines = new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top)));
+		if (lines.size > 1) bad.push(el.textContent);
+	}
+	return bad.join(' | ');
+})()`
 
 // jobNamed returns the line of `jobs --json` about job.
 func jobNamed(t *testing.T, e *env, job string) map[string]any {
@@ -392,4 +476,118 @@ func jobNamed(t *testing.T, e *env, job string) map[string]any {
 	}
 	t.Fatalf("jobs --json has no %s", job)
 	return nil
+}
+
+// TestDashboardRunPageMemory: a run whose attempt stored 32 MiB of '<'
+// (the largest output_limit), which HTML escapes four times over, asked
+// for by 16 browsers at once with a read token: each page shows a
+// bounded head and tail of the output with a link to the whole of it,
+// and the daemon's peak memory stays under 300 MiB (the page built whole
+// took gigabytes). The link streams the whole output, within the API's
+// budget of output replies.
+func TestDashboardRunPageMemory(t *testing.T) {
+	proctest.Long(t, "32 MiB of output shown to 16 browsers")
+	const written, limit, browsers = 64 << 20, 16 << 20, 16
+	e := newEnv(t)
+	addr := freeAddr(t)
+	reader := newCLIToken(t, e.dir, "grafana", "read")
+	e.writeConfigWith(2, fmt.Sprintf("api_listen = %q\n", addr), fmt.Sprintf(`[[job]]
+name = "loud"
+output_limit = %d
+shell = 'head -c %d /dev/zero | tr "\000" "<"'
+`, limit, written)+reader.table)
+	d := e.start(true)
+	id := jsonField(t, e.ok("trigger", "loud", "--json"), "id")
+	st := e.openStore()
+	waitFor(t, "the run to finish", 2*time.Minute, func() bool {
+		run, err := st.RunGet(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return run.Status.Terminal()
+	})
+	base := "http://" + addr
+	hc := &http.Client{Timeout: 2 * time.Minute, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	form := url.Values{"token": {reader.token}}
+	req, _ := http.NewRequest("POST", base+"/ui/login", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var cookie *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == "schedulerd_session" {
+			cookie = c
+		}
+	}
+	if resp.StatusCode != http.StatusSeeOther || cookie == nil {
+		t.Fatalf("log in: %s", resp.Status)
+	}
+	get := func(path string) (int, int64, string) {
+		req, _ := http.NewRequest("GET", base+path, nil)
+		req.AddCookie(cookie)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Errorf("GET %s: %v", path, err)
+			return 0, 0, ""
+		}
+		defer resp.Body.Close()
+		var head strings.Builder
+		n, err := io.Copy(&head, io.LimitReader(resp.Body, 4<<20))
+		m, err2 := io.Copy(io.Discard, resp.Body)
+		if err == nil {
+			err = err2
+		}
+		if err != nil {
+			t.Errorf("GET %s: %v", path, err)
+		}
+		return resp.StatusCode, n + m, head.String()
+	}
+
+	pid := d.cmd.Process.Pid
+	before := peakRSS(t, pid)
+	var wg sync.WaitGroup
+	for range browsers {
+		wg.Go(func() {
+			status, size, body := get("/ui/runs/" + id)
+			if status != http.StatusOK || size > 2<<20 || !strings.Contains(body, "all 32.0 MiB as text") ||
+				!strings.Contains(body, "not shown here") || !strings.Contains(body, "&lt;&lt;&lt;") {
+				t.Errorf("the run's page: %d, %d bytes:\n%.1000s", status, size, body)
+			}
+		})
+	}
+	wg.Wait()
+	peak := peakRSS(t, pid)
+	t.Logf("the daemon's peak memory: %d MiB after the run, %d MiB after %d pages of it at once", before>>20, peak>>20, browsers)
+	if peak > 300<<20 {
+		t.Errorf("the daemon's peak memory is %d MiB after %d pages of a run with 32 MiB of output, want under 300 MiB", peak>>20, browsers)
+	}
+
+	// The whole output, through the API's budget: two at once are sent,
+	// the others are told to wait.
+	var sent, refused atomic.Int64
+	for range 4 {
+		wg.Go(func() {
+			switch status, size, _ := get("/ui/runs/" + id + "/attempts/1/output"); status {
+			case http.StatusOK:
+				if size < 2*limit {
+					t.Errorf("the whole output has %d bytes, want at least %d", size, 2*limit)
+				}
+				sent.Add(1)
+			case http.StatusTooManyRequests:
+				refused.Add(1)
+			default:
+				t.Errorf("the whole output: %d", status)
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("whole outputs: %d sent, %d told to wait; the daemon's peak memory %d MiB", sent.Load(), refused.Load(), peakRSS(t, pid)>>20)
+	if sent.Load() == 0 {
+		t.Error("no whole output was sent")
+	}
+	d.stop()
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -53,19 +54,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		writeUsage(stderr)
 		return usageError{errors.New("no command given")}
 	}
-	name, rest := args[0], args[1:]
-	switch name {
+	switch args[0] {
 	case "--version":
-		name = "version"
+		args[0] = "version"
 	case "-h", "--help":
-		name = "help"
+		args[0] = "help"
+	}
+	// The client flags may come before the command too: they are handed
+	// to it ahead of its own arguments.
+	lead, leadNames, name, rest, err := leadingFlags(args)
+	if err != nil {
+		return err
+	}
+	if name == "" {
+		return usageError{fmt.Errorf("no command after %s: schedulerd help lists them", strings.Join(lead, " "))}
 	}
 	c := lookupCommand(name)
 	if c == nil {
 		writeUsage(stderr)
 		return usageError{fmt.Errorf("unknown command %q", name)}
 	}
-	err := c.run(ctx, rest, stdout, stderr)
+	if err := checkLeadingFlags(c, leadNames); err != nil {
+		return err
+	}
+	err = c.run(ctx, append(lead, rest...), stdout, stderr)
 	var h helpRequest
 	if errors.As(err, &h) {
 		writeCommandHelp(stdout, c, h.fs)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedulerd/schedulerd/internal/testtool"
 	"github.com/schedulerd/schedulerd/jobs"
 )
 
@@ -240,14 +241,7 @@ func scrapeMetrics(t *testing.T, addr string) []byte {
 // installs (.ci/run); elsewhere a missing one skips the test.
 func promtoolPath(t *testing.T) string {
 	t.Helper()
-	path, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("promtool is required on CI (Debian's prometheus package)")
-		}
-		t.Skip("promtool not installed (Debian's prometheus package)")
-	}
-	return path
+	return testtool.Path(t, "prometheus", "promtool")
 }
 
 // promtoolCheckMetrics fails the test unless promtool check metrics

@@ -16,12 +16,16 @@ import (
 
 func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("check-config")
-	cfgPath := fs.String("config", defaultConfig, "the config file `F`")
+	cfgPath := fs.String("config", defaultConfig, "the config file `F`; without it, ./schedulerd.toml when the default does not exist")
 	n := fs.Int("n", 3, "print `N` fire times per job")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(*cfgPath)
+	path, err := configPath(*cfgPath, flagGiven(fs, "config"))
+	if err != nil {
+		return err
+	}
+	cfg, err := loadConfig(path)
 	if err != nil {
 		return err
 	}
@@ -85,8 +89,8 @@ func cmdNext(args []string, stdout io.Writer) error {
 	tz := fs.String("timezone", "", "the IANA time zone `TZ` of the schedule (default: local)")
 	name := fs.String("job", "", "the job `NAME` of the config, with its schedule, zone and jitter; with --schedule, the name the delays of --jitter depend on")
 	jitter := fs.String("jitter", "", "with --schedule and --job, delay each tick's start as a job's jitter `D` does")
-	cfgPath := fs.String("config", defaultConfig, "the config file `F` that declares --job")
-	from := fs.String("from", "", "the `TIME` to start from, RFC 3339 (default: now)")
+	cfgPath := fs.String("config", defaultConfig, "the config file `F` that declares --job; without it, ./schedulerd.toml when the default does not exist")
+	from := fs.String("from", "", "the `TIME` to start from, RFC 3339, 1970 or later (default: now); fire times end with year 9999")
 	n := fs.Int("n", 10, "print `N` fire times")
 	asJSON := fs.Bool("json", false, "print one JSON object per fire time: tick, start")
 	if _, err := parseFlags(fs, args); err != nil {
@@ -95,7 +99,11 @@ func cmdNext(args []string, stdout io.Writer) error {
 	if *n < 1 || *n > 100000 {
 		return usageError{fmt.Errorf("next: -n must be between 1 and 100000")}
 	}
-	d, err := nextJob(*spec, *tz, *name, *jitter, *cfgPath)
+	path, err := configPath(*cfgPath, flagGiven(fs, "config"))
+	if err != nil && *spec == "" {
+		return err
+	}
+	d, err := nextJob(*spec, *tz, *name, *jitter, path)
 	if err != nil {
 		return err
 	}
@@ -104,6 +112,12 @@ func cmdNext(args []string, stdout io.Writer) error {
 		t, err = time.Parse(time.RFC3339, *from)
 		if err != nil {
 			return usageError{fmt.Errorf("next: --from: want RFC 3339 such as 2026-03-29T00:00:00+01:00: %w", err)}
+		}
+		// Before the epoch a fire time could be Go's zero time, which a
+		// schedule returns for "no more fire times"; the daemon keeps no
+		// time before it.
+		if t.Before(time.Unix(0, 0)) {
+			return usageError{fmt.Errorf("next: --from %s is before 1970-01-01T00:00:00Z: schedulerd has no fire times before then", *from)}
 		}
 	}
 	// A job of the config fires within its life only (not_before,
@@ -114,7 +128,7 @@ func cmdNext(args []string, stdout io.Writer) error {
 	loc := scheduleZone(d)
 	for i := 0; i < *n; i++ {
 		t = d.Schedule.Next(t)
-		if t.IsZero() || !d.InLife(t) {
+		if t.IsZero() || !d.InLife(t) || t.Year() > 9999 { // RFC 3339 has four digits of year
 			break
 		}
 		if *asJSON {
@@ -220,7 +234,11 @@ func cmdMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(*cfgPath)
+	path, err := daemonConfigPath(*cfgPath, flagGiven(fs, "config"))
+	if err != nil {
+		return err
+	}
+	cfg, err := loadConfig(path)
 	if err != nil {
 		return err
 	}

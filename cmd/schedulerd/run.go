@@ -20,6 +20,7 @@ import (
 	"github.com/schedulerd/schedulerd/config"
 	"github.com/schedulerd/schedulerd/control"
 	"github.com/schedulerd/schedulerd/dashboard"
+	"github.com/schedulerd/schedulerd/internal/engineconf"
 	"github.com/schedulerd/schedulerd/jobs/command"
 	notifypkg "github.com/schedulerd/schedulerd/notify"
 	"github.com/schedulerd/schedulerd/scheduler"
@@ -40,10 +41,11 @@ func newLogger(w io.Writer, d config.Daemon) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(d.LogLevel))
 	opts := &slog.HandlerOptions{Level: level}
+	// What is logged on behalf of an API request says where it came from.
 	if d.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(control.LogRemote(slog.NewJSONHandler(w, opts)))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(control.LogRemote(slog.NewTextHandler(w, opts)))
 }
 
 // openStore opens the configured store. lock makes a second daemon on the
@@ -79,9 +81,13 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	path, err := daemonConfigPath(*cfgPath, flagGiven(fs, "config"))
+	if err != nil {
+		return err
+	}
 	hardenProcess(stderr)
 	leanGC()
-	n, err := configure(*cfgPath, stderr)
+	n, err := configure(path, stderr)
 	if err != nil {
 		return err
 	}
@@ -157,32 +163,12 @@ func configure(cfgPath string, stderr io.Writer) (*daemonNode, error) {
 	return &daemonNode{cfgPath: cfgPath, cfg: cfg, logger: logger, targets: targets}, nil
 }
 
-// shutdownGrace is the engine's value for the config's shutdown_grace:
-// the config's "0s" stops running attempts at once, where the engine's
-// zero is its default.
-func shutdownGrace(d time.Duration) time.Duration {
-	if d == 0 {
-		return scheduler.NoShutdownGrace
-	}
-	return d
-}
-
 // newEngine makes the scheduler on the open store, and the deliverer of
 // its notifications beside it, never in its loop.
 func (n *daemonNode) newEngine() error {
 	d := n.cfg.Daemon
-	sc := scheduler.Config{
-		NodeID: d.NodeID, Concurrency: d.Concurrency,
-		HeartbeatInterval: d.HeartbeatInterval, InactiveThreshold: d.InactiveThreshold,
-		ShutdownGrace: shutdownGrace(d.ShutdownGrace), History: d.History,
-		Version: version, SocketPath: d.Socket, Logger: n.logger,
-		// SQLite: the lock is held, so no earlier process of this node
-		// lives, and the machine clock is the store's. PostgreSQL: the
-		// database clock judges leases, windows and liveness.
-		ExclusiveStore: !d.IsPostgres(),
-		StoreClock:     d.IsPostgres(),
-		Notifiers:      notifierTargets(n.cfg),
-	}
+	sc := engineconf.From(d)
+	sc.Version, sc.Logger, sc.Notifiers = version, n.logger, notifierTargets(n.cfg)
 	// The watchdog ping comes from the scheduling loop itself, so a stuck
 	// loop stops the pings; the loop must then wake at least twice per period.
 	wd, err := daemon.SdWatchdogEnabled(false)
@@ -312,6 +298,9 @@ func (n *daemonNode) reload(ctx context.Context, actor string) error {
 	log := n.logger
 	if actor != "" {
 		log = n.logger.With("actor", actor)
+	}
+	if c, ok := control.CallerFrom(ctx); ok && c.Remote != "" {
+		log = log.With("remote", c.Remote)
 	}
 	err := reload(ctx, log, n.cfgPath, n.cfg, n.sched, n.api, n.deliverer)
 	settleMemory()

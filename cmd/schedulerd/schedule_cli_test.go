@@ -26,6 +26,28 @@ func TestNextScheduleSyntax(t *testing.T) {
 			t.Errorf("next %q: exit %d, %q %s; want %v", tc.spec, r.code, got, r.stderr, tc.want)
 		}
 	}
+	// The first and the last fire times there are: from the epoch, to the
+	// end of year 9999, which RFC 3339 can write.
+	for _, tc := range []struct {
+		from string
+		want []string
+	}{
+		{"1970-01-01T00:00:00Z", []string{"1970-01-01T00:01:00Z", "1970-01-01T00:02:00Z"}},
+		{"9999-12-31T23:58:00Z", []string{"9999-12-31T23:59:00Z"}},
+	} {
+		r := runBinary(t, "", "", "next", "--schedule", "* * * * *", "--timezone", "UTC", "--from", tc.from, "-n", "2")
+		if got := strings.Fields(r.stdout); r.code != 0 || strings.Join(got, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("next --from %s: exit %d, %q %s; want %v", tc.from, r.code, got, r.stderr, tc.want)
+		}
+	}
+	// Before the epoch: refused, not an empty answer (a fire time at
+	// 0001-01-01T00:00:00Z is Go's zero time, "no more fire times").
+	for _, from := range []string{"0000-12-31T23:59:59Z", "0001-01-01T00:00:00Z", "1969-12-31T23:59:59Z"} {
+		r := runBinary(t, "", "", "next", "--schedule", "* * * * *", "--from", from)
+		if r.code != exitUsage || r.stdout != "" || !strings.Contains(r.stderr, "--from "+from+" is before 1970-01-01T00:00:00Z") {
+			t.Errorf("next --from %s: exit %d, %q %q; want exit %d and a refusal", from, r.code, r.stdout, r.stderr, exitUsage)
+		}
+	}
 	for _, tc := range []struct{ spec, want string }{
 		{"0 0 L-30 2 *", "never fires"},
 		{"0 0 31W 4 *", "never fires"},

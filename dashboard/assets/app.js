@@ -109,7 +109,8 @@
           last = html;
           updateRelative();
         }
-        say('Live: updated ' + new Date().toLocaleTimeString() + '.');
+        // In UTC, on the 24-hour clock, as the page's times are.
+        say('Live: updated ' + new Date().toISOString().slice(11, 19) + ' UTC.');
         if (isFinal()) {
           finish();
         }

@@ -37,6 +37,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/schedulerd/schedulerd/internal/testtool"
 )
 
 // EnvDSN names the environment variable that points the tests at an
@@ -351,7 +353,7 @@ func (s *Server) DSN() string { return s.dsn }
 func (s *Server) Require(t testing.TB) {
 	t.Helper()
 	if s == nil {
-		t.Skipf("no PostgreSQL server: %s", skipReason)
+		testtool.Skip(t, "no PostgreSQL server (apt-get install postgresql): "+skipReason)
 	}
 }
 

@@ -55,6 +55,10 @@ type Spec struct {
 	// (a pipe; a process that does not read it all is not waited for);
 	// nil: /dev/null.
 	Stdin []byte
+	// Live, when set, is given each piece of output as it is read, in
+	// order, from the goroutine that drains the pipe (schedulerd logs
+	// -f follows an attempt through it). It must neither keep p nor block.
+	Live func(p []byte)
 }
 
 // Result is the outcome of one run.
@@ -305,6 +309,7 @@ func Run(ctx context.Context, spec Spec) Result {
 	pgid := proc.Pid // a session leader also leads a group of its own ID
 
 	out := newCapture(limit)
+	out.live = spec.Live
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)

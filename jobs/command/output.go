@@ -53,6 +53,7 @@ type capture struct {
 	pos   int    // next write position in ring
 	full  bool   // ring has wrapped at least once
 	total int64
+	live  func(p []byte) // Spec.Live
 }
 
 func newCapture(limit int) *capture {
@@ -98,6 +99,9 @@ func (c *capture) readFrom(r io.Reader) {
 		n, err := r.Read(buf)
 		if n > 0 {
 			c.write(buf[:n])
+			if c.live != nil {
+				c.live(buf[:n])
+			}
 		}
 		if err != nil {
 			return

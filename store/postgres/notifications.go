@@ -362,7 +362,7 @@ func (s *Store) JobOverdue(ctx context.Context, p store.JobOverdueParams) (*stor
 		if !p.Due(lastSuccess, at) {
 			return nil
 		}
-		ns, err := store.DecideNotifications(st, jobs.EventOverdue, p.Notify, store.OverduePayload(p.Job, p.Node, lastSuccess), at)
+		ns, err := store.DecideNotifications(st, jobs.EventOverdue, p.Notify, store.OverduePayload(p, lastSuccess), at)
 		if err != nil {
 			return err
 		}

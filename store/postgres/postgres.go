@@ -36,6 +36,13 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxConns bounds the connections of the main pool; default 10.
 	MaxConns int32
+	// NoListen opens no LISTEN connection: the store hears only of its
+	// own commits, whose wakeups and results it hands to Wakeups and
+	// ResultFeed itself, as the listener would. For a process that is
+	// the database's only writer: the simulator runs the engine this way
+	// under testing/synctest, where a connection that waits for
+	// notifications forever would keep the fake clock from moving.
+	NoListen bool
 }
 
 var (
@@ -72,6 +79,9 @@ type Store struct {
 	listenDone chan struct{}
 	// listening is closed once the listener first listens (for tests).
 	listening chan struct{}
+	// noListen: no listener (Options.NoListen); tx hands the wakeups and
+	// results of each commit to Wakeups and the feed itself.
+	noListen bool
 
 	closeOnce sync.Once
 }
@@ -159,6 +169,11 @@ func open(ctx context.Context, opts Options) (*Store, error) {
 	if s.heartbeat, err = pgxpool.NewWithConfig(ctx, hb); err != nil {
 		s.pool.Close()
 		return nil, err
+	}
+	if opts.NoListen {
+		s.noListen = true
+		close(s.listening)
+		return s, nil
 	}
 	listenCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopListen, s.listenDone = cancel, make(chan struct{})
@@ -413,7 +428,16 @@ func (s *Store) tx(ctx context.Context, fn func(c *conn) error) (err error) {
 		return err
 	}
 	s.statements.Add(1)
-	return tx.Commit(ctx)
+	if err = tx.Commit(ctx); err != nil {
+		return err
+	}
+	if s.noListen {
+		if c.notify {
+			s.wake()
+		}
+		s.results.Publish(c.results)
+	}
+	return nil
 }
 
 // fail prefixes a read error with op after mapping it.

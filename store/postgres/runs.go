@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/store"
@@ -563,15 +564,17 @@ const (
 	), ` + sqlClaimUpdate
 )
 
-// sqlDueHeads counts, per job, the first $1 due runs in start order (a
-// range of the runs_due index), the jobs in the order of their first run.
+// sqlDueHeads reads the first $1 due runs in start order (a range of the
+// runs_due index) as stretches of consecutive runs of one job, in order:
+// a job, and how many of its runs come before another job's.
 const sqlDueHeads = `SELECT job, count(*) FROM (
-		SELECT job, row_number() OVER (ORDER BY not_before, created_at, id) AS k FROM (
-			SELECT job, not_before, created_at, id FROM runs WHERE ` + sqlDueOfAll + `
-			ORDER BY not_before, created_at, id LIMIT $1) d) h
-	GROUP BY job ORDER BY min(k)`
+		SELECT job, k, k - row_number() OVER (PARTITION BY job ORDER BY k) AS stretch FROM (
+			SELECT job, row_number() OVER (ORDER BY not_before, created_at, id) AS k FROM (
+				SELECT job, not_before, created_at, id FROM runs WHERE ` + sqlDueOfAll + `
+				ORDER BY not_before, created_at, id LIMIT $1) d) h) s
+	GROUP BY job, stretch ORDER BY min(k)`
 
-// dueHead is a job of the first due runs and how many of them are its.
+// dueHead is a stretch of the first due runs that are one job's.
 type dueHead struct {
 	job string
 	n   int
@@ -635,10 +638,11 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 	if err != nil {
 		return nil, fail("claim runs", err)
 	}
-	// The declared jobs of the first due runs, in start order, until they
-	// can give Limit runs: a claim counts and locks only the jobs it takes.
+	// The first due runs of the declared jobs, in start order, until they
+	// can give Limit runs: a claim counts and locks only the jobs it takes,
+	// and takes no run of a job past one of another job that comes first.
 	var names []string
-	caps := map[string]int{}
+	caps, used := map[string]int{}, map[string]int{}
 	more, room := false, 0
 	for _, h := range heads {
 		limit, ok := p.Jobs.Limit(h.job)
@@ -649,13 +653,16 @@ func (s *Store) RunsClaim(ctx context.Context, p store.ClaimParams) ([]*jobs.Run
 			more = true
 			continue
 		}
-		names = append(names, h.job)
-		caps[h.job] = h.n
-		if limit > 0 {
-			room += min(limit, h.n)
-		} else {
-			room += h.n
+		if caps[h.job] == 0 {
+			names = append(names, h.job)
 		}
+		n := min(h.n, p.Limit-room)
+		caps[h.job] += n
+		if limit > 0 {
+			n = min(n, max(0, limit-used[h.job]))
+			used[h.job] += n
+		}
+		room += n
 	}
 	var claimed []*jobs.Run
 	if len(names) > 0 {
@@ -951,13 +958,17 @@ func (s *Store) RunsRunning(ctx context.Context, node string) ([]*jobs.Run, erro
 // sqlFirstWaiting reads the job and not_before of the first $1 waiting runs
 // of all jobs, in start order (runs_due).
 const sqlFirstWaiting = `SELECT job, not_before FROM runs WHERE ` + sqlWaitingOfAll + `
-	ORDER BY not_before, created_at, id LIMIT $1`
+	AND not_before > $2 ORDER BY not_before, created_at, id LIMIT $1`
 
 // RunsNextDue returns the earliest not_before of the waiting runs of the
 // named jobs; zero when there is none.
-func (s *Store) RunsNextDue(ctx context.Context, jobNames []string) (time.Time, error) {
+func (s *Store) RunsNextDue(ctx context.Context, jobNames []string, after time.Time) (time.Time, error) {
 	if len(jobNames) == 0 {
 		return time.Time{}, nil
+	}
+	from := pgtype.Timestamptz{Time: after.UTC().Truncate(time.Microsecond), Valid: true}
+	if after.IsZero() {
+		from = pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
 	}
 	// The scheduling loop asks this every iteration. The first waiting runs
 	// of all jobs, in the order of the runs_due index, nearly always hold
@@ -965,7 +976,7 @@ func (s *Store) RunsNextDue(ctx context.Context, jobNames []string) (time.Time, 
 	// LIMIT 1 probe of the claim index per job (a min over all waiting runs
 	// walked the whole backlog: most of the server's time in a burn-down).
 	const scan = 256
-	rows, err := s.read().query(ctx, sqlFirstWaiting, scan)
+	rows, err := s.read().query(ctx, sqlFirstWaiting, scan, from)
 	if err != nil {
 		return time.Time{}, fail("next due run", err)
 	}
@@ -995,7 +1006,7 @@ func (s *Store) RunsNextDue(ctx context.Context, jobNames []string) (time.Time, 
 	var next *time.Time
 	err = s.read().queryRow(ctx, `SELECT min(x.not_before) FROM unnest($1::text[]) AS j(job)
 		CROSS JOIN LATERAL (SELECT not_before FROM runs WHERE runs.job = j.job AND status IN `+sqlWaiting+`
-			ORDER BY not_before LIMIT 1) x`, jobNames).Scan(&next)
+			AND not_before > $2 ORDER BY not_before LIMIT 1) x`, jobNames, from).Scan(&next)
 	if err != nil {
 		return time.Time{}, fail("next due run", err)
 	}
@@ -1174,6 +1185,61 @@ func (s *Store) RunAttempts(ctx context.Context, id string) ([]*jobs.Attempt, er
 		}
 	}
 	return attempts, nil
+}
+
+// sqlRunAttemptsClipped reads attempts as sqlRunAttempts does, of one
+// number ($2, 0 for all), the newest $4 (NULL for all), each output
+// stored of more than 2*$3 bytes ($3 > 0) as its first and its last $3
+// bytes, with the length stored.
+const sqlRunAttemptsClipped = `SELECT run_id, number, node, incarnation, started_at, finished_at, status, exit_code,
+		error, reason, head, output_bytes, truncated, tail, stored FROM (
+			SELECT run_id, number, node, incarnation, started_at, finished_at, status, exit_code, error, reason,
+				CASE WHEN $3 = 0 OR octet_length(output) <= 2 * $3 THEN output ELSE substring(output FROM 1 FOR $3) END AS head,
+				output_bytes, truncated,
+				CASE WHEN $3 = 0 OR octet_length(output) <= 2 * $3 THEN ''::bytea
+					ELSE substring(output FROM octet_length(output) - $3 + 1) END AS tail,
+				octet_length(output)::bigint AS stored
+			FROM attempts WHERE run_id = $1 AND ($2 = 0 OR number = $2)
+			UNION ALL
+			SELECT id, attempt, node, incarnation, started_at, NULL, 'running', NULL, '', '', ''::bytea, 0, false, ''::bytea, 0
+			FROM runs WHERE id = $1 AND status = 'running' AND ($2 = 0 OR attempt = $2)) a
+		ORDER BY number DESC LIMIT $4`
+
+// RunAttemptsClipped returns attempts of a run with a bounded part of
+// their output, oldest first.
+func (s *Store) RunAttemptsClipped(ctx context.Context, p store.AttemptsParams) ([]*store.ClippedAttempt, error) {
+	c := s.read()
+	var limit *int64
+	if p.Newest > 0 {
+		n := int64(p.Newest)
+		limit = &n
+	}
+	rows, err := c.query(ctx, sqlRunAttemptsClipped, p.RunID, int32(p.Number), int32(max(p.Keep, 0)), limit)
+	if err != nil {
+		return nil, fail("run attempts", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.ClippedAttempt, error) {
+		var (
+			tail []byte
+			ca   store.ClippedAttempt
+		)
+		a, err := scanAttempt(row, &tail, &ca.StoredBytes)
+		if err != nil {
+			return nil, err
+		}
+		ca.Attempt, ca.Tail = *a, string(tail)
+		return &ca, nil
+	})
+	if err != nil {
+		return nil, fail("run attempts", err)
+	}
+	if len(out) == 0 {
+		if _, err := getRun(ctx, c, p.RunID, false); err != nil {
+			return nil, fail("run attempts", err)
+		}
+	}
+	slices.Reverse(out)
+	return out, nil
 }
 
 // sqlJobsLastRun reads the newest run of each job of $1: its id from

@@ -181,7 +181,9 @@ func scanEvent(row pgx.Row) (*jobs.Event, error) {
 const attemptColumns = `run_id, number, node, incarnation, started_at, finished_at, status, exit_code,
 	error, reason, output, output_bytes, truncated`
 
-func scanAttempt(row pgx.Row) (*jobs.Attempt, error) {
+// scanAttempt reads the columns of attemptColumns, and after them into
+// extra.
+func scanAttempt(row pgx.Row, extra ...any) (*jobs.Attempt, error) {
 	var (
 		a              jobs.Attempt
 		started        time.Time
@@ -190,8 +192,8 @@ func scanAttempt(row pgx.Row) (*jobs.Attempt, error) {
 		exitCode       *int32
 		output         []byte
 	)
-	err := row.Scan(&a.RunID, &a.Number, &a.Node, &a.Incarnation, &started, &finished, &status, &exitCode,
-		&a.Error, &reason, &output, &a.OutputBytes, &a.Truncated)
+	err := row.Scan(append([]any{&a.RunID, &a.Number, &a.Node, &a.Incarnation, &started, &finished, &status, &exitCode,
+		&a.Error, &reason, &output, &a.OutputBytes, &a.Truncated}, extra...)...)
 	if err != nil {
 		return nil, err
 	}

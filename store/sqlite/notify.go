@@ -344,7 +344,7 @@ func (s *Store) JobOverdue(ctx context.Context, p store.JobOverdueParams) (*stor
 		if !p.Due(goTime(last), at) {
 			return nil
 		}
-		ns, err := store.DecideNotifications(st, jobs.EventOverdue, p.Notify, store.OverduePayload(p.Job, p.Node, goTime(last)), at)
+		ns, err := store.DecideNotifications(st, jobs.EventOverdue, p.Notify, store.OverduePayload(p, goTime(last)), at)
 		if err != nil {
 			return err
 		}

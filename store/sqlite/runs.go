@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -688,9 +689,13 @@ func (s *Store) RunsRunning(ctx context.Context, node string) ([]*jobs.Run, erro
 
 // RunsNextDue returns the earliest not_before of the waiting runs of the
 // named jobs; zero when there is none.
-func (s *Store) RunsNextDue(ctx context.Context, jobNames []string) (time.Time, error) {
+func (s *Store) RunsNextDue(ctx context.Context, jobNames []string, after time.Time) (time.Time, error) {
 	if len(jobNames) == 0 {
 		return time.Time{}, nil
+	}
+	from := int64(math.MinInt64)
+	if !after.IsZero() {
+		from = after.UnixMicro()
 	}
 	// The scheduling loop asks this every iteration. The first waiting runs
 	// of all jobs, in the order of the runs_due index, nearly always hold
@@ -699,7 +704,7 @@ func (s *Store) RunsNextDue(ctx context.Context, jobNames []string) (time.Time, 
 	// walked the whole backlog: most of the CPU of a burn-down).
 	const scan = 256
 	rows, err := s.read().query(ctx, `SELECT job, not_before FROM runs INDEXED BY runs_due
-		WHERE status IN `+sqlWaiting+` ORDER BY not_before, created_at, id LIMIT ?`, scan)
+		WHERE status IN `+sqlWaiting+` AND not_before > ? ORDER BY not_before, created_at, id LIMIT ?`, from, scan)
 	if err != nil {
 		return time.Time{}, fail("next due run", err)
 	}
@@ -729,8 +734,8 @@ func (s *Store) RunsNextDue(ctx context.Context, jobNames []string) (time.Time, 
 	}
 	var next sql.NullInt64
 	err = s.read().queryRow(ctx, `SELECT MIN((SELECT not_before FROM runs INDEXED BY runs_claim
-			WHERE job = j.value AND status IN `+sqlWaiting+` ORDER BY not_before LIMIT 1))
-		FROM json_each(?) j`, jsonStrings(jobNames)).Scan(&next)
+			WHERE job = j.value AND status IN `+sqlWaiting+` AND not_before > ? ORDER BY not_before LIMIT 1))
+		FROM json_each(?) j`, from, jsonStrings(jobNames)).Scan(&next)
 	if err != nil {
 		return time.Time{}, fail("next due run", err)
 	}
@@ -940,6 +945,62 @@ func (s *Store) RunAttempts(ctx context.Context, id string) ([]*jobs.Attempt, er
 		}
 	}
 	return attempts, nil
+}
+
+// sqlRunAttemptsClipped reads attempts as sqlRunAttempts does, of one
+// number (?2, 0 for all), the newest ?4 (-1 for all), each output stored
+// of more than 2*?3 bytes (?3 > 0) as its first and its last ?3 bytes,
+// with the length stored. A blob's length is in its record: it is not
+// read for it.
+const sqlRunAttemptsClipped = `SELECT run_id, number, node, incarnation, started_at, finished_at, status, exit_code,
+		error, reason, head, output_bytes, truncated, tail, stored FROM (
+			SELECT run_id, number, node, incarnation, started_at, finished_at, status, exit_code, error, reason,
+				CASE WHEN ?3 = 0 OR length(output) <= 2 * ?3 THEN output ELSE substr(output, 1, ?3) END AS head,
+				output_bytes, truncated,
+				CASE WHEN ?3 = 0 OR length(output) <= 2 * ?3 THEN x'' ELSE substr(output, -?3) END AS tail,
+				length(output) AS stored
+			FROM attempts WHERE run_id = ?1 AND (?2 = 0 OR number = ?2)
+			UNION ALL
+			SELECT id, attempt, node, incarnation, started_at, NULL, 'running', NULL, '', '', x'', 0, 0, x'', 0
+			FROM runs WHERE id = ?1 AND status = 'running' AND (?2 = 0 OR attempt = ?2))
+		ORDER BY number DESC LIMIT ?4`
+
+// RunAttemptsClipped returns attempts of a run with a bounded part of
+// their output, oldest first.
+func (s *Store) RunAttemptsClipped(ctx context.Context, p store.AttemptsParams) ([]*store.ClippedAttempt, error) {
+	c := s.read()
+	limit := -1
+	if p.Newest > 0 {
+		limit = p.Newest
+	}
+	rows, err := c.query(ctx, sqlRunAttemptsClipped, p.RunID, p.Number, max(p.Keep, 0), limit)
+	if err != nil {
+		return nil, fail("run attempts", err)
+	}
+	defer rows.Close()
+	var out []*store.ClippedAttempt
+	for rows.Next() {
+		var (
+			tail []byte
+			ca   store.ClippedAttempt
+		)
+		a, err := scanAttempt(rows, &tail, &ca.StoredBytes)
+		if err != nil {
+			return nil, fail("run attempts", err)
+		}
+		ca.Attempt, ca.Tail = *a, string(tail)
+		out = append(out, &ca)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail("run attempts", err)
+	}
+	if len(out) == 0 {
+		if _, err := getRun(ctx, c, p.RunID); err != nil {
+			return nil, fail("run attempts", err)
+		}
+	}
+	slices.Reverse(out)
+	return out, nil
 }
 
 // JobsLastRun returns the newest run of each named job that has one.

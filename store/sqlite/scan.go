@@ -87,7 +87,9 @@ func scanEvent(row scanner) (*jobs.Event, error) {
 const attemptColumns = `run_id, number, node, incarnation, started_at, finished_at, status, exit_code,
 	error, reason, output, output_bytes, truncated`
 
-func scanAttempt(row scanner) (*jobs.Attempt, error) {
+// scanAttempt reads the columns of attemptColumns, and after them into
+// extra.
+func scanAttempt(row scanner, extra ...any) (*jobs.Attempt, error) {
 	var (
 		a        jobs.Attempt
 		started  int64
@@ -95,8 +97,8 @@ func scanAttempt(row scanner) (*jobs.Attempt, error) {
 		exitCode sql.NullInt64
 		output   []byte
 	)
-	err := row.Scan(&a.RunID, &a.Number, &a.Node, &a.Incarnation, &started, &finished, &a.Status, &exitCode,
-		&a.Error, &a.Reason, &output, &a.OutputBytes, &a.Truncated)
+	err := row.Scan(append([]any{&a.RunID, &a.Number, &a.Node, &a.Incarnation, &started, &finished, &a.Status, &exitCode,
+		&a.Error, &a.Reason, &output, &a.OutputBytes, &a.Truncated}, extra...)...)
 	if err != nil {
 		return nil, err
 	}

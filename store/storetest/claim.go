@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -286,7 +287,7 @@ func testClaimPastTheScan(t *testing.T, s store.Store) {
 	quiet := mustInsert(t, s, late)
 	limits := map[string]int{"busy": 1, "quiet": 0}
 
-	next, err := s.RunsNextDue(ctx, []string{"quiet"})
+	next, err := s.RunsNextDue(ctx, []string{"quiet"}, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,5 +323,32 @@ func testClaimFirstJobAtLimit(t *testing.T, s store.Store) {
 	second := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA, Jobs: store.NewJobLimits(limits), Limit: 1, Now: at})
 	if len(second) != 1 || second[0].ID != next.ID {
 		t.Fatalf("claim with the first due run's job at its limit = %v, want [%s]", ids(second), next.ID)
+	}
+}
+
+// testClaimOrderAcrossJobs: a claim takes the due runs in start order
+// (not_before, then creation) across jobs: a job with many due runs does
+// not take the slots past a run of another job that comes first. On
+// PostgreSQL the claim counted whole jobs of the first due runs and took
+// both of one job's runs over another's older run (found by the
+// simulator).
+func testClaimOrderAcrossJobs(t *testing.T, s store.Store) {
+	now := t0.Add(time.Minute)
+	for _, p := range []store.RunInsertParams{
+		manual("bravo", t0.Add(7*time.Second)), manual("bravo", t0.Add(14*time.Second)),
+		manual("charlie", t0.Add(7566*time.Millisecond)),
+	} {
+		p.Now = now
+		mustInsert(t, s, p)
+	}
+	got := mustClaim(t, s, store.ClaimParams{Node: nodeA, Incarnation: incA,
+		Jobs: store.NewJobLimits(map[string]int{"alpha": 0, "bravo": 0, "charlie": 1}), Limit: 2, Now: now})
+	var desc []string
+	for _, r := range got {
+		desc = append(desc, r.Job+"@"+r.NotBefore.UTC().Format("15:04:05.000"))
+	}
+	slices.Sort(desc)
+	if want := []string{"bravo@12:00:07.000", "charlie@12:00:07.566"}; !slices.Equal(desc, want) {
+		t.Fatalf("claimed %v, want %v", desc, want)
 	}
 }

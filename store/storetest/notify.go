@@ -157,6 +157,58 @@ func testNotifySuppression(t *testing.T, s store.Store) {
 	}
 }
 
+// failTwice makes a manual run of job at at with two attempts, and fails
+// both: the first is retried (failed), the second gives up (dead_letter),
+// 13 seconds after at. The transitions carry targets.
+func failTwice(t *testing.T, s store.Store, job string, at time.Time, targets ...jobs.NotifyTarget) {
+	t.Helper()
+	p := manual(job, at)
+	p.Retry = jobs.RetryPolicy{MaxAttempts: 2, Backoff: jobs.BackoffFixed, InitialDelay: 10 * time.Second}
+	mustInsert(t, s, p)
+	res := jobs.Result{ExitCode: ptr(1), Err: errors.New("exit status 1")}
+	for i, want := range []jobs.Status{jobs.StatusRetrying, jobs.StatusDeadLetter} {
+		start := at.Add(time.Second + time.Duration(i)*11*time.Second)
+		r := claimOne(t, s, job, incA, start)
+		tr := jobs.FailAttempt(r, fenceOf(r), nodeB, res, jobs.ReasonFailed, start.Add(time.Second), nil)
+		tr.Notify = targets
+		if got := mustTransition(t, s, tr); got.Status != want {
+			t.Fatalf("attempt %d of a run of %s ended %s, want %s", i+1, job, got.Status, want)
+		}
+	}
+}
+
+// testNotifyDeadLetterAfterFailed: a notifier that takes failed and
+// dead_letter is told of the first failed attempt of a failing state and
+// then of the first dead letter as well (the run gave up), once each
+// however often the job fails; one that takes failed alone is told once.
+// A success ends the state, and the next failure tells both again. A
+// notifier told of a dead letter is not told of a later failed attempt.
+func testNotifyDeadLetterAfterFailed(t *testing.T, s store.Store) {
+	retries := jobs.NotifyTarget{Notifier: "retries", Events: []jobs.NotifyEvent{jobs.EventFailed}}
+	targets := []jobs.NotifyTarget{pagerTarget, retries}
+	for i := range 5 {
+		failTwice(t, s, "flaky", t0.Add(time.Duration(i)*20*time.Second), targets...)
+	}
+	first := []string{"pager flaky failed pending", "retries flaky failed pending", "pager flaky dead_letter pending"}
+	ns := wantNotifications(t, s, "flaky", first...)
+	for _, n := range ns {
+		var pl store.EventPayload
+		if err := json.Unmarshal(n.Payload, &pl); err != nil || pl.Reminder || pl.Since == nil || !pl.Since.Equal(t0.Add(2*time.Second)) {
+			t.Errorf("%s %s: %s, %v", n.Notifier, n.Event, n.Payload, err)
+		}
+	}
+	runOnce(t, s, "flaky", t0.Add(time.Hour), true, targets...)
+	failTwice(t, s, "flaky", t0.Add(2*time.Hour), targets...)
+	wantNotifications(t, s, "flaky", append(first, "pager flaky resolved pending",
+		"pager flaky failed pending", "retries flaky failed pending", "pager flaky dead_letter pending")...)
+
+	// Told of the dead letter first: a later failed attempt is the same
+	// failing state.
+	runOnce(t, s, "gives-up", t0, false, pagerTarget)
+	failTwice(t, s, "gives-up", t0.Add(time.Minute), pagerTarget)
+	wantNotifications(t, s, "gives-up", "pager gives-up dead_letter pending")
+}
+
 // testNotifyClaimLease: a claim leases due notifications to one
 // incarnation; another claim finds none until the lease runs out, then
 // takes them (the first node was killed). The first node's late failure is
@@ -379,6 +431,10 @@ func testNotifyOverdue(t *testing.T, s store.Store) {
 	if err := json.Unmarshal(ns[0].Payload, &pl); err != nil || pl.Event != jobs.EventOverdue || pl.Node != nodeA || pl.Since == nil {
 		t.Fatalf("payload %s: %v", ns[0].Payload, err)
 	}
+	// The error says the window and the last success.
+	if want := "no run completed within expect_success_within (2h): the last success was at 2026-03-01T12:00:02Z"; pl.Error != want {
+		t.Errorf("overdue error %q, want %q", pl.Error, want)
+	}
 	runOnce(t, s, "nightly", due.Add(time.Hour), true, opsTarget)
 	wantNotifications(t, s, "nightly", "ops nightly overdue pending", "ops nightly resolved pending")
 	states, err := s.JobNotifyStates(ctx, []string{"nightly"})
@@ -386,7 +442,7 @@ func testNotifyOverdue(t *testing.T, s store.Store) {
 		t.Fatalf("after a success: %+v, %v", states["nightly"], err)
 	}
 
-	never := store.JobOverdueParams{Job: "never", Within: time.Hour, Since: t0, Notify: []jobs.NotifyTarget{}, Node: nodeA}
+	never := store.JobOverdueParams{Job: "never", Within: 90 * time.Minute, Since: t0.Add(-30 * time.Minute), Notify: []jobs.NotifyTarget{opsTarget}, Node: nodeA}
 	never.Now = t0.Add(59 * time.Minute)
 	if _, made, err := s.JobOverdue(ctx, never); err != nil || made {
 		t.Fatalf("a job that never succeeded, before Since + Within: %t, %v", made, err)
@@ -395,7 +451,11 @@ func testNotifyOverdue(t *testing.T, s store.Store) {
 	if _, made, err := s.JobOverdue(ctx, never); err != nil || !made {
 		t.Fatalf("a job that never succeeded, at Since + Within: %t, %v", made, err)
 	}
-	wantNotifications(t, s, "never")
+	ns = wantNotifications(t, s, "never", "ops never overdue pending")
+	if err := json.Unmarshal(ns[0].Payload, &pl); err != nil ||
+		pl.Error != "no run completed within expect_success_within (1h30m): none ever did; the cluster has expected one since 2026-03-01T11:30:00Z" {
+		t.Errorf("overdue error of a job that never succeeded: %q, %v", pl.Error, err)
+	}
 }
 
 // testNotifySkipped: a fire that skips ticks (catch-up and overlap) tells

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,7 +154,7 @@ func testProgress(t *testing.T, s store.Store) {
 // testRunsRunningAndNextDue: a node's running runs, and the next due time.
 func testRunsRunningAndNextDue(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	next, err := s.RunsNextDue(ctx, []string{"a", "b"})
+	next, err := s.RunsNextDue(ctx, []string{"a", "b"}, time.Time{})
 	if err != nil || !next.IsZero() {
 		t.Fatalf("RunsNextDue of an empty store = %s, %v", next, err)
 	}
@@ -185,27 +186,38 @@ func testRunsRunningAndNextDue(t *testing.T, s store.Store) {
 	}
 
 	// Running runs and other jobs do not count; the pending "b" run does.
-	next, err = s.RunsNextDue(ctx, []string{"a", "b"})
+	next, err = s.RunsNextDue(ctx, []string{"a", "b"}, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantTime(t, "next due", next, t0.Add(time.Hour))
-	next, err = s.RunsNextDue(ctx, []string{"b", "c"})
+	next, err = s.RunsNextDue(ctx, []string{"b", "c"}, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantTime(t, "next due with c", next, t0.Add(-time.Hour))
 	// The names may come in any order.
-	next, err = s.RunsNextDue(ctx, []string{"b", "a"})
+	next, err = s.RunsNextDue(ctx, []string{"b", "a"}, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantTime(t, "next due of b and a", next, t0.Add(time.Hour))
-	next, err = s.RunsNextDue(ctx, []string{"zz", "c", "b"})
+	next, err = s.RunsNextDue(ctx, []string{"zz", "c", "b"}, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantTime(t, "next due of zz, c and b", next, t0.Add(-time.Hour))
+	// After a time: a run due already (waiting for its job's limit, say)
+	// does not hide one that becomes due later.
+	next, err = s.RunsNextDue(ctx, []string{"b", "c"}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTime(t, "next due of b and c after t0", next, t0.Add(time.Hour))
+	next, err = s.RunsNextDue(ctx, []string{"b", "c"}, t0.Add(time.Hour))
+	if err != nil || !next.IsZero() {
+		t.Fatalf("next due of b and c after b's not_before = %s, %v; want none", next, err)
+	}
 }
 
 func sortedIDs(runs []*jobs.Run) []string {
@@ -504,7 +516,7 @@ func testManyJobNames(t *testing.T, s store.Store) {
 	if err != nil || len(cs) != 1 || cs["job-00007"] == nil {
 		t.Fatalf("ScheduleCursors with %d names = %d cursors, %v", len(names), len(cs), err)
 	}
-	next, err := s.RunsNextDue(ctx, names)
+	next, err := s.RunsNextDue(ctx, names, time.Time{})
 	if err != nil || !next.Equal(t0) {
 		t.Fatalf("RunsNextDue with %d names = %s, %v", len(names), next, err)
 	}
@@ -649,4 +661,77 @@ func testRunsCount(t *testing.T, s store.Store) {
 	want = map[jobs.Status]int64{jobs.StatusPending: 2, jobs.StatusRunning: 1, jobs.StatusRetrying: 1,
 		jobs.StatusCancelled: 1, jobs.StatusDeadLetter: 1}
 	check("with a run of each status")
+}
+
+// testAttemptsClipped: RunAttemptsClipped reads the attempts RunAttempts
+// does, oldest first, the running one included, with the output of each
+// longer than twice the bound read as its head and its tail, byte for
+// byte (invalid UTF-8 and NUL too), and the length stored; it selects one
+// attempt by number, or the newest ones; a run that does not exist is
+// ErrNotFound, an attempt that does not, none.
+func testAttemptsClipped(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	long := "H\x00\xffead-" + strings.Repeat("<", 1000) + "-tail\xfe"
+	short := "short\n"
+	mustInsert(t, s, manual("clip", t0))
+	r := claimOne(t, s, "clip", incA, t0)
+	mustTransition(t, s, jobs.FailAttempt(r, fenceOf(r), r.Node, jobs.Result{ExitCode: ptr(1), Err: errors.New("exit status 1"),
+		Output: long, OutputBytes: 5000, Truncated: true}, jobs.ReasonFailed, t0.Add(time.Second), nil))
+	r = claimOne(t, s, "clip", incA, t0.Add(time.Minute))
+	mustTransition(t, s, jobs.FailAttempt(r, fenceOf(r), r.Node, jobs.Result{ExitCode: ptr(1), Err: errors.New("exit status 1"),
+		Output: short, OutputBytes: int64(len(short))}, jobs.ReasonFailed, t0.Add(time.Minute+time.Second), nil))
+	r = claimOne(t, s, "clip", incA, t0.Add(2*time.Minute))
+
+	whole, err := s.RunAttempts(ctx, r.ID)
+	if err != nil || len(whole) != 3 {
+		t.Fatalf("RunAttempts = %v, %v", whole, err)
+	}
+	describe := func(as []*store.ClippedAttempt) string {
+		var b strings.Builder
+		for _, a := range as {
+			fmt.Fprintf(&b, "%d %s %q|%q %d/%d;", a.Number, a.Status, a.Output, a.Tail, a.StoredBytes, a.OutputBytes)
+		}
+		return b.String()
+	}
+	for _, tt := range []struct {
+		name string
+		p    store.AttemptsParams
+		want string
+	}{
+		{"all, bounded", store.AttemptsParams{RunID: r.ID, Keep: 10},
+			fmt.Sprintf("1 retrying %q|%q %d/5000;2 retrying %q|\"\" 6/6;3 running \"\"|\"\" 0/0;", long[:10], long[len(long)-10:], len(long), short)},
+		{"all, whole", store.AttemptsParams{RunID: r.ID},
+			fmt.Sprintf("1 retrying %q|\"\" %d/5000;2 retrying %q|\"\" 6/6;3 running \"\"|\"\" 0/0;", long, len(long), short)},
+		{"an output of twice the bound is whole", store.AttemptsParams{RunID: r.ID, Number: 2, Keep: 3},
+			fmt.Sprintf("2 retrying %q|\"\" 6/6;", short)},
+		{"one, bounded", store.AttemptsParams{RunID: r.ID, Number: 1, Keep: 500},
+			fmt.Sprintf("1 retrying %q|%q %d/5000;", long[:500], long[len(long)-500:], len(long))},
+		{"the newest two", store.AttemptsParams{RunID: r.ID, Newest: 2, Keep: 2},
+			fmt.Sprintf("2 retrying %q|%q 6/6;3 running \"\"|\"\" 0/0;", short[:2], short[4:])},
+		{"the running one", store.AttemptsParams{RunID: r.ID, Number: 3}, "3 running \"\"|\"\" 0/0;"},
+		{"no such attempt", store.AttemptsParams{RunID: r.ID, Number: 9}, ""},
+	} {
+		got, err := s.RunAttemptsClipped(ctx, tt.p)
+		if err != nil || describe(got) != tt.want {
+			t.Errorf("%s: RunAttemptsClipped(%+v) =\n%s, %v\nwant\n%s", tt.name, tt.p, describe(got), err, tt.want)
+		}
+	}
+	got, err := s.RunAttemptsClipped(ctx, store.AttemptsParams{RunID: r.ID})
+	if err != nil || len(got) != 3 {
+		t.Fatal(err)
+	}
+	for i, a := range got {
+		w := *whole[i]
+		if a.Attempt.RunID != w.RunID || a.Node != w.Node || a.Incarnation != w.Incarnation || !a.StartedAt.Equal(w.StartedAt) ||
+			!a.FinishedAt.Equal(w.FinishedAt) || a.Error != w.Error || a.Reason != w.Reason || a.Truncated != w.Truncated ||
+			(a.ExitCode == nil) != (w.ExitCode == nil) || a.ExitCode != nil && *a.ExitCode != *w.ExitCode {
+			t.Errorf("attempt %d: clipped %+v, whole %+v", i+1, a.Attempt, w)
+		}
+	}
+	_, err = s.RunAttemptsClipped(ctx, store.AttemptsParams{RunID: "no-such-run", Keep: 10})
+	wantErr(t, err, store.ErrNotFound)
+	fresh := mustInsert(t, s, manual("fresh", t0))
+	if got, err := s.RunAttemptsClipped(ctx, store.AttemptsParams{RunID: fresh.ID}); err != nil || len(got) != 0 {
+		t.Errorf("a run not started: %v, %v", got, err)
+	}
 }

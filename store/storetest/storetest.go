@@ -20,6 +20,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		fn   func(t *testing.T, s store.Store)
 	}{
 		{"FireOccurrenceOnce", testFireOccurrenceOnce},
+		{"ClaimOrderAcrossJobs", testClaimOrderAcrossJobs},
 		{"FireConcurrent", testFireConcurrent},
 		{"FireCursorCAS", testFireCursorCAS},
 		{"FireOverlapSkip", testFireOverlapSkip},
@@ -69,6 +70,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Actors", testActors},
 		{"Expire", testExpire},
 		{"Progress", testProgress},
+		{"AttemptsClipped", testAttemptsClipped},
 		{"RunsRunningAndNextDue", testRunsRunningAndNextDue},
 		{"Prune", testPrune},
 		{"PruneInPages", testPruneInPages},
@@ -83,6 +85,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"JobResults", testJobResults},
 		{"NotifyTransition", testNotifyTransition},
 		{"NotifySuppression", testNotifySuppression},
+		{"NotifyDeadLetterAfterFailed", testNotifyDeadLetterAfterFailed},
 		{"NotifyClaimLease", testNotifyClaimLease},
 		{"NotifyRetryAndFailed", testNotifyRetryAndFailed},
 		{"NotifyClaimConcurrent", testNotifyClaimConcurrent},

@@ -171,7 +171,7 @@ func testTransitionRetryAndDeadLetter(t *testing.T, s store.Store) {
 	if retrying.ExitCode == nil || *retrying.ExitCode != 1 || retrying.Error != "exit status 1" || !retrying.FinishedAt.IsZero() {
 		t.Fatalf("retrying run: %+v", retrying)
 	}
-	next, err := s.RunsNextDue(ctx, []string{"flaky"})
+	next, err := s.RunsNextDue(ctx, []string{"flaky"}, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func TestPackageVersionsSort(t *testing.T) {
 		if os.Getenv("CI") != "" {
 			t.Fatal("dpkg is required on CI")
 		}
-		t.Skip("dpkg not installed")
+		skip(t, "dpkg not installed (apt-get install dpkg)")
 	}
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	order := []string{"abc1234", "v0.1.0-rc1", "v0.1.0", "v0.1.0-dirty", "v0.1.0-3-gabc1234", "v0.1.1"}

@@ -26,6 +26,20 @@ func packageTestsEnabled() bool {
 	return os.Getenv("CI") != "" || os.Getenv("SCHEDULERD_TEST_PACKAGES") == "1"
 }
 
+// skip skips t and appends reason to the file $SCHEDULERD_TEST_SKIPS
+// names, for the summary that make test prints at its end (this module
+// cannot import the daemon's internal/testtool, which does the same).
+func skip(t *testing.T, reason string) {
+	t.Helper()
+	if path := os.Getenv("SCHEDULERD_TEST_SKIPS"); path != "" {
+		if f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
+			_, _ = f.WriteString(reason + "\n")
+			f.Close()
+		}
+	}
+	t.Skip(reason)
+}
+
 // tools returns the paths of the programs the install test needs; a
 // missing one fails the test (it runs only where it was asked for).
 func tools(t *testing.T, names ...string) map[string]string {
@@ -64,7 +78,7 @@ func exists(path string) bool {
 // gets, upgrades it, removes and purges it, and checks what is left.
 func TestDebInstallUpgradePurge(t *testing.T) {
 	if !packageTestsEnabled() {
-		t.Skip("installs a package system-wide: runs on CI, or with SCHEDULERD_TEST_PACKAGES=1")
+		skip(t, "the package test installs a package system-wide: it runs on CI, or as root with SCHEDULERD_TEST_PACKAGES=1")
 	}
 	if os.Geteuid() != 0 {
 		t.Fatal("the package test installs a package: run it as root")

@@ -4,7 +4,7 @@
 // module proxy is needed. `make dist` runs it:
 //
 //	go -C tools/dist run . -root ../.. -out ../../dist \
-//		-version "$(git describe --tags --always --dirty)" \
+//		-version "$(tools/dist/describe.sh)" \
 //		-commit "$(git rev-parse HEAD)" -date "$(git log -1 --format=%cI)" \
 //		-ldflags '-s -w -X main.version=...'
 //
@@ -35,7 +35,7 @@ func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("dist", flag.ContinueOnError)
 	root := fs.String("root", "../..", "the repository's root")
 	out := fs.String("out", "", "where to write the release (default: ROOT/dist)")
-	describe := fs.String("version", "", "the version: git describe --tags --always --dirty")
+	describe := fs.String("version", "", "the version, in the form of git describe: what describe.sh prints")
 	commit := fs.String("commit", "", "the commit built")
 	date := fs.String("date", "", "the commit's time, RFC 3339: the packages' file times and changelog date")
 	ldflags := fs.String("ldflags", "", "the -ldflags of the build, which stamp the version")

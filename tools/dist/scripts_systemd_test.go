@@ -18,7 +18,7 @@ import (
 // nothing, and a removal, not an upgrade, stops the service.
 func TestScriptsUnderSystemd(t *testing.T) {
 	if !packageTestsEnabled() {
-		t.Skip("runs the maintainer scripts in a mount namespace as root; set CI or SCHEDULERD_TEST_PACKAGES=1")
+		skip(t, "the maintainer scripts' test runs them in a mount namespace as root: set CI or SCHEDULERD_TEST_PACKAGES=1")
 	}
 	tools(t, "unshare", "mount")
 	fake := t.TempDir()
