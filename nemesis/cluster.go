@@ -216,7 +216,7 @@ func (c *cluster) newNode(id, bin, script, secretFile string, tmpfs bool) (*node
 			return nil, err
 		}
 	}
-	p, err := newProxy(c.pair.Primary().Addr())
+	p, err := newProxy(c.pair.Primary().Addr(), true)
 	if err != nil {
 		return nil, err
 	}

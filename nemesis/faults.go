@@ -14,7 +14,10 @@ import (
 )
 
 // The kinds of fault, in the order the summary lists them.
-var faultKinds = []string{"kill", "stop", "partition", "pg-restart", "failover", "disk-full", "webhook-down", "webhook-hang"}
+// A kind added goes last: the seeds of the runs before it then replay the
+// same faults with -kinds of the kinds they had.
+var faultKinds = []string{"kill", "stop", "partition", "pg-restart", "failover", "disk-full", "webhook-down", "webhook-hang",
+	"lost-answer"}
 
 // step is one fault with every choice it needs, drawn from the seeded
 // generator in a fixed order before it is done, so that a seed replays
@@ -38,6 +41,7 @@ var holds = map[string][2]int{
 	"disk-full":    {5000, 20000},
 	"webhook-down": {3000, 20000},
 	"webhook-hang": {3000, 20000},
+	"lost-answer":  {3000, 12000},
 }
 
 func draw(rng *rand.Rand, kinds []string, nodes int) step {
@@ -115,6 +119,12 @@ func (c *cluster) do(ctx context.Context, s step) (Fault, error) {
 		n.proxy.cut()
 		sleep(ctx, s.hold)
 		n.proxy.heal()
+	case "lost-answer":
+		f.Node = n.id
+		n.proxy.lose(true)
+		sleep(ctx, s.hold)
+		lost, answers := n.proxy.lose(false)
+		f.Detail = fmt.Sprintf("%d of %d answers lost", lost, answers)
 	case "pg-restart":
 		f.Detail = "-m fast"
 		if s.immediate {

@@ -5,10 +5,13 @@ import (
 	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
+	"io"
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,7 +62,7 @@ func ask(c net.Conn, r *bufio.Reader, line string, wait time.Duration) (string, 
 // to the new server.
 func TestProxy(t *testing.T) {
 	a, b := echoServer(t, "a:"), echoServer(t, "b:")
-	p, err := newProxy(a)
+	p, err := newProxy(a, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,5 +183,113 @@ func TestReceiver(t *testing.T) {
 	}
 	if want := "n1=true n2=false n7=true"; strings.Join(got, " ") != want {
 		t.Errorf("deliveries %q, want %q", strings.Join(got, " "), want)
+	}
+}
+
+// message is a message of PostgreSQL's protocol: a type byte, a length
+// that counts itself, the body.
+func message(typ byte, body string) []byte {
+	m := []byte{typ, 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(m[1:], uint32(4+len(body)))
+	return append(m, body...)
+}
+
+// answerServer answers each byte it reads with a DataRow, a
+// CommandComplete and a ReadyForQuery, written at once, as PostgreSQL
+// answers a statement.
+func answerServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	answer := slices.Concat(message('D', "\x00\x01\x00\x00\x00\x01x"), message('C', "UPDATE 1\x00"), message('Z', "I"))
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				b := make([]byte, 1)
+				for {
+					if _, err := c.Read(b); err != nil {
+						return
+					}
+					if _, err := c.Write(answer); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestProxyLosesAnswers: while lossy, the proxy closes the connection
+// instead of forwarding one CommandComplete in loseOneIn, and forwards the
+// other answers whole; otherwise it forwards every one.
+func TestProxyLosesAnswers(t *testing.T) {
+	p, err := newProxy(answerServer(t), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	want := slices.Concat(message('D', "\x00\x01\x00\x00\x00\x01x"), message('C', "UPDATE 1\x00"), message('Z', "I"))
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	// statement sends a statement and reads its answer.
+	statement := func(c net.Conn) error {
+		if _, err := c.Write([]byte{'q'}); err != nil {
+			return err
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		got := make([]byte, len(want))
+		if _, err := io.ReadFull(c, got); err != nil {
+			return err
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("answer %q, want %q", got, want)
+		}
+		return nil
+	}
+	c := dial()
+	for i := range 2 * loseOneIn {
+		if err := statement(c); err != nil {
+			t.Fatalf("statement %d, not lossy: %v", i+1, err)
+		}
+	}
+	p.lose(true)
+	for i := 1; i < loseOneIn; i++ {
+		if err := statement(c); err != nil {
+			t.Fatalf("statement %d, lossy: %v", i, err)
+		}
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte{'q'}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := io.ReadAll(c); err != nil || len(got) != 0 {
+		t.Fatalf("answer %d, lossy: %q, %v; want the connection closed, and no answer", loseOneIn, got, err)
+	}
+	c = dial()
+	if err := statement(c); err != nil {
+		t.Fatalf("a new connection, lossy: %v", err)
+	}
+	if lost, answers := p.lose(false); lost != 1 || answers != loseOneIn+1 {
+		t.Fatalf("lost %d of %d answers, want 1 of %d", lost, answers, loseOneIn+1)
+	}
+	for i := range 2 * loseOneIn {
+		if err := statement(c); err != nil {
+			t.Fatalf("statement %d, no longer lossy: %v", i+1, err)
+		}
 	}
 }

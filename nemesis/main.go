@@ -10,7 +10,8 @@
 // from PostgreSQL by its proxy; PostgreSQL restarted, or failed over to its
 // standby (the old primary is then rebuilt as the new standby); the disk
 // under a node's state directory full; the webhook receiver down or
-// hanging. Cron jobs fire every second or so, and a load of triggers comes
+// hanging; answers of PostgreSQL to a node lost, its connection closed
+// after the server carried a statement out. Cron jobs fire every second or so, and a load of triggers comes
 // through the nodes' sockets. Afterwards the trigger load stops, the cron
 // jobs are paused, everything settles, the nodes stop, and the checker
 // reads the store, the jobs' witness file and the receiver's log. The
