@@ -72,7 +72,7 @@ func runCluster(ctx context.Context, o options, out io.Writer) (*History, string
 		return nil, "", err
 	}
 	c := &cluster{out: out, dir: dir, witness: filepath.Join(dir, "witness")}
-	fmt.Fprintf(out, "nemesis: seed %d (replay: make nemesis SEED=%d DURATION=%s), directory %s\n", o.seed, o.seed, o.duration, dir)
+	fmt.Fprintf(out, "nemesis: seed %d (replay: %s), directory %s\n", o.seed, o.replay(), dir)
 	meta := Meta{Seed: o.seed, Duration: Duration(o.duration), Heartbeat: Duration(heartbeat), Inactive: Duration(inactive),
 		NotDone: map[string]string{}}
 	tmpfs := true

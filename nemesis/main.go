@@ -21,7 +21,10 @@
 //	nemesis: N faults (kill N, stop N, ...), N ticks, N runs, N violations
 //
 // It exits 1 on any violation, and 2 when the run itself could not be
-// made (no PostgreSQL, a fault that could not be done).
+// made (no PostgreSQL, a fault that could not be done). With -seeds it
+// replays the seeds of a file (those that once failed), then a new one,
+// each its own cluster for a share of -duration: make nemesis-ci, which
+// make test runs.
 package main
 
 import (
@@ -53,6 +56,19 @@ type options struct {
 	dir      string
 	check    string
 	kinds    string
+	seeds    string
+}
+
+// allKinds is -kinds's default: every kind of fault.
+var allKinds = strings.Join(faultKinds, ",")
+
+// replay is the command that replays the run of o.
+func (o options) replay() string {
+	cmd := fmt.Sprintf("make nemesis SEED=%d DURATION=%s", o.seed, o.duration)
+	if o.kinds != allKinds {
+		cmd += " KINDS=" + o.kinds
+	}
+	return cmd
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -66,7 +82,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.bin, "bin", "", "the schedulerd binary (default: go build ./cmd/schedulerd into the run's directory)")
 	fs.StringVar(&o.dir, "dir", "", "the run's directory: logs, witness, history (default: a new one under $TMPDIR)")
 	fs.StringVar(&o.check, "check", "", "check the history file of an earlier run again, and print its summary")
-	fs.StringVar(&o.kinds, "kinds", strings.Join(faultKinds, ","), "the kinds of fault to pick from, separated by commas")
+	fs.StringVar(&o.kinds, "kinds", allKinds, "the kinds of fault to pick from, separated by commas")
+	fs.StringVar(&o.seeds, "seeds", "", "replay the seeds of this file (lines \"SEED [KINDS]\"), then a new seed (or -seed), "+
+		"sharing -duration evenly; what make nemesis-ci runs")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -81,33 +99,57 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "nemesis: -duration must be positive")
 		return 2
 	}
-	for _, k := range strings.Split(o.kinds, ",") {
-		if !slices.Contains(faultKinds, k) {
-			fmt.Fprintf(stderr, "nemesis: -kinds: unknown kind %q (kinds: %s)\n", k, strings.Join(faultKinds, ", "))
-			return 2
-		}
+	if err := checkKinds(o.kinds); err != nil {
+		fmt.Fprintf(stderr, "nemesis: -kinds: %v\n", err)
+		return 2
+	}
+	if o.seeds != "" {
+		return replaySeeds(ctx, o, stdout, stderr)
 	}
 	if o.seed == 0 {
-		o.seed = time.Now().UnixNano() & (1<<53 - 1)
+		o.seed = newSeed()
 	}
+	code, _ := once(ctx, o, stdout, stderr)
+	return code
+}
+
+// newSeed returns a seed for a new run.
+func newSeed() int64 {
+	return time.Now().UnixNano() & (1<<53 - 1)
+}
+
+// checkKinds checks a list of fault kinds separated by commas.
+func checkKinds(kinds string) error {
+	for _, k := range strings.Split(kinds, ",") {
+		if !slices.Contains(faultKinds, k) {
+			return fmt.Errorf("unknown kind %q (kinds: %s)", k, strings.Join(faultKinds, ", "))
+		}
+	}
+	return nil
+}
+
+// once makes the run of o and checks it. It returns the exit code (0, 1
+// with violations, 2 when the run could not be made) and the run's
+// figures (nil when it could not be made).
+func once(ctx context.Context, o options, stdout, stderr io.Writer) (int, *figures) {
 	h, path, err := runCluster(ctx, o, stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "nemesis: %v\n", err)
-		fmt.Fprintf(stderr, "nemesis: seed %d (replay: make nemesis SEED=%d DURATION=%s)\n", o.seed, o.seed, o.duration)
-		return 2
+		fmt.Fprintf(stderr, "nemesis: seed %d (replay: %s)\n", o.seed, o.replay())
+		return 2, nil
 	}
 	r := Check(h)
 	h.Violations = r.Violations
 	if err := h.WriteFile(path); err != nil {
 		fmt.Fprintf(stderr, "nemesis: write the history: %v\n", err)
-		return 2
+		return 2, nil
 	}
 	fmt.Fprintf(stdout, "nemesis: history in %s\n", path)
-	summary(stdout, h, r)
+	f := summary(stdout, h, r)
 	if len(r.Violations) > 0 {
-		return 1
+		return 1, f
 	}
-	return 0
+	return 0, f
 }
 
 // recheck checks a history file again.
@@ -124,7 +166,7 @@ func recheck(path string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	r := Check(h)
-	summary(stdout, h, r)
+	_ = summary(stdout, h, r)
 	if len(r.Violations) > 0 {
 		return 1
 	}
@@ -135,8 +177,42 @@ func recheck(path string, stdout, stderr io.Writer) int {
 // history holds them all.
 const maxListed = 20
 
-// summary prints the violations, the figures, and the summary line.
-func summary(w io.Writer, h *History, r *Report) {
+// figures are what the summary line of a run counts.
+type figures struct {
+	faults     map[string]int // by kind
+	ticks      int
+	runs       int
+	violations int
+}
+
+// add adds the figures of another run.
+func (f *figures) add(g *figures) {
+	if f.faults == nil {
+		f.faults = map[string]int{}
+	}
+	for k, n := range g.faults {
+		f.faults[k] += n
+	}
+	f.ticks += g.ticks
+	f.runs += g.runs
+	f.violations += g.violations
+}
+
+// line is the summary line: "N faults (kill N, ...), N ticks, N runs, N
+// violations".
+func (f *figures) line() string {
+	var fs []string
+	n := 0
+	for _, k := range faultKinds {
+		fs = append(fs, fmt.Sprintf("%s %d", k, f.faults[k]))
+		n += f.faults[k]
+	}
+	return fmt.Sprintf("%d faults (%s), %d ticks, %d runs, %d violations", n, strings.Join(fs, ", "), f.ticks, f.runs, f.violations)
+}
+
+// summary prints the violations, the figures, and the summary line, and
+// returns the figures.
+func summary(w io.Writer, h *History, r *Report) *figures {
 	byKind := map[string]int{}
 	for _, v := range r.Violations {
 		byKind[v.Kind]++
@@ -146,9 +222,9 @@ func summary(w io.Writer, h *History, r *Report) {
 			fmt.Fprintf(w, "VIOLATION %s: ... (all of them are in the history)\n", v.Kind)
 		}
 	}
-	faults := map[string]int{}
-	for _, f := range h.Faults {
-		faults[f.Kind]++
+	f := &figures{faults: map[string]int{}, ticks: r.Ticks, runs: len(h.Runs), violations: len(r.Violations)}
+	for _, x := range h.Faults {
+		f.faults[x.Kind]++
 	}
 	var unasked []string
 	for _, k := range faultKinds {
@@ -193,11 +269,8 @@ func summary(w io.Writer, h *History, r *Report) {
 		vs = append(vs, fmt.Sprintf("%s %d", k, byKind[k]))
 	}
 	fmt.Fprintf(w, "nemesis: violations: %s\n", strings.Join(vs, ", "))
-	var fs []string
-	for _, k := range faultKinds {
-		fs = append(fs, fmt.Sprintf("%s %d", k, faults[k]))
-	}
-	fmt.Fprintf(w, "nemesis: %d faults (%s), %d ticks, %d runs, %d violations\n", len(h.Faults), strings.Join(fs, ", "), r.Ticks, len(h.Runs), len(r.Violations))
+	fmt.Fprintf(w, "nemesis: %s\n", f.line())
+	return f
 }
 
 func countCron(h *History) int {

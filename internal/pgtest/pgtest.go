@@ -287,6 +287,13 @@ func (s *Server) pgctl(action string, args ...string) error {
 	return nil
 }
 
+// Installed returns an error saying what is missing when the PostgreSQL
+// server binaries that Start and StartPair run are not installed.
+func Installed() error {
+	_, err := binDir()
+	return err
+}
+
 // binDir returns the directory of the server binaries.
 func binDir() (string, error) {
 	out, err := exec.Command("pg_config", "--bindir").Output()
