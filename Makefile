@@ -15,13 +15,15 @@ GOFMT    ?= $(shell $(GO) env GOROOT)/bin/gofmt
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
 SIM_TIME ?= 10m
+DURATION ?= 3m
+KINDS    ?=
 SEED     ?=
 PREFIX   ?= /usr/local
 MANDIR   ?= $(PREFIX)/share/man
 DIST_ARCHS ?= amd64,arm64
 
 .DEFAULT_GOAL := help
-.PHONY: help build run test unit short lint fuzz sim sim-ci bench dist install clean
+.PHONY: help build run test unit short lint fuzz sim sim-ci bench nemesis nemesis-ci dist install clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -34,7 +36,7 @@ run: build ## run the daemon on the example config (embedded store under ./var)
 	@echo 'make run: in another shell, from this directory: ./$(BIN) $(if $(filter schedulerd.toml,$(CONFIG)),,--config $(CONFIG) )jobs (or runs, trigger reindex --wait, help)'
 	./$(BIN) run --config $(CONFIG)
 
-test: lint unit sim-ci ## what CI runs: gofmt, vet, staticcheck, every test with -race, 2 minutes of make sim
+test: lint unit sim-ci nemesis-ci ## what CI runs: gofmt, vet, staticcheck, every test with -race, then 2 minutes of make sim and nemesis-ci
 
 # The tests that skip for want of a program or server (internal/testtool)
 # append why to SKIPS; unit and short list them at the end. On CI they fail
@@ -89,6 +91,16 @@ sim-ci:
 
 bench: ## measure throughput, lag, idle cost, recovery, scale (about 35 minutes); writes BENCHMARKS.md
 	$(GO) run ./bench -command 'make bench' -out BENCHMARKS.md
+
+# The driver is built rather than run with go run, which would add a line
+# after its summary when it fails.
+nemesis: build ## 3 nodes on PostgreSQL under random faults for DURATION, then checked (SEED=N replays one)
+	$(GO) build -o bin/nemesis ./nemesis
+	./bin/nemesis -bin $(BIN) -duration '$(DURATION)' $(if $(SEED),-seed '$(SEED)') $(if $(KINDS),-kinds '$(KINDS)')
+
+nemesis-ci: build ## make test's nemesis: the seeds that once failed, then a new one, sharing DURATION
+	$(GO) build -o bin/nemesis ./nemesis
+	./bin/nemesis -bin $(BIN) -duration '$(DURATION)' -seeds nemesis/testdata/seeds.txt $(if $(SEED),-seed '$(SEED)')
 
 dist: ## static binaries, .deb and .rpm for linux/DIST_ARCHS, and SHA256SUMS, in dist/
 	@test -n '$(VERSION)' || { echo 'make: no version (tools/dist/describe.sh failed: see VERSION)' >&2; exit 1; }

@@ -100,6 +100,7 @@ func (s *Scheduler) claimRuns(ctx context.Context, now time.Time, most int, due 
 		Node: s.cfg.NodeID, Incarnation: s.Incarnation(), Jobs: limits, Limit: limit, Now: now, Due: due,
 	})
 	if err != nil {
+		s.loop.claimFailed.Store(true)
 		return nil, true, err
 	}
 	msg := "attempt started"
@@ -229,4 +230,66 @@ func (rs *roundStart) started() bool {
 	default:
 		return false
 	}
+}
+
+// adoptLostClaims runs the attempts that a claim whose answer was lost
+// took. A claim that fails may have committed: when the connection breaks
+// as the claim commits (PostgreSQL restarting, or failing over to a
+// standby that has the commit), the store holds runs running on this
+// incarnation that no process runs, and that no other node recovers, as
+// this node heartbeats. So after a claim failed, once the iteration's
+// claims are done (claims run in the loop alone), the loop lists the runs
+// the store holds running on this node and starts those of this
+// incarnation that it does not know of, each at the time it was claimed
+// for: a run claimed ahead of its tick starts at the tick.
+func (s *Scheduler) adoptLostClaims(it *iteration) {
+	if !s.loop.claimFailed.Swap(false) || s.lease.fenced.Load() {
+		return
+	}
+	inc := s.Incarnation()
+	// What this node runs or writes the result of, read before the store
+	// is: an attempt that ends meanwhile is in it, and nothing is claimed
+	// meanwhile.
+	s.mu.Lock()
+	known := make(map[string]bool, len(s.attempts.running)+len(s.attempts.writing))
+	for id := range s.attempts.running {
+		known[id] = true
+	}
+	for id := range s.attempts.writing {
+		known[id] = true
+	}
+	s.mu.Unlock()
+	runs, err := s.st.RunsRunning(it.ctx, s.cfg.NodeID)
+	if err != nil {
+		s.loop.claimFailed.Store(true) // look again at the next iteration
+		s.loopError(it, "look for runs claimed by a claim that failed", err)
+		return
+	}
+	for _, r := range runs {
+		if r.Incarnation != inc || known[r.ID] || s.lease.fenced.Load() || s.Incarnation() != inc {
+			continue
+		}
+		s.log.WarnContext(it.ctx, "attempt claimed by a claim whose answer was lost: starting it",
+			"job", r.Job, "run", r.ID, "attempt", r.Attempt, "claimed_for", r.StartedAt.UTC().Format(time.RFC3339Nano))
+		s.startAttempt(r, s.openAt(r.StartedAt), nil)
+	}
+}
+
+// openAt returns a channel that the clock closes at t, or nil (start at
+// once) when t has come.
+func (s *Scheduler) openAt(t time.Time) <-chan struct{} {
+	if !t.After(s.clock.Now()) {
+		return nil
+	}
+	start := make(chan struct{})
+	tm := s.clock.TimerAt(t)
+	go func() {
+		select {
+		case <-tm.C():
+		case <-s.life.runCtx.Done():
+			tm.Stop()
+		}
+		close(start)
+	}()
+	return start
 }

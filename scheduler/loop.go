@@ -59,6 +59,7 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 	reached := s.takeReached(claimAt)
 	s.claimReached(it, claimAt, reached)
 	askNext := s.claimDue(it, claimAt, reached)
+	s.adoptLostClaims(it)
 	s.expire(it)
 	overdueNext := s.checkOverdue(it)
 	s.rereadReached(it, claimAt, reached)

@@ -154,6 +154,9 @@ type loopState struct {
 	// retiredReadAt is when the loop last read the expectations of the
 	// retired jobs.
 	retiredReadAt time.Time
+	// claimFailed is set when a claim fails: it may have committed (see
+	// adoptLostClaims).
+	claimFailed atomic.Bool
 }
 
 // lifecycle is the engine's start and stop (Start, Stop): the contexts
@@ -196,7 +199,7 @@ func New(st store.Store, cfg Config, defs []*jobs.Definition) (*Scheduler, error
 		st:           st,
 		log:          cfg.Logger.With("component", "scheduler", "node", cfg.NodeID),
 		clock:        cfg.Clock,
-		attempts:     attemptSet{running: map[string]*attempt{}},
+		attempts:     attemptSet{running: map[string]*attempt{}, writing: map[string]bool{}},
 		perJob:       newJobMetrics(),
 		ahead:        newAheadTicks(),
 		ticks:        newTickQueue(cfg.FireLead),

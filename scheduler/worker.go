@@ -21,6 +21,10 @@ import (
 type attemptSet struct {
 	// running is the attempts running, by run id. Scheduler.mu guards it.
 	running map[string]*attempt
+	// writing is the runs whose attempt has ended here and whose result is
+	// being written, or could not be (it stays then, until the next
+	// attempt of the run here ends). Scheduler.mu guards it.
+	writing map[string]bool
 	// finishing counts the attempts that have ended (and left running)
 	// and whose result is being written.
 	finishing atomic.Int64
@@ -113,6 +117,7 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 		// is written, so the next claim need not wait for that write.
 		s.mu.Lock()
 		delete(s.attempts.running, r.ID)
+		s.attempts.writing[r.ID] = true
 		if s.attempts.finishing.Add(1) == int64(s.cfg.Concurrency) {
 			select {
 			case s.results.backlog <- struct{}{}:
@@ -125,6 +130,11 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 		}
 		s.results.queue <- c
 		<-c.done // the result is written (or given up on)
+		if !c.gaveUp {
+			s.mu.Lock()
+			delete(s.attempts.writing, r.ID)
+			s.mu.Unlock()
+		}
 		s.attempts.finishing.Add(-1)
 		seq := s.testSignals.iterSeq.Load()
 		s.Wake()
@@ -193,6 +203,9 @@ type completion struct {
 	run  *jobs.Run
 	t    jobs.Transition
 	done chan struct{}
+	// gaveUp is set, before done closes, when the result could not be
+	// written (see finish).
+	gaveUp bool
 }
 
 // completionBatch bounds the results one transaction writes.
@@ -291,7 +304,7 @@ func (s *Scheduler) writeCompletions(batch []*completion) {
 		s.noteStoreError(err)
 		s.log.Warn("record attempt results: the batch failed; writing them one by one", "count", len(batch), "error", err)
 		for _, c := range batch {
-			s.finish(c.run, c.t)
+			c.gaveUp = !s.finish(c.run, c.t)
 		}
 		return
 	}
@@ -322,8 +335,9 @@ func (s *Scheduler) staleWrite(ctx context.Context, r *jobs.Run, t jobs.Transiti
 
 // finish writes the result of an attempt. A store error is retried for a
 // while: the result is the one thing a worker must not drop. A fenced write
-// is final: the attempt was taken from this node.
-func (s *Scheduler) finish(r *jobs.Run, t jobs.Transition) {
+// is final: the attempt was taken from this node. It reports false when it
+// gave up.
+func (s *Scheduler) finish(r *jobs.Run, t jobs.Transition) bool {
 	ctx := context.Background()
 	delay := 100 * time.Millisecond
 	deadline := s.clock.Now().Add(2 * time.Minute)
@@ -339,13 +353,13 @@ func (s *Scheduler) finish(r *jobs.Run, t jobs.Transition) {
 			case err != nil:
 				s.log.Error("record attempt result", "job", r.Job, "run", r.ID, "attempt", r.Attempt, "error", err)
 			}
-			return
+			return true
 		}
 		s.noteStoreError(err)
 		if s.clock.Now().After(deadline) {
 			s.log.Error("record attempt result: giving up; the attempt is resolved when the node restarts",
 				"job", r.Job, "run", r.ID, "attempt", r.Attempt, "error", err)
-			return
+			return false
 		}
 		s.log.Warn("record attempt result: retrying", "job", r.Job, "run", r.ID, "error", err)
 		tm := s.clock.NewTimer(delay)

@@ -27,6 +27,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,6 +61,9 @@ type Server struct {
 	// the tests run as root (initdb refuses root); empty otherwise.
 	runAs string
 
+	// settings replace or add to the settings of writeConfig.
+	settings []string
+
 	watchdog     *exec.Cmd
 	watchdogPipe *os.File // its stdin; closing it tells it to clean up
 
@@ -79,11 +83,26 @@ func Start() (*Server, error) {
 	if dsn := os.Getenv(EnvDSN); dsn != "" {
 		return &Server{dsn: dsn, external: true}, nil
 	}
+	s, err := newServer(nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.start(); err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("start postgres: %w", err)
+	}
+	return s, nil
+}
+
+// newServer makes the private directory of a throwaway server (owned by the
+// user that runs the binaries) and its watchdog; settings are lines
+// "name = value" that replace or add to those of writeConfig.
+func newServer(settings []string) (*Server, error) {
 	bindir, err := binDir()
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{bindir: bindir}
+	s := &Server{bindir: bindir, settings: settings}
 	if os.Geteuid() == 0 {
 		s.runAs = "postgres"
 	}
@@ -92,7 +111,20 @@ func Start() (*Server, error) {
 	}
 	s.data = filepath.Join(s.dir, "data")
 	s.log = filepath.Join(s.dir, "postgres.log")
-	if err := s.start(); err != nil {
+	if s.runAs != "" {
+		u, err := user.Lookup(s.runAs)
+		if err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("start postgres: running as root, and there is no %s user to run initdb as: %w", s.runAs, err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(s.dir, uid, gid); err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("start postgres: %w", err)
+		}
+	}
+	if err := s.startWatchdog(); err != nil {
 		s.Stop()
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}
@@ -100,27 +132,19 @@ func Start() (*Server, error) {
 }
 
 func (s *Server) start() error {
-	if s.runAs != "" {
-		u, err := user.Lookup(s.runAs)
-		if err != nil {
-			return fmt.Errorf("running as root, and there is no %s user to run initdb as: %w", s.runAs, err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(s.dir, uid, gid); err != nil {
-			return err
-		}
-	}
-	if err := s.startWatchdog(); err != nil {
-		return err
-	}
 	out, err := s.run("initdb", "-D", s.data, "--username=postgres", "--auth=trust", "--no-sync",
 		"--encoding=UTF8", "--locale=C")
 	if err != nil {
 		return fmt.Errorf("initdb: %w: %s", err, tail(out))
 	}
-	// Another process may take the free port before the server binds it:
-	// then try another.
+	return s.listen()
+}
+
+// listen writes the config with a free port and starts the server. Another
+// process may take the free port before the server binds it: then it tries
+// another.
+func (s *Server) listen() error {
+	var err error
 	for try := 0; ; try++ {
 		if s.port, err = freePort(); err != nil {
 			return err
@@ -143,10 +167,11 @@ func (s *Server) start() error {
 	return nil
 }
 
-// writeConfig writes the settings of a disposable server. They go to
-// postgresql.auto.conf, read last, so restarts keep them.
+// writeConfig writes the settings of a disposable server, with s.settings
+// replacing or adding to them. They go to postgresql.auto.conf, read last,
+// so restarts keep them.
 func (s *Server) writeConfig() error {
-	conf := strings.Join([]string{
+	conf := []string{
 		"port = " + strconv.Itoa(s.port),
 		"listen_addresses = '127.0.0.1'",
 		"unix_socket_directories = '" + strings.ReplaceAll(s.dir, "'", "''") + "'",
@@ -162,9 +187,21 @@ func (s *Server) writeConfig() error {
 		"shared_buffers = 128MB",
 		"autovacuum = off",
 		"log_min_messages = warning",
-	}, "\n") + "\n"
+	}
+	for _, line := range s.settings {
+		name, _, _ := strings.Cut(line, "=")
+		i := slices.IndexFunc(conf, func(l string) bool {
+			n, _, _ := strings.Cut(l, "=")
+			return strings.TrimSpace(n) == strings.TrimSpace(name)
+		})
+		if i < 0 {
+			conf = append(conf, line)
+		} else {
+			conf[i] = line
+		}
+	}
 	path := filepath.Join(s.data, "postgresql.auto.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(strings.Join(conf, "\n")+"\n"), 0o600); err != nil {
 		return err
 	}
 	return s.chown(path)
@@ -248,6 +285,13 @@ func (s *Server) pgctl(action string, args ...string) error {
 		return fmt.Errorf("pg_ctl %s: %w: %s", action, err, tail(out))
 	}
 	return nil
+}
+
+// Installed returns an error saying what is missing when the PostgreSQL
+// server binaries that Start and StartPair run are not installed.
+func Installed() error {
+	_, err := binDir()
+	return err
 }
 
 // binDir returns the directory of the server binaries.

@@ -4,10 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/schedulerd/schedulerd/internal/proctest"
 )
 
 var srv *Server
@@ -28,6 +31,22 @@ func query(t *testing.T, dsn, sql string) string {
 		t.Fatalf("%s: %v", sql, err)
 	}
 	return out
+}
+
+func execSQL(t *testing.T, dsn string, sqls ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	for _, sql := range sqls {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
 }
 
 func TestNewDatabase(t *testing.T) {
@@ -161,5 +180,64 @@ func TestEnableAutovacuum(t *testing.T) {
 	}
 	if got := query(t, s.DSN(), `SHOW autovacuum`); got != "on" {
 		t.Fatalf("autovacuum after a restart = %s, want on", got)
+	}
+}
+
+// TestPairFailover: a pair's standby has every committed row, takes the
+// writes once failed over to, and the old primary, rebuilt as its standby,
+// follows it, so that a second failover keeps every row too.
+func TestPairFailover(t *testing.T) {
+	proctest.Long(t, "a primary and a standby started, failed over and rebuilt twice")
+	srv.Require(t)
+	p, err := StartPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	for _, sql := range []string{`SHOW synchronous_standby_names`, `SHOW synchronous_commit`} {
+		if got := query(t, p.Primary().DSN(), sql); got != "*" && got != "on" {
+			t.Fatalf("%s = %s on the primary", sql, got)
+		}
+	}
+	if got := query(t, p.Primary().DSN(), `SELECT sync_state FROM pg_stat_replication`); got != "sync" {
+		t.Fatalf("the standby's sync_state = %s, want sync", got)
+	}
+	execSQL(t, p.Primary().DSN(), `CREATE TABLE t (n int)`, `INSERT INTO t VALUES (1)`)
+	dirs := map[string]bool{p.Primary().dir: true, p.Standby().dir: true}
+	for round := 2; round <= 3; round++ {
+		old := p.Primary()
+		if err := p.Failover(); err != nil {
+			t.Fatal(err)
+		}
+		if p.Primary() == old || p.Standby() != old {
+			t.Fatal("Failover did not swap the servers")
+		}
+		// Every row committed on the old primary is on the new one, which
+		// takes writes without a standby until Rebuild.
+		if got := query(t, p.Primary().DSN(), `SELECT count(*)::text FROM t`); got != strconv.Itoa(round-1) {
+			t.Fatalf("round %d: %s rows after the failover, want %d", round, got, round-1)
+		}
+		execSQL(t, p.Primary().DSN(), `INSERT INTO t VALUES (1)`)
+		if err := p.Rebuild(); err != nil {
+			t.Fatal(err)
+		}
+		if got := query(t, p.Standby().DSN(), `SELECT pg_is_in_recovery()::text`); got != "true" {
+			t.Fatalf("round %d: the rebuilt server is not a standby", round)
+		}
+		if got := query(t, p.Primary().DSN(), `SELECT sync_state FROM pg_stat_replication`); got != "sync" {
+			t.Fatalf("round %d: the rebuilt standby's sync_state = %s, want sync", round, got)
+		}
+	}
+	if err := p.RestartPrimary(true); err != nil {
+		t.Fatal(err)
+	}
+	if got := query(t, p.Primary().DSN(), `SELECT count(*)::text FROM t`); got != "3" {
+		t.Fatalf("%s rows after a crash of the primary, want 3", got)
+	}
+	p.Stop()
+	for dir := range dirs {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("directory %s after Stop: %v", dir, err)
+		}
 	}
 }
