@@ -99,9 +99,11 @@ func init() {
 			about: "After the declared jobs come those that no config of this node declares but that the cluster still expects to succeed (expect_success_within; a reload removed them): SCHEDULE says \"not declared\", and --json gives \"declared\": false. `schedulerd forget` ends their expectation."},
 		{name: "runs", run: cmdRuns, client: true, args: []string{"show", argRun},
 			forms: []form{
-				{"runs [--job J] [--status S] [--limit N]", "runs, newest first"},
+				{"runs [--job J] [--status S] [--since T] [--until T] [--before ID] [--limit N]", "runs, newest first"},
+				{"runs [--job J] [--since T] [--until T] --stats", "runs by outcome, success ratio,\np50/p95/max duration of the completed"},
 				{"runs show ID [--raw]", "one run with its attempts, output and events;\n--raw prints them unescaped"},
-			}},
+			},
+			about: "Runs are listed newest first by when they were made, a page at a time: when more follow, the text says so on stderr with the --before that shows the next page (the id of the page's last run; with --json, take it from the last line). --since and --until take RFC 3339, a date (its midnight in UTC) or a duration before now (7d, 36h, 1d12h). --stats is computed by the daemon's store in one statement over the runs made in the range, whatever their number; success ratio is completed / (completed + dead_letter + expired)."},
 		{name: "cancel", run: cmdCancel, client: true, args: []string{argRun},
 			forms: []form{{"cancel ID [--wait]", "cancel a run, or stop its running attempt"}},
 			about: "A waiting run is cancelled at once; a running attempt gets SIGTERM on its process group, SIGKILL after kill_grace."},
