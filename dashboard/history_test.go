@@ -141,7 +141,7 @@ func TestJobPageHistory(t *testing.T) {
 		if r.status != http.StatusOK {
 			t.Fatalf("GET %s: %d %s", path, r.status, r.body)
 		}
-		_, svg, ok := strings.Cut(r.body, `<svg class="history"`)
+		_, svg, ok := strings.Cut(r.body, `<svg class="history-chart"`)
 		svg, _, _ = strings.Cut(svg, "</svg>")
 		links := barLinks.FindAllStringSubmatch(svg, -1)
 		if !ok || len(links) != 100 {
@@ -235,7 +235,7 @@ func TestRunsPageFilters(t *testing.T) {
 
 	// A status and a range: the dead letters of the first hour.
 	r := get("/ui/runs?job=backup&status=dead_letter&since=" + from.Format(time.RFC3339) + "&until=" + from.Add(time.Hour).Format(time.RFC3339))
-	if ids := listed(r.body); len(ids) != 6 || !strings.Contains(r.body, "made from "+utcText(from)+" to before "+utcText(from.Add(time.Hour))) {
+	if ids := listed(r.body); len(ids) != 6 || !strings.Contains(r.body, "made since "+utcText(from)+" and before "+utcText(from.Add(time.Hour))) {
 		t.Errorf("the dead letters of the first hour: %v\n%s", ids, r.body)
 	}
 	if !strings.Contains(r.body, `name="since" value="`+from.Format(time.RFC3339)+`"`) {
@@ -245,7 +245,7 @@ func TestRunsPageFilters(t *testing.T) {
 	if ids := listed(get("/ui/runs?since=30m").body); len(ids) != 0 {
 		t.Errorf("runs made in the last 30 minutes: %v", ids)
 	}
-	if r := get("/ui/runs?since=30m"); !strings.Contains(r.body, "No runs to show") {
+	if r := get("/ui/runs?since=30m"); !strings.Contains(r.body, "No runs to show") || !strings.Contains(r.body, "made since 30m ago,") {
 		t.Errorf("an empty range says:\n%s", r.body)
 	}
 	if ids := listed(get("/ui/runs?until=" + from.Add(2*time.Minute).Format(time.RFC3339) + "&since=" + from.Format(time.DateOnly)).body); len(ids) != 2 ||

@@ -346,6 +346,21 @@ func (d *Dashboard) runsPage(w http.ResponseWriter, r *http.Request, s *session)
 	d.render(w, r, http.StatusOK, "runs", p)
 }
 
+// SinceText and UntilText say the bounds of p in words: a time as the
+// page writes times, and a duration before now as it was given ("7d
+// ago"), which the page's live part then says the same way at each poll.
+func (p runsPage) SinceText() string { return boundText(p.Since, p.From) }
+func (p runsPage) UntilText() string { return boundText(p.Until, p.To) }
+
+func boundText(given string, t time.Time) string {
+	if _, err := time.Parse(time.RFC3339, given); err != nil {
+		if _, err := time.Parse(time.DateOnly, given); err != nil {
+			return given + " ago"
+		}
+	}
+	return utcText(t)
+}
+
 // pageURL is the URL of the page of p's filters after the run before
 // ("" for the first).
 func (p runsPage) pageURL(before string) string {
