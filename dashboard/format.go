@@ -39,7 +39,6 @@ var funcs = template.FuncMap{
 	"runsURL":     runsURL,
 	"pct":         func(f float64) string { return fmt.Sprintf("%.2f", f) },
 	"px":          func(f float64) string { return fmt.Sprintf("%.1f", f) },
-	"utcMinute":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") },
 	"output":      func(s string) string { return strings.ToValidUTF8(s, "\uFFFD") },
 	"bytes":       bytesText,
 	"deref":       func(p *int) int { return *p },

@@ -165,6 +165,17 @@ func newHistory(runs []*jobs.Run, now time.Time) history {
 	return h
 }
 
+// Ends are the labels of the chart's two ends: when the oldest and the
+// newest run were made, short enough for a phone's width: to the minute
+// on two days, to the second on one day, without the date.
+func (h history) Ends() [2]string {
+	from, to := h.From.UTC(), h.To.UTC()
+	if from.Format(time.DateOnly) == to.Format(time.DateOnly) {
+		return [2]string{from.Format(time.TimeOnly), to.Format(time.TimeOnly) + " UTC"}
+	}
+	return [2]string{from.Format("2006-01-02 15:04"), to.Format("2006-01-02 15:04") + " UTC"}
+}
+
 // percentile is the p-th percentile of ds by the nearest rank, as the
 // stores compute theirs (store.PercentileRank); zero for none.
 func percentile(ds []time.Duration, p int64) time.Duration {

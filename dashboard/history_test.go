@@ -83,6 +83,13 @@ func TestHistory(t *testing.T) {
 			}
 		}
 	}
+	if ends := h.Ends(); ends != [2]string{"12:00:00", "12:59:00 UTC"} {
+		t.Errorf("the ends of a chart of one day: %q", ends)
+	}
+	h.To = h.To.Add(24 * time.Hour)
+	if ends := h.Ends(); ends != [2]string{"2026-03-01 12:00", "2026-03-02 12:59 UTC"} {
+		t.Errorf("the ends of a chart of two days: %q", ends)
+	}
 	if h := newHistory(nil, now); len(h.Bars) != 0 || len(h.Counts) != 0 {
 		t.Errorf("the history of no run: %+v", h)
 	}
