@@ -70,7 +70,8 @@
 //	GET  /v1/stats/runs?job=&since=&until=  runs by outcome, success   RunStats               read
 //	                                ratio, p50/p95/max duration of the
 //	                                completed ones: one statement in the
-//	                                store over the runs of the range
+//	                                store over the runs of the range; two
+//	                                at once, then 429 busy
 //	GET  /v1/nodes                  registered nodes                {"nodes": [Node]}      read
 //	GET  /v1/notifications?job=&state=&limit=  notifications, newest
 //	                                first, with their delivery state

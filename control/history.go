@@ -124,7 +124,13 @@ func NewRunStats(f store.RunStatsFilter, st *store.RunStats) RunStats {
 	return out
 }
 
-// runStats answers GET /v1/stats/runs?job=&since=&until=.
+// maxRunStats bounds the stats of runs computed at once: each reads every
+// run of its range, the whole history without one, so a token's rate of
+// requests alone would let it keep the store busy.
+const maxRunStats = 2
+
+// runStats answers GET /v1/stats/runs?job=&since=&until=; 429 busy when
+// maxRunStats are being computed.
 func (s *Server) runStats(w http.ResponseWriter, r *http.Request) {
 	if !checkQuery(w, r, "job", "since", "until") {
 		return
@@ -134,6 +140,11 @@ func (s *Server) runStats(w http.ResponseWriter, r *http.Request) {
 	if !queryRange(w, q, &f.Since, &f.Until) {
 		return
 	}
+	if !s.stats.take() {
+		writeBusy(w, fmt.Sprintf("%d stats of runs are being computed, the most this daemon computes at once; ask again after Retry-After", maxRunStats))
+		return
+	}
+	defer s.stats.give()
 	st, err := s.cfg.Store.RunsStats(r.Context(), f)
 	if err != nil {
 		s.engineError(w, r, err, CodeNotFound)

@@ -253,3 +253,36 @@ func TestRunStatsEndpoint(t *testing.T) {
 		t.Errorf("stats of an empty range: since %v", raw["since"])
 	}
 }
+
+// TestRunStatsBounded: while maxRunStats stats are computed, another is
+// refused at once with 429 busy and a Retry-After, and served once a
+// slot is free; the Client asks again after Retry-After.
+func TestRunStatsBounded(t *testing.T) {
+	ts := startServer(t, nil)
+	for range maxRunStats {
+		if !ts.stats.take() {
+			t.Fatal("a slot of the stats is taken before any request")
+		}
+	}
+	hc := rawClient(ts.Path())
+	resp, err := hc.Get("http://schedulerd/v1/stats/runs?job=backup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eb errorBody
+	_ = json.NewDecoder(resp.Body).Decode(&eb)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || eb.Code != CodeBusy || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("stats with every slot taken: %d %+v %q", resp.StatusCode, eb, resp.Header.Get("Retry-After"))
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := ts.c.RunStats(context.Background(), RunStatsQuery{Job: "backup"})
+		done <- err
+	}()
+	ts.stats.give()
+	if err := <-done; err != nil {
+		t.Errorf("stats once a slot is free: %v", err)
+	}
+	ts.stats.give()
+}

@@ -95,9 +95,11 @@ type Server struct {
 	handler http.Handler
 	peers   *peerPolicy
 	gate    *healthGate
-	// polls and replies are the slots of long polls and attempts replies.
+	// polls and replies are the slots of long polls and attempts replies,
+	// stats those of the stats of runs (maxRunStats).
 	polls   slots
 	replies slots
+	stats   slots
 
 	sock   *socketFile
 	ln     *limitListener
@@ -122,6 +124,7 @@ func newServer(cfg ServerConfig) (*Server, error) {
 		gate:    newHealthGate(cfg.Engine),
 		polls:   newSlots(cfg.MaxLongPolls),
 		replies: newSlots(cfg.MaxAttemptReplies),
+		stats:   newSlots(maxRunStats),
 	}
 	s.handler = s.routes()
 	return s, nil
