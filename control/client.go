@@ -175,15 +175,26 @@ func (c *Client) Resume(ctx context.Context, job string) (*PauseReply, error) {
 	return &out, nil
 }
 
-// RunsQuery selects runs; zero fields select all (Limit 0: the server's 100).
+// RunsQuery selects runs; zero fields select all (Limit 0: the server's
+// 100). Since and Until bound when the runs were made; Before is the id of
+// the last run of the page before (RunsPage.Next).
 type RunsQuery struct {
-	Job    string
-	Status jobs.Status
-	Limit  int
+	Job          string
+	Status       jobs.Status
+	Since, Until time.Time
+	Before       string
+	Limit        int
 }
 
-// Runs lists runs, newest first.
+// Runs lists runs, newest first: the first page of q.
 func (c *Client) Runs(ctx context.Context, q RunsQuery) ([]Run, error) {
+	page, err := c.RunsPage(ctx, q)
+	return page.Runs, err
+}
+
+// RunsPage lists a page of runs, newest first, with the before of the
+// next page when one follows.
+func (c *Client) RunsPage(ctx context.Context, q RunsQuery) (RunsPage, error) {
 	v := url.Values{}
 	if q.Job != "" {
 		v.Set("job", q.Job)
@@ -191,14 +202,17 @@ func (c *Client) Runs(ctx context.Context, q RunsQuery) ([]Run, error) {
 	if q.Status != "" {
 		v.Set("status", string(q.Status))
 	}
+	setTime(v, "since", q.Since)
+	setTime(v, "until", q.Until)
+	if q.Before != "" {
+		v.Set("before", q.Before)
+	}
 	if q.Limit > 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
-	var out struct {
-		Runs []Run `json:"runs"`
-	}
+	var out RunsPage
 	err := c.do(ctx, http.MethodGet, "/v1/runs", v, nil, &out, 0)
-	return out.Runs, err
+	return out, err
 }
 
 // Run returns one run.

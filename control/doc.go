@@ -46,7 +46,14 @@
 //	                                declared when this node declares
 //	                                it, 404 not_expected when the
 //	                                cluster does not expect it)
-//	GET  /v1/runs?job=&status=&limit=   runs, newest first          {"runs": [Run]}        read
+//	GET  /v1/runs?job=&status=&since=&until=&before=&limit=         RunsPage               read
+//	                                runs, newest first by when they were
+//	                                made (since inclusive, until exclusive:
+//	                                RFC 3339, a date or a duration before
+//	                                now such as 7d, ParsePast), 100 a page
+//	                                (limit 1 to 10000); next, when more
+//	                                follow, is the before of the next page
+//	                                (keyset: 400 for a before that is no run)
 //	GET  /v1/runs/{id}              one run                         Run                    read
 //	GET  /v1/runs/{id}?wait=60s[&status=S]  long poll: returns when the
 //	                                run's status differs from S (default:
@@ -77,6 +84,11 @@
 //	POST /v1/runs/{id}/progress     progress of the calling attempt (ProgressRequest) 204;
 //	                                403 without the attempt's token (below):
 //	                                on the socket only
+//	GET  /v1/stats/runs?job=&since=&until=  runs by outcome, success   RunStats               read
+//	                                ratio, p50/p95/max duration of the
+//	                                completed ones: one statement in the
+//	                                store over the runs of the range; two
+//	                                at once, then 429 busy
 //	GET  /v1/nodes                  registered nodes                {"nodes": [Node]}      read
 //	GET  /v1/notifications?job=&state=&limit=  notifications, newest
 //	                                first, with their delivery state

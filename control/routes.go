@@ -64,6 +64,7 @@ func (s *Server) routes() http.Handler {
 	handle("POST", "/v1/runs/{id}/rerun", RoleOperate, s.rerun)
 	// Progress needs the attempt's token besides (the socket only).
 	handle("POST", "/v1/runs/{id}/progress", RoleOperate, s.progress)
+	handle("GET", "/v1/stats/runs", RoleRead, s.runStats)
 	handle("GET", "/v1/nodes", RoleRead, s.listNodes)
 	handle("GET", "/v1/notifications", RoleRead, s.listNotifications)
 	handle("GET", "/v1/health", RoleRead, s.health)
@@ -224,16 +225,16 @@ func userName(uid uint32) string {
 	return u.Username
 }
 
-// queryLimit reads the query's limit, 1 to 10000, into *limit when it is
-// given; a bad one gets 400 and false.
+// queryLimit reads the query's limit, 1 to store.MaxListLimit, into
+// *limit when it is given; a bad one gets 400 and false.
 func queryLimit(w http.ResponseWriter, q url.Values, limit *int) bool {
 	v := q.Get("limit")
 	if v == "" {
 		return true
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > 10000 {
-		writeError(w, http.StatusBadRequest, CodeBadRequest, "limit: want a number from 1 to 10000, got "+clip(strconv.Quote(v)))
+	if err != nil || n < 1 || n > store.MaxListLimit {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("limit: want a number from 1 to %d, got %s", store.MaxListLimit, clip(strconv.Quote(v))))
 		return false
 	}
 	*limit = n

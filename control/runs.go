@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -31,12 +32,15 @@ func (s *Server) checkAttemptToken(r *http.Request, header string) (attemptScope
 	return attemptScope{runID: id, attempt: attempt}, ""
 }
 
+// listRuns answers GET /v1/runs: a page of runs, newest first, and the
+// id of its last run as next when another page follows (read by asking the
+// store for one run more than the page).
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
-	if !checkQuery(w, r, "job", "status", "limit") {
+	if !checkQuery(w, r, "job", "status", "since", "until", "before", "limit") {
 		return
 	}
 	q := r.URL.Query()
-	f := store.RunFilter{Job: q.Get("job"), Limit: 100}
+	f := store.RunFilter{Job: q.Get("job"), Before: q.Get("before"), Limit: 100}
 	if v := q.Get("status"); v != "" {
 		st, err := jobs.ParseStatus(v)
 		if err != nil {
@@ -45,21 +49,38 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Status = st
 	}
-	if !queryLimit(w, q, &f.Limit) {
+	if !queryLimit(w, q, &f.Limit) || !queryRange(w, q, &f.Since, &f.Until) {
 		return
 	}
+	page := f.Limit
+	f.Limit++
 	runs, err := s.cfg.Store.RunsList(r.Context(), f)
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrNotFound) && f.Before != "":
+		writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("before: there is no run %s (a page starts after a run that is listed)",
+			clip(strconv.Quote(f.Before))))
+		return
+	case err != nil:
 		s.engineError(w, r, err, CodeUnknownRun)
 		return
 	}
-	out := make([]Run, 0, len(runs))
-	for _, run := range runs {
-		out = append(out, NewRun(run))
+	reply := RunsPage{Runs: make([]Run, 0, min(len(runs), page))}
+	if len(runs) > page {
+		runs = runs[:page]
+		reply.Next = runs[page-1].ID
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Runs []Run `json:"runs"`
-	}{out})
+	for _, run := range runs {
+		reply.Runs = append(reply.Runs, NewRun(run))
+	}
+	writeJSON(w, http.StatusOK, reply)
+}
+
+// RunsPage is the reply of GET /v1/runs: a page of runs, newest first,
+// and Next, the id of the last of them when more runs follow ("" when
+// none): the before of the next page.
+type RunsPage struct {
+	Runs []Run  `json:"runs"`
+	Next string `json:"next,omitempty"`
 }
 
 // getRun returns a run, after a long poll when wait is given.

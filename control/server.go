@@ -104,10 +104,12 @@ type Server struct {
 	peers   *peerPolicy
 	gate    *healthGate
 	// polls, replies and follows are the slots of long polls, attempts
-	// replies and followed outputs.
+	// replies and followed outputs; stats those of the stats of runs
+	// (maxRunStats).
 	polls   slots
 	replies slots
 	follows slots
+	stats   slots
 
 	sock   *socketFile
 	ln     *limitListener
@@ -133,6 +135,7 @@ func newServer(cfg ServerConfig) (*Server, error) {
 		polls:   newSlots(cfg.MaxLongPolls),
 		replies: newSlots(cfg.MaxAttemptReplies),
 		follows: newSlots(cfg.MaxFollows),
+		stats:   newSlots(maxRunStats),
 	}
 	s.handler = s.routes()
 	return s, nil

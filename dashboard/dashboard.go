@@ -105,10 +105,12 @@ const (
 	// pollInterval is how often a page asks for its live part, in ms (the
 	// JavaScript reads it from the page).
 	pollInterval = 2000
-	// jobRuns is how many runs a job's page shows; listRuns those of the
-	// runs page.
-	jobRuns  = 30
-	listRuns = 100
+	// chartRuns is how many runs a job's page charts, jobRuns how many
+	// of them it lists; listRuns is how many a page of the runs page
+	// lists.
+	chartRuns = 100
+	jobRuns   = 30
+	listRuns  = 100
 	// overviewJobs is how many jobs a page of the overview lists; the
 	// others are on the next pages, and a filter by name finds them.
 	overviewJobs = 200

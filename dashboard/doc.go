@@ -9,9 +9,14 @@
 //	POST /ui/logout                ends it
 //	GET  /ui/?q=&page=             overview: jobs (200 a page, of those whose name
 //	                               contains q), nodes, counts of runs by status
-//	GET  /ui/jobs/{job}            a job: its state, next ticks, recent runs as a
-//	                               timeline; trigger, pause and resume
-//	GET  /ui/runs?job=&status=     the newest runs, of a job or a status
+//	GET  /ui/jobs/{job}            a job: its state, next ticks, its last 100 runs
+//	                               as a chart (an SVG of the page: duration and
+//	                               start lag of each, by outcome), the last 30
+//	                               as a timeline; trigger, pause and resume
+//	GET  /ui/runs?job=&status=&since=&until=&before=
+//	                               runs, newest first, 100 a page: of a job, a
+//	                               status, made in a time range; before is the
+//	                               last run of the page before (a keyset cursor)
 //	GET  /ui/runs/{id}             a run: its attempts with output, events and
 //	                               progress; cancel and rerun
 //	POST /ui/jobs/{job}/{trigger|pause|resume}, /ui/runs/{id}/{cancel|rerun}

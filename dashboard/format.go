@@ -38,6 +38,7 @@ var funcs = template.FuncMap{
 	"runURL":      runURL,
 	"runsURL":     runsURL,
 	"pct":         func(f float64) string { return fmt.Sprintf("%.2f", f) },
+	"px":          func(f float64) string { return fmt.Sprintf("%.1f", f) },
 	"output":      func(s string) string { return strings.ToValidUTF8(s, "\uFFFD") },
 	"bytes":       bytesText,
 	"deref":       func(p *int) int { return *p },

@@ -207,8 +207,11 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, s *session)
 // jobPage is the data of a job's page.
 type jobPage struct {
 	base
-	Job      control.JobInfo
-	Ticks    []Tick
+	Job   control.JobInfo
+	Ticks []Tick
+	// History charts the last chartRuns runs, Timeline lists the last
+	// jobRuns of them.
+	History  history
 	Timeline timeline
 	// Runs is the runs page of the job, for more than the timeline shows.
 	Runs string
@@ -233,23 +236,25 @@ func (d *Dashboard) jobPage(w http.ResponseWriter, r *http.Request, s *session) 
 		d.fail(w, r, s, http.StatusNotFound, fmt.Sprintf("No job is called %q in this daemon's config.", clip(name)))
 		return
 	}
-	runs, err := d.runsSnapshot(r.Context(), store.RunFilter{Job: name, Limit: jobRuns})
+	f := store.RunFilter{Job: name, Limit: chartRuns}
+	runs, err := d.runsSnapshot(r.Context(), fmt.Sprintf("runs\x00%s\x00\x00%d", name, f.Limit), f)
 	if err != nil {
 		d.storeFailed(w, r, s, err)
 		return
 	}
 	p := jobPage{base: d.base(r, s, js[0].Name), Job: js[0], Runs: "/ui/runs?job=" + url.QueryEscape(name)}
 	p.Live = liveURL(r)
-	p.Timeline = newTimeline(runs, p.Now)
+	p.History = newHistory(runs, p.Now)
+	p.Timeline = newTimeline(runs[:min(len(runs), jobRuns)], p.Now)
 	if ts, ok := d.cfg.Engine.(TickSource); ok && !p.Job.Paused {
 		p.Ticks = ts.NextTicks(name, nextTicks)
 	}
 	d.render(w, r, http.StatusOK, "job", p)
 }
 
-// runsSnapshot reads a listing of runs, shared.
-func (d *Dashboard) runsSnapshot(ctx context.Context, f store.RunFilter) ([]*jobs.Run, error) {
-	key := fmt.Sprintf("runs\x00%s\x00%s\x00%d", f.Job, f.Status, f.Limit)
+// runsSnapshot reads a listing of runs, shared under key, which says
+// what f selects.
+func (d *Dashboard) runsSnapshot(ctx context.Context, key string, f store.RunFilter) ([]*jobs.Run, error) {
 	v, err := d.snaps.get(ctx, key, func(ctx context.Context) (any, error) {
 		return d.cfg.Store.RunsList(ctx, f)
 	})
@@ -259,20 +264,31 @@ func (d *Dashboard) runsSnapshot(ctx context.Context, f store.RunFilter) ([]*job
 	return v.([]*jobs.Run), nil
 }
 
-// runsPage is the data of the runs page: the newest runs, of a job or a
-// status when asked.
+// runsPage is the data of the runs page: a page of runs, of a job, a
+// status and a time range when asked, newest first by when they were
+// made, listRuns a page.
 type runsPage struct {
 	base
 	Job      string
 	Status   jobs.Status
 	Statuses []jobs.Status
+	// Since and Until are the bounds as given (control.ParsePast), From
+	// and To as read.
+	Since, Until string
+	From, To     time.Time
+	// Before is the run the page comes after, "" for the newest.
+	Before   string
 	Timeline timeline
 	Limit    int
+	// Older is the URL of the next page, "" when no run follows; Newest
+	// that of the first, "" on it.
+	Older, Newest string
 }
 
 func (d *Dashboard) runsPage(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
-	p := runsPage{base: d.base(r, s, "Runs"), Job: q.Get("job"), Statuses: jobs.Statuses, Limit: listRuns}
+	p := runsPage{base: d.base(r, s, "Runs"), Job: q.Get("job"), Statuses: jobs.Statuses, Limit: listRuns,
+		Since: strings.TrimSpace(q.Get("since")), Until: strings.TrimSpace(q.Get("until")), Before: q.Get("before")}
 	if v := q.Get("status"); v != "" {
 		st, err := jobs.ParseStatus(v)
 		if err != nil {
@@ -281,15 +297,83 @@ func (d *Dashboard) runsPage(w http.ResponseWriter, r *http.Request, s *session)
 		}
 		p.Status = st
 	}
-	runs, err := d.runsSnapshot(r.Context(), store.RunFilter{Job: p.Job, Status: p.Status, Limit: listRuns})
-	if err != nil {
+	for _, b := range []struct {
+		name, value string
+		to          *time.Time
+	}{{"Since", p.Since, &p.From}, {"Until", p.Until, &p.To}} {
+		if b.value == "" {
+			continue
+		}
+		t, err := control.ParsePast(b.value, p.Now)
+		if err != nil {
+			d.fail(w, r, s, http.StatusBadRequest, b.name+": "+err.Error()+".")
+			return
+		}
+		*b.to = t
+	}
+	if !p.From.IsZero() && !p.To.IsZero() && !p.From.Before(p.To) {
+		d.fail(w, r, s, http.StatusBadRequest, fmt.Sprintf("Since (%s) must be before until (%s).", utcText(p.From), utcText(p.To)))
+		return
+	}
+	// One run more than a page: whether another page follows. The key
+	// holds the bounds as given, so that a page of the last 7d is shared
+	// like any other.
+	f := store.RunFilter{Job: p.Job, Status: p.Status, Since: p.From, Until: p.To, Before: p.Before, Limit: listRuns + 1}
+	key := fmt.Sprintf("runs\x00%s\x00%s\x00%d\x00%s\x00%s\x00%s", f.Job, f.Status, f.Limit, p.Since, p.Until, p.Before)
+	runs, err := d.runsSnapshot(r.Context(), key, f)
+	switch {
+	case errors.Is(err, store.ErrNotFound) && p.Before != "":
+		d.fail(w, r, s, http.StatusNotFound, fmt.Sprintf("There is no run %q to show the runs after: it was pruned with the history. "+
+			"The newest runs are at the first page.", clip(p.Before)))
+		return
+	case err != nil:
 		d.storeFailed(w, r, s, err)
 		return
+	}
+	if len(runs) > listRuns {
+		runs = runs[:listRuns]
+		p.Older = p.pageURL(runs[len(runs)-1].ID)
+	}
+	if p.Before != "" {
+		p.Newest = p.pageURL("")
 	}
 	p.Live = liveURL(r)
 	p.Timeline = newTimeline(runs, p.Now)
 	p.Timeline.ShowJob = p.Job == ""
+	if p.Job != "" || p.Status != "" || p.Since != "" || p.Until != "" || p.Before != "" {
+		p.Timeline.None = "No runs to show: none is of this job, status and time."
+	}
 	d.render(w, r, http.StatusOK, "runs", p)
+}
+
+// SinceText and UntilText say the bounds of p in words: a time as the
+// page writes times, and a duration before now as it was given ("7d
+// ago"), which the page's live part then says the same way at each poll.
+func (p runsPage) SinceText() string { return boundText(p.Since, p.From) }
+func (p runsPage) UntilText() string { return boundText(p.Until, p.To) }
+
+func boundText(given string, t time.Time) string {
+	if _, err := time.Parse(time.RFC3339, given); err != nil {
+		if _, err := time.Parse(time.DateOnly, given); err != nil {
+			return given + " ago"
+		}
+	}
+	return utcText(t)
+}
+
+// pageURL is the URL of the page of p's filters after the run before
+// ("" for the first).
+func (p runsPage) pageURL(before string) string {
+	v := url.Values{}
+	for k, s := range map[string]string{"job": p.Job, "status": string(p.Status), "since": p.Since, "until": p.Until, "before": before} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	if len(v) == 0 {
+		return "/ui/runs"
+	}
+	return "/ui/runs?" + v.Encode()
 }
 
 // runData is the snapshot of a run's page: the run, its newest
@@ -443,6 +527,8 @@ type timeline struct {
 	HasStarted bool
 	// ShowJob adds a column with each run's job.
 	ShowJob bool
+	// None is what to say when there are no rows; "" for "No runs yet."
+	None string
 }
 
 // timelineRow is one run of a timeline.

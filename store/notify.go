@@ -203,8 +203,11 @@ type NotificationFilter struct {
 	Limit int // 0: 100; at most 10,000
 }
 
-// ListLimit is as RunFilter's.
-func (f NotificationFilter) ListLimit() int { return RunFilter{Limit: f.Limit}.ListLimit() }
+// ListLimit is how many notifications a listing with f returns at most:
+// Limit, 100 when it is not set, and never more than MaxListLimit.
+func (f NotificationFilter) ListLimit() int {
+	return min(RunFilter{Limit: f.Limit}.ListLimit(), MaxListLimit)
+}
 
 // JobNotifyState is what the store keeps of a job for its notifications,
 // so that suppression, reminders and resolved are decided cluster-wide in

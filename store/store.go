@@ -142,8 +142,12 @@ type Store interface {
 
 	// RunGet returns one run; ErrNotFound when there is none.
 	RunGet(ctx context.Context, id string) (*jobs.Run, error)
-	// RunsList returns runs, newest first.
+	// RunsList returns runs, newest first (RunFilter).
 	RunsList(ctx context.Context, f RunFilter) ([]*jobs.Run, error)
+	// RunsStats summarises the runs of f, in one statement that reads
+	// them all (RunStats): its cost grows with the runs made in f's
+	// range, not with a page of them.
+	RunsStats(ctx context.Context, f RunStatsFilter) (*RunStats, error)
 	// RunEvents returns a run's history, oldest first. The creation event
 	// carries the run's Actor, the event of a transition its Actor, and the
 	// end of an attempt that a cancel request stopped (reason cancelled)
@@ -500,20 +504,34 @@ type ClippedAttempt struct {
 	StoredBytes int64
 }
 
-// RunFilter selects runs for RunsList.
+// RunFilter selects runs for RunsList. A listing is ordered by when the
+// runs were made, newest first (created_at, then id), and pages through
+// that order by a cursor: Before, the last run of the page before.
 type RunFilter struct {
 	Job    string
 	Status jobs.Status
-	Limit  int // 0: 100; at most 10,000
+	// Since and Until bound when the runs were made: at Since or later,
+	// and before Until. Zero: no bound.
+	Since, Until time.Time
+	// Before is the id of a run: only the runs that come after it in the
+	// listing's order (made before it, or at the same instant with a
+	// smaller id) are listed. ErrNotFound when there is no such run.
+	Before string
+	Limit  int // 0: 100; at most MaxListLimit+1
 }
 
+// MaxListLimit is the most runs a caller may ask a page of a listing for.
+// A listing of a page of n runs reads n+1, to tell whether a page follows,
+// so a store lists MaxListLimit+1 runs at most.
+const MaxListLimit = 10000
+
 // ListLimit is how many runs a listing with f returns at most: Limit, 100
-// when it is not set, and never more than 10,000.
+// when it is not set, and never more than MaxListLimit+1.
 func (f RunFilter) ListLimit() int {
 	if f.Limit <= 0 {
 		return 100
 	}
-	return min(f.Limit, 10000)
+	return min(f.Limit, MaxListLimit+1)
 }
 
 // ConcurrentWriter is implemented by stores that run write transactions

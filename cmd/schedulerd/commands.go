@@ -101,9 +101,11 @@ func init() {
 			about: "After the declared jobs come those that no config of this node declares but that the cluster still expects to succeed (expect_success_within; a reload removed them): SCHEDULE says \"not declared\", and --json gives \"declared\": false. `schedulerd forget` ends their expectation."},
 		{name: "runs", run: cmdRuns, client: true, args: []string{"show", argRun},
 			forms: []form{
-				{"runs [--job J] [--status S] [--limit N]", "runs, newest first"},
+				{"runs [--job J] [--status S] [--since T] [--until T] [--before ID] [--limit N]", "runs, newest first"},
+				{"runs [--job J] [--since T] [--until T] --stats", "runs by outcome, success ratio,\np50/p95/max duration of the completed"},
 				{"runs show ID [--raw]", "one run with its attempts, output and events;\n--raw prints them unescaped"},
-			}},
+			},
+			about: "Runs are listed newest first by when they were made, a page at a time: when more follow, the text says so on stderr with the --before that shows the next page (the id of the page's last run; with --json, take it from the last line). --since and --until take RFC 3339, a date (its midnight in UTC) or a duration before now (7d, 36h, 1d12h). --stats is computed by the daemon's store in one statement over the runs made in the range, whatever their number; success ratio is completed / (completed + dead_letter + expired)."},
 		{name: "logs", run: cmdLogs, client: true, args: []string{argJobOrRun},
 			forms: []form{{"logs [-f] [--raw] RUN|JOB", "the output of a run, or of a job's newest run;\n-f follows it as it is written, then the next runs"}},
 			about: "A run id prints the output of the run's current attempt, a job's name that of the job's newest run that has started. With -f the output is printed as the attempt writes it, then, after a header line, that of each next attempt of the run and, for a job, of each run that starts after it, until interrupted; a job with no run yet is waited for. An attempt running on another node (a cluster) is printed when it ends. The output is escaped as by runs show unless --raw, and bounded as stored: a follower that falls too far behind gets a line saying how many bytes it missed. --json prints a line per attempt, per piece of output and per state of the run."},

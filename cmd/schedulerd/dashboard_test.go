@@ -20,6 +20,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/schedulerd/schedulerd/internal/proctest"
 	"github.com/schedulerd/schedulerd/internal/testtool"
+	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store/sqlite"
 )
 
 // chromium returns the path of Debian's Chromium, which the dashboard's
@@ -34,7 +36,8 @@ func chromium(t *testing.T) string {
 // progress and sleeps until cancelled, tick is a cron job to pause,
 // chatty writes more than a page shows, often is a cron job in the
 // daemon's local zone that fails with exit code 3, talk prints a line and
-// waits on the fifo dir/go (mkfifo) before the next.
+// waits on the fifo dir/go (mkfifo) before the next, nightly a cron job
+// whose history the test writes (nightlyHistory).
 func dashboardJobs(dir string) string {
 	return fmt.Sprintf(`[[job]]
 name = "echo"
@@ -69,7 +72,40 @@ name = "talk"
 shell = 'echo "<b>first</b> line"; read x < "$GO"; echo "second line"'
 env = { GO = %q }
 retry = { max_attempts = 1 }
+
+[[job]]
+name = "nightly"
+schedule = "0 2 1 1 *"
+command = ["/bin/true"]
 `, binary, filepath.Join(dir, "slow.pid"), filepath.Join(dir, "go"))
+}
+
+// nightlyHistory writes 130 runs of nightly to the store of e before its
+// daemon starts, one an hour until an hour ago: most took 40s to 96s,
+// one 4 minutes; most started within 2s of their time, every 23rd 45s
+// late; every 19th from the 8th dead-lettered. It returns them, oldest
+// first.
+func nightlyHistory(t *testing.T, e *env) []*jobs.Run {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(e.dir, "state", "schedulerd.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	last := time.Now().UTC().Truncate(time.Hour).Add(-time.Hour)
+	var history []pastRun
+	for i := range 130 {
+		p := pastRun{made: last.Add(time.Duration(i-129) * time.Hour), lag: time.Duration(i%5) * 400 * time.Millisecond,
+			took: 40*time.Second + time.Duration(i%9)*7*time.Second, failed: i%19 == 7}
+		if i%23 == 11 {
+			p.lag = 45 * time.Second
+		}
+		if i == 100 {
+			p.took = 4 * time.Minute
+		}
+		history = append(history, p)
+	}
+	return seedRuns(t, st, "nightly", history)
 }
 
 // browser drives one headless Chromium tab of a test.
@@ -259,6 +295,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	operator := newCLIToken(t, e.dir, "ci", "operate")
 	reader := newCLIToken(t, e.dir, "grafana", "read")
 	e.writeConfigWith(4, fmt.Sprintf("api_listen = %q\n", addr), dashboardJobs(e.dir)+"\n"+operator.table+"\n"+reader.table)
+	nightly := nightlyHistory(t, e)
 	d := e.start(true)
 	base := "http://" + addr
 	b := newBrowser(t, base)
@@ -391,6 +428,37 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	b.shoot("overview")
 
+	// The history of nightly: its page charts its last 100 runs, the
+	// oldest on the left, each bar a link to its run, within the page
+	// at both sizes; the runs page lists its completed runs of the last 7
+	// days, 100 a page, and pages to the older ones and back.
+	b.open("/ui/jobs/nightly", "svg.history-chart")
+	if n := b.count("svg.history-chart a"); n != 100 {
+		t.Errorf("the chart of nightly has %d bars, want 100", n)
+	}
+	if first := eval[string](b, `document.querySelector('svg.history-chart a').getAttribute('href')`); first != "/ui/runs/"+nightly[30].ID {
+		t.Errorf("the first bar of the chart links to %s, want the run %s", first, nightly[30].ID)
+	}
+	if title := b.text("svg.history-chart a:last-of-type title"); !strings.HasPrefix(title, "Run …"+nightly[129].ID[len(nightly[129].ID)-12:]) || !strings.Contains(title, "✓ completed; took ") {
+		t.Errorf("the title of the last bar: %q", title)
+	}
+	b.within("/ui/jobs/nightly", "svg.history-chart", ".history-scale .top", ".history-scale .lag", ".history-dates", ".legend", "#history-summary")
+	b.shoot("job-history")
+	b.open("/ui/runs?job=nightly&status=completed&since=7d", "#live")
+	if n, more := b.count(`td[data-label="Run"]`), b.count("#older"); n != 100 || more != 1 {
+		t.Errorf("the completed runs of nightly: %d rows, %d links to older ones", n, more)
+	}
+	b.within("/ui/runs?job=nightly&status=completed&since=7d", ".filter", "#live")
+	b.shoot("runs-filtered")
+	b.submit("the older runs", chromedp.Click(chromedp.CSS("#older")))
+	if n, newest := b.count(`td[data-label="Run"]`), b.count("#newest"); n != 23 || newest != 1 || b.count("#older") != 0 {
+		t.Errorf("the older completed runs of nightly: %d rows (want 23), %d links to the newest", n, newest)
+	}
+	if loc := b.location(); !strings.Contains(loc, "since=7d") || !strings.Contains(loc, "status=completed") || !strings.Contains(loc, "before=") {
+		t.Errorf("the page of older runs is %s", loc)
+	}
+	b.shoot("runs-paged")
+
 	// A cron job that fails with exit code 3: its runs, made by the
 	// schedule, in the runs table. No word, id or exit code breaks.
 	waitFor(t, "two runs of often", time.Minute, func() bool {
@@ -482,6 +550,31 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("the daemon logged %d refused tokens, want 1:\n%s", n, grepLines(logs, "refused"))
 	}
 	t.Logf("screenshots in %s", b.shots)
+}
+
+// within checks, at a phone's and a desktop's width, that the page does
+// not scroll sideways and that each element of sels is within the width
+// of the window.
+func (b *browser) within(page string, sels ...string) {
+	b.t.Helper()
+	for _, sc := range screens {
+		opts := []chromedp.EmulateViewportOption{chromedp.EmulateScale(1)}
+		if sc.mobile {
+			opts = append(opts, chromedp.EmulateMobile)
+		}
+		b.do("the size of a "+sc.name, chromedp.EmulateViewport(sc.width, sc.height, opts...))
+		eval[bool](b, afterPaint)
+		if wide := eval[int](b, `document.documentElement.scrollWidth - window.innerWidth`); wide > 0 {
+			b.t.Errorf("%s at %d px scrolls sideways by %d px", page, sc.width, wide)
+		}
+		for _, sel := range sels {
+			js := fmt.Sprintf(`(() => { const r = document.querySelector(%q).getBoundingClientRect(); return r.width > 0 && r.left >= 0 && r.right <= window.innerWidth; })()`, sel)
+			if !eval[bool](b, js) {
+				b.t.Errorf("%s at %d px: %s is not within the window", page, sc.width, sel)
+			}
+		}
+	}
+	b.do("back to the desktop's size", chromedp.EmulateViewport(1280, 900))
 }
 
 // brokenCells lists the texts of the cells that must stay on one line and

@@ -459,7 +459,7 @@ func TestPlansOfListings(t *testing.T) {
 	for _, st := range []jobs.Status{jobs.StatusPending, jobs.StatusRetrying, jobs.StatusDeadLetter,
 		jobs.StatusCancelled, jobs.StatusRunning, jobs.StatusCompleted} {
 		for _, job := range []string{"", "job-7"} {
-			q, args := runsListQuery(store.RunFilter{Job: job, Status: st})
+			q, args := runsListQuery(store.RunFilter{Job: job, Status: st}, nil)
 			index := "runs_status_created"
 			switch {
 			case job != "":
@@ -470,7 +470,21 @@ func TestPlansOfListings(t *testing.T) {
 				index = "runs_node_running"
 			}
 			plans["list "+string(st)+" of "+job] = plan{q, args, index}
+			// A later page of a range: the same index.
+			q, args = runsListQuery(store.RunFilter{Job: job, Status: st, Since: time.UnixMicro(971000), Until: time.UnixMicro(999000)},
+				&listCursor{createdAt: 985000, id: "000000015000"})
+			plans["list a page of "+string(st)+" of "+job] = plan{q, args, index}
 		}
+	}
+	for _, job := range []string{"", "job-7"} {
+		index := "runs_created"
+		if job != "" {
+			index = "runs_job_created"
+		}
+		q, args := runsListQuery(store.RunFilter{Job: job, Since: time.UnixMicro(971000)}, &listCursor{createdAt: 985000, id: "000000015000"})
+		plans["list a page of "+job] = plan{q, args, index}
+		q, args = runsStatsQuery(store.RunStatsFilter{Job: job, Since: time.UnixMicro(990000)})
+		plans["stats of "+job] = plan{q, args, index}
 	}
 	for name, p := range plans {
 		rows, err := s.reader.Query("EXPLAIN QUERY PLAN "+p.sql, p.args...)
@@ -490,6 +504,13 @@ func TestPlansOfListings(t *testing.T) {
 		text := strings.Join(lines, "\n")
 		if !strings.Contains(text, "INDEX "+p.index) || strings.Contains(text, "SCAN runs\n") || strings.HasSuffix(text, "SCAN runs") {
 			t.Errorf("%s: want a plan that reads %s and no scan of the whole table, got\n%s", name, p.index, text)
+		}
+		// A later page seeks to its cursor in the index.
+		if strings.HasPrefix(name, "list a page of ") && p.index != "runs_node_running" && !strings.Contains(text, "(created_at,id)<(?,?))") {
+			t.Errorf("%s: want a plan that seeks to the cursor in %s, got\n%s", name, p.index, text)
+		}
+		if strings.HasPrefix(name, "stats of ") && !strings.Contains(text, "SEARCH runs USING INDEX "+p.index+" (") {
+			t.Errorf("%s: want a plan that reads a range of %s, got\n%s", name, p.index, text)
 		}
 		if !strings.HasPrefix(name, "list ") {
 			continue

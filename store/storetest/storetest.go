@@ -76,6 +76,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"PruneInPages", testPruneInPages},
 		{"ListAndLastRun", testListAndLastRun},
 		{"ListDefaultLimit", testListDefaultLimit},
+		{"ListPages", testListPages},
+		{"RunsStats", testRunsStats},
 		{"RunsCount", testRunsCount},
 		{"Nodes", testNodes},
 		{"ManyJobNames", testManyJobNames},
