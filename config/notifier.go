@@ -162,6 +162,9 @@ func (p *parser) notifiers(tables []map[string]any) (out []Notifier, names map[s
 
 // notifierKey reads key k of a [[notifier]] into n.
 func (p *parser) notifierKey(sc scope, n *Notifier, k string, v any) {
+	if p.mailKey(sc, n, k, v) {
+		return
+	}
 	switch k {
 	case "name":
 	case "events":
@@ -169,45 +172,19 @@ func (p *parser) notifierKey(sc scope, n *Notifier, k string, v any) {
 			n.Events = evs
 		}
 	case "webhook":
-		if s, ok := p.nonEmpty(sc, k, v); ok {
-			if msg := checkWebhook(s); msg != "" {
-				p.errorf(sc, k, "%s", msg)
-			} else {
-				n.Webhook = s
-			}
-		}
+		p.setChecked(sc, k, v, &n.Webhook, checkWebhook)
 	case "secret_file":
-		if s, ok := p.nonEmpty(sc, k, v); ok {
-			if !filepath.IsAbs(s) {
-				p.errorf(sc, k, "must be an absolute path, got %s", clip(strconv.Quote(s)))
-			} else {
-				n.SecretFile = filepath.Clean(s)
-			}
-		}
+		p.setAbsolute(sc, k, v, &n.SecretFile)
 	case "body_template":
-		if s, ok := p.nonEmpty(sc, k, v); ok {
-			if msg := checkBodyTemplate(s); msg != "" {
-				p.errorf(sc, k, "%s", msg)
-			} else {
-				n.BodyTemplate = s
-			}
-		}
+		p.setChecked(sc, k, v, &n.BodyTemplate, checkBodyTemplate)
 	case "command":
 		if args, ok := p.command(sc, k, v); ok {
 			n.Command = args
 		}
 	case "shell":
-		if s, ok := p.nonEmpty(sc, k, v); ok {
-			n.Shell = s
-		}
+		p.setChecked(sc, k, v, &n.Shell, func(string) string { return "" })
 	case "user":
-		if name, ok := p.nonEmpty(sc, k, v); ok {
-			if err := p.lookupUser(name); err != nil {
-				p.errorf(sc, k, "%v", err)
-			} else {
-				n.User = name
-			}
-		}
+		p.setChecked(sc, k, v, &n.User, func(name string) string { return errText(p.lookupUser(name)) })
 	case "timeout":
 		if d, ok := p.duration(sc, k, v, positive); ok {
 			if d > MaxNotifierTimeout {
@@ -224,49 +201,79 @@ func (p *parser) notifierKey(sc scope, n *Notifier, k string, v any) {
 				n.Renotify = d
 			}
 		}
+	default:
+		p.unknown(sc, k, notifierKeys)
+	}
+}
+
+// mailKey reads key k of a mail notifier into n; false when k is not one
+// of the mail keys.
+func (p *parser) mailKey(sc scope, n *Notifier, k string, v any) bool {
+	switch k {
 	case "mail_to":
 		if to, ok := p.mailTo(sc, k, v); ok {
 			n.MailTo = to
 		}
 	case "mail_from":
-		if s, ok := p.nonEmpty(sc, k, v); ok {
-			if msg := checkMailAddress(s); msg != "" {
-				p.errorf(sc, k, "%s", msg)
-			} else {
-				n.MailFrom = s
-			}
-		}
+		p.setChecked(sc, k, v, &n.MailFrom, checkMailAddress)
 	case "smtp":
-		if s, ok := p.nonEmpty(sc, k, v); ok {
-			if _, err := ParseSMTP(s); err != nil {
-				p.errorf(sc, k, "%v", err)
-			} else {
-				n.SMTP = s
-			}
-		}
+		p.setChecked(sc, k, v, &n.SMTP, func(s string) string {
+			_, err := ParseSMTP(s)
+			return errText(err)
+		})
 	case "smtp_user":
-		if s, ok := p.nonEmpty(sc, k, v); ok {
+		p.setChecked(sc, k, v, &n.SMTPUser, func(s string) string {
 			if len(s) > 256 || strings.ContainsFunc(s, unicode.IsControl) || !utf8.ValidString(s) {
-				p.errorf(sc, k, "must be at most 256 bytes of text without control characters")
-			} else {
-				n.SMTPUser = s
+				return "must be at most 256 bytes of text without control characters"
 			}
-		}
+			return ""
+		})
 	case "smtp_password_file":
-		if s, ok := p.nonEmpty(sc, k, v); ok {
-			if !filepath.IsAbs(s) {
-				p.errorf(sc, k, "must be an absolute path, got %s", clip(strconv.Quote(s)))
-			} else {
-				n.SMTPPasswordFile = filepath.Clean(s)
-			}
-		}
+		p.setAbsolute(sc, k, v, &n.SMTPPasswordFile)
 	case "smtp_insecure":
 		if b, ok := p.boolean(sc, k, v); ok {
 			n.SMTPInsecure = b
 		}
 	default:
-		p.unknown(sc, k, notifierKeys)
+		return false
 	}
+	return true
+}
+
+// setChecked sets *dst to the string of key k, which must not be empty,
+// when check finds nothing wrong with it (""); else it reports what check
+// says.
+func (p *parser) setChecked(sc scope, k string, v any, dst *string, check func(string) string) {
+	s, ok := p.nonEmpty(sc, k, v)
+	if !ok {
+		return
+	}
+	if msg := check(s); msg != "" {
+		p.errorf(sc, k, "%s", msg)
+		return
+	}
+	*dst = s
+}
+
+// setAbsolute sets *dst to the absolute path of key k, cleaned.
+func (p *parser) setAbsolute(sc scope, k string, v any, dst *string) {
+	p.setChecked(sc, k, v, dst, func(s string) string {
+		if !filepath.IsAbs(s) {
+			return "must be an absolute path, got " + clip(strconv.Quote(s))
+		}
+		return ""
+	})
+	if *dst != "" {
+		*dst = filepath.Clean(*dst)
+	}
+}
+
+// errText is the text of err, "" for nil.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // checkNotifier checks the keys of a [[notifier]] that go together.
