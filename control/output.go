@@ -67,37 +67,11 @@ const (
 // attempt ends, and that of an attempt running on another node once it
 // ends; a follow ends when its client goes away or the server closes.
 func (s *Server) runOutput(w http.ResponseWriter, r *http.Request) {
-	if !checkQuery(w, r, "attempt", "from", "follow") {
+	oq, ok := parseOutputQuery(w, r)
+	if !ok {
 		return
 	}
-	q := r.URL.Query()
-	want := 0
-	if v := q.Get("attempt"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			writeError(w, http.StatusBadRequest, CodeBadRequest, "attempt: want a number from 1, got "+clip(strconv.Quote(v)))
-			return
-		}
-		want = n
-	}
-	var from int64
-	if v := q.Get("from"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			writeError(w, http.StatusBadRequest, CodeBadRequest, "from: want an offset in bytes from 0, got "+clip(strconv.Quote(v)))
-			return
-		}
-		from = n
-	}
-	follow := false
-	if v := q.Get("follow"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, CodeBadRequest, "follow: want 1 or 0, got "+clip(strconv.Quote(v)))
-			return
-		}
-		follow = b && r.Method != http.MethodHead
-	}
+	want, from, follow := oq.attempt, oq.from, oq.follow
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	// A follow ends when the server closes, as a long poll does.
@@ -154,33 +128,85 @@ func (s *Server) runOutput(w http.ResponseWriter, r *http.Request) {
 		}
 		writeOutputHeader(w, OutputLive, n, src.node, -1)
 		s.followLive(ctx, w, rc, r, src.live, from)
-		return
 	case OutputElsewhere:
 		writeOutputHeader(w, OutputElsewhere, n, src.node, -1)
-		if !follow {
-			return
+		if follow {
+			s.followElsewhere(ctx, w, rc, r, id, n, from)
 		}
-		if err := s.writeOutput(w, rc, r, nil, true); err != nil {
-			return
+	default:
+		s.sendStored(ctx, w, rc, r, id, n, from, follow)
+	}
+}
+
+// outputQuery is what GET /v1/runs/{id}/output asks for: the attempt (0:
+// the run's current one), the offset to send from, and whether to follow.
+type outputQuery struct {
+	attempt int
+	from    int64
+	follow  bool
+}
+
+// parseOutputQuery reads the query of GET /v1/runs/{id}/output; false
+// when it answered 400.
+func parseOutputQuery(w http.ResponseWriter, r *http.Request) (outputQuery, bool) {
+	var oq outputQuery
+	if !checkQuery(w, r, "attempt", "from", "follow") {
+		return oq, false
+	}
+	q := r.URL.Query()
+	if v := q.Get("attempt"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, "attempt: want a number from 1, got "+clip(strconv.Quote(v)))
+			return oq, false
 		}
-		a, err := s.awaitEnd(ctx, id, n)
+		oq.attempt = n
+	}
+	if v := q.Get("from"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, "from: want an offset in bytes from 0, got "+clip(strconv.Quote(v)))
+			return oq, false
+		}
+		oq.from = n
+	}
+	if v := q.Get("follow"); v != "" {
+		b, err := strconv.ParseBool(v)
 		if err != nil {
-			if ctx.Err() == nil {
-				s.log.ErrorContext(ctx, "output follow: wait for the attempt's end", "run", id, "attempt", n, "error", err)
-			}
-			return
+			writeError(w, http.StatusBadRequest, CodeBadRequest, "follow: want 1 or 0, got "+clip(strconv.Quote(v)))
+			return oq, false
 		}
-		// The stored output is sent within the budget of the replies,
-		// waiting for a turn: the reply has begun.
-		if !s.replies.wait(ctx) {
-			return
-		}
-		defer s.replies.give()
-		out := storedFrom(a, from)
-		a = nil
-		s.writeOutput(w, rc, r, []byte(out), false)
+		oq.follow = b && r.Method != http.MethodHead
+	}
+	return oq, true
+}
+
+// followElsewhere follows attempt n of run id, which runs on another
+// node: it waits for its end, then sends its stored output from from.
+func (s *Server) followElsewhere(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, r *http.Request, id string, n int, from int64) {
+	if err := s.writeOutput(w, rc, r, nil, true); err != nil {
 		return
 	}
+	a, err := s.awaitEnd(ctx, id, n)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.ErrorContext(ctx, "output follow: wait for the attempt's end", "run", id, "attempt", n, "error", err)
+		}
+		return
+	}
+	// The stored output is sent within the budget of the replies,
+	// waiting for a turn: the reply has begun.
+	if !s.replies.wait(ctx) {
+		return
+	}
+	defer s.replies.give()
+	out := storedFrom(a, from)
+	a = nil
+	s.writeOutput(w, rc, r, []byte(out), false)
+}
+
+// sendStored sends the stored output of attempt n of run id from from.
+func (s *Server) sendStored(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, r *http.Request, id string, n int, from int64, follow bool) {
 	if follow {
 		// A stored output is sent within the budget of the replies too.
 		if !s.replies.take() {
