@@ -85,12 +85,15 @@ shell = 'echo "$SCHEDULERD_SCHEDULED_AT $(date +%%s.%%N)" >> %s'
 
 	// Reloads in the lead of a tick: the tick is taken back and fired
 	// again, once (checked with the ticks after the last resume). Tried
-	// until three reloads took a tick back (up to 12 times).
+	// until three reloads took a tick back (up to 30 times), aimed from
+	// 150 to 400 ms before the tick: the reload must land between the
+	// tick's firing 250 ms ahead and its claim 50 ms ahead, and on a busy
+	// machine the command takes longer to land than the window is wide.
 	var reloadTicks []time.Time
 	withdrawals := strings.Count(d.logText(), "ticks fired ahead withdrawn")
 	reloadsInLead := 0
-	for i := 0; reloadsInLead < 3 && i < 12; i++ {
-		tk := untilBeforeSecond(150 * time.Millisecond)
+	for i := 0; reloadsInLead < 3 && i < 30; i++ {
+		tk := untilBeforeSecond(time.Duration(150+50*(i%6)) * time.Millisecond)
 		if out := e.ok("reload"); !strings.Contains(out, "reload applied") {
 			t.Fatalf("reload: %s", out)
 		}
