@@ -351,23 +351,31 @@ func (p *parser) mailTo(sc scope, k string, v any) ([]string, bool) {
 		p.errorf(sc, k, "has %d addresses; at most %d are allowed", len(list), MaxMailTo)
 		return nil, false
 	}
-	to := make([]string, 0, len(list))
+	return p.distinctStrings(sc, k, list, checkMailAddress)
+}
+
+// distinctStrings reads list as strings, none repeated, each of which
+// check finds nothing wrong with (""); else it reports the first element
+// that is not so.
+func (p *parser) distinctStrings(sc scope, k string, list []any, check func(string) string) ([]string, bool) {
+	out := make([]string, 0, len(list))
 	for i, e := range list {
 		s, isString := e.(string)
-		switch {
-		case !isString:
+		if !isString {
 			p.errorf(sc, k, "element %d must be a string, not %s", i, typeName(e))
 			return nil, false
-		case checkMailAddress(s) != "":
-			p.errorf(sc, k, "element %d: %s", i, checkMailAddress(s))
+		}
+		if msg := check(s); msg != "" {
+			p.errorf(sc, k, "element %d: %s", i, msg)
 			return nil, false
-		case slices.Contains(to, s):
+		}
+		if slices.Contains(out, s) {
 			p.errorf(sc, k, "element %d repeats %s", i, clip(strconv.Quote(s)))
 			return nil, false
 		}
-		to = append(to, s)
+		out = append(out, s)
 	}
-	return to, true
+	return out, true
 }
 
 // checkMailAddress returns what is wrong with a mail address, or "": it
@@ -570,22 +578,12 @@ func (p *parser) notify(sc scope, k string, v any, declared map[string]string) (
 		p.errorf(sc, k, `must be a list of notifier names such as ["ops"], not %s`, typeName(v))
 		return nil, false
 	}
-	names := make([]string, 0, len(list))
-	for i, e := range list {
-		s, isString := e.(string)
-		switch {
-		case !isString:
-			p.errorf(sc, k, "element %d must be a string, not %s", i, typeName(e))
-			return nil, false
-		case slices.Contains(names, s):
-			p.errorf(sc, k, "element %d repeats %s", i, clip(strconv.Quote(s)))
-			return nil, false
-		}
+	// A repeated name is declared as its first was: the order of the
+	// checks does not matter.
+	return p.distinctStrings(sc, k, list, func(s string) string {
 		if _, ok := declared[s]; !ok && declared != nil {
-			p.errorf(sc, k, "element %d: no [[notifier]] named %s", i, clip(strconv.Quote(s)))
-			return nil, false
+			return "no [[notifier]] named " + clip(strconv.Quote(s))
 		}
-		names = append(names, s)
-	}
-	return names, true
+		return ""
+	})
 }
