@@ -49,10 +49,10 @@ func CheckTransition(cur *jobs.Run, t jobs.Transition) error {
 // NextRun returns the run cur as t changes it at at, as a backend then
 // stores it: the error and exit code of the attempt when it leaves running
 // (else a given error replaces the run's), not_before moved for a retry (to
-// the microsecond, as stored), finished_at set only in a terminal status, a
-// cancel request kept only while running. The result shares nothing with
-// cur. It is the one rule of both backends; each applies its own storage
-// limits to the result.
+// the microsecond, as stored, and never before at), finished_at set only in
+// a terminal status, a cancel request kept only while running. The result
+// shares nothing with cur. It is the one rule of both backends; each
+// applies its own storage limits to the result.
 func NextRun(cur *jobs.Run, t jobs.Transition, at time.Time) *jobs.Run {
 	next := *cur
 	leaving := cur.Status == jobs.StatusRunning
@@ -67,9 +67,14 @@ func NextRun(cur *jobs.Run, t jobs.Transition, at time.Time) *jobs.Run {
 		next.ExitCode = &code
 	}
 	if t.To == jobs.StatusRetrying {
+		// A retry is due no sooner than the end of the attempt before it.
+		// The two can be read from different clocks: the backoff from the
+		// node's, the end (a zero Time) from the database's at the write;
+		// a claim at a time between them would start the next attempt
+		// before this one ended, as the history tells it.
 		next.NotBefore = at
-		if !t.NotBefore.IsZero() {
-			next.NotBefore = time.UnixMicro(t.NotBefore.UnixMicro()).UTC()
+		if nb := time.UnixMicro(t.NotBefore.UnixMicro()).UTC(); nb.After(at) {
+			next.NotBefore = nb
 		}
 	}
 	next.FinishedAt = time.Time{}

@@ -58,6 +58,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ClaimConcurrencyLimitConcurrentDue", asDue(testClaimConcurrencyLimitConcurrent)},
 		{"TransitionComplete", testTransitionComplete},
 		{"TransitionFenced", testTransitionFenced},
+		{"RetryDueAfterItsEnd", testRetryDueAfterItsEnd},
 		{"TransitionInvalid", testTransitionInvalid},
 		{"TransitionRetryAndDeadLetter", testTransitionRetryAndDeadLetter},
 		{"TransitionRace", testTransitionRace},

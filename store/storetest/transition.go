@@ -418,3 +418,43 @@ func completedEvent(r *jobs.Run, end time.Time) jobs.Event {
 	return jobs.Event{RunID: r.ID, Time: end, Node: nodeB, Attempt: r.Attempt, From: jobs.StatusRunning,
 		To: jobs.StatusCompleted, Reason: jobs.ReasonSucceeded}
 }
+
+// testRetryDueAfterItsEnd: a retry is never due before the end of the
+// attempt before it, whose clocks differ: the recovering node computes the
+// backoff from its clock, and the end is written at the store's (a zero
+// Time), later. A claim at a time between the two would start the next
+// attempt before the last one ended, as the history tells it (found by the
+// nemesis, seed 3500765987156522, where a claim waited for a job's lock).
+func testRetryDueAfterItsEnd(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustInsert(t, s, manual("a", t0))
+	r := claimOne(t, s, "a", incA, t0.Add(time.Second))
+	nodeClock := t0.Add(2 * time.Second)
+	tr := jobs.FailAttempt(r, fenceOf(r), nodeA, jobs.Result{Err: errors.New("node b went silent")}, jobs.ReasonNodeLost, nodeClock, nil)
+	if want := nodeClock.Add(retry3.InitialDelay); !tr.NotBefore.Equal(want) {
+		t.Fatalf("retry not before %s, want %s", tr.NotBefore, want)
+	}
+	tr.Time = time.Time{} // the store's clock: now, long after t0
+	got := mustTransition(t, s, tr)
+	attempts, err := s.RunAttempts(ctx, r.ID)
+	if err != nil || len(attempts) != 1 {
+		t.Fatalf("attempts: %+v, %v", attempts, err)
+	}
+	end := attempts[0].FinishedAt
+	if !end.After(tr.NotBefore) {
+		t.Fatalf("the attempt ended at %s, want the store's clock, after %s", end, tr.NotBefore)
+	}
+	if got.Status != jobs.StatusRetrying || got.NotBefore.Before(end) {
+		t.Fatalf("run is %s, not before %s; want retrying, not before its attempt's end %s", got.Status, got.NotBefore, end)
+	}
+	lim := store.NewJobLimits(map[string]int{"a": 0})
+	if runs := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incB, Jobs: lim, Limit: 1,
+		Now: tr.NotBefore.Add(time.Second)}); len(runs) != 0 {
+		t.Fatalf("a claim past the backoff but before the end took attempt %d, started %s; the last ended %s",
+			runs[0].Attempt, runs[0].StartedAt, end)
+	}
+	runs := mustClaim(t, s, store.ClaimParams{Node: nodeB, Incarnation: incB, Jobs: lim, Limit: 1})
+	if len(runs) != 1 || runs[0].Attempt != 2 || runs[0].StartedAt.Before(end) {
+		t.Fatalf("claim at the store's clock: %+v, want attempt 2 started at or after %s", runs, end)
+	}
+}
