@@ -181,13 +181,8 @@ func (s *Scheduler) startAt(t time.Time, rs *roundStart) <-chan struct{} {
 		open()
 		return start
 	}
-	tm := s.clock.TimerAt(t)
 	go func() {
-		select {
-		case <-tm.C():
-		case <-s.life.runCtx.Done():
-			tm.Stop()
-		}
+		s.waitUntil(t)
 		open()
 	}()
 	return start
@@ -282,14 +277,24 @@ func (s *Scheduler) openAt(t time.Time) <-chan struct{} {
 		return nil
 	}
 	start := make(chan struct{})
-	tm := s.clock.TimerAt(t)
 	go func() {
+		s.waitUntil(t)
+		close(start)
+	}()
+	return start
+}
+
+// waitUntil returns when the clock reaches t, or when the node's attempts
+// are stopped for good. A timer that fires early (the clock was stepped
+// back) is set again.
+func (s *Scheduler) waitUntil(t time.Time) {
+	for t.After(s.clock.Now()) {
+		tm := s.clock.TimerAt(t)
 		select {
 		case <-tm.C():
 		case <-s.life.runCtx.Done():
 			tm.Stop()
+			return
 		}
-		close(start)
-	}()
-	return start
+	}
 }

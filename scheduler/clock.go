@@ -1,6 +1,10 @@
 package scheduler
 
-import "time"
+import (
+	"time"
+
+	"github.com/schedulerd/schedulerd/internal/wallclock"
+)
 
 // Clock is the engine's source of time.
 type Clock interface {
@@ -10,7 +14,9 @@ type Clock interface {
 	// TimerAt returns a timer that fires once the clock reaches deadline,
 	// at once if it has. The loops wait on absolute deadlines with it: a
 	// duration computed from an earlier Now would be late by as much as
-	// the clock moved between that Now and the timer's start.
+	// the clock moved between that Now and the timer's start. It may also
+	// fire early, when the clock is stepped: its holder reads the clock
+	// again and waits again if the deadline has not come.
 	TimerAt(deadline time.Time) Timer
 	// AfterFunc calls f in its own goroutine after d, unless stop is
 	// called first; stop reports whether it prevented the call.
@@ -34,9 +40,12 @@ func (RealClock) Now() time.Time { return time.Now() }
 // NewTimer returns a time.Timer.
 func (RealClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
 
-// TimerAt returns a time.Timer for the time until deadline.
+// TimerAt returns a timer that fires when the wall clock reaches
+// deadline, or when the system clock is stepped (wallclock): a Go timer
+// alone counts elapsed time, and would wake the loop an hour late for a
+// tick the clock was stepped an hour towards.
 func (RealClock) TimerAt(deadline time.Time) Timer {
-	return realTimer{time.NewTimer(time.Until(deadline))}
+	return wallclock.NewTimer(time.Now, wallclock.System(), deadline)
 }
 
 // AfterFunc is time.AfterFunc: no goroutine waits for it.

@@ -21,13 +21,15 @@ import (
 func (s *Scheduler) heartbeatLoop(start time.Time) {
 	defer s.life.loops.Done()
 	ctx := s.life.loopCtx
-	next := start
+	next, woke := start, start
 	// connectedSince is when the current streak of successful heartbeats
 	// began: the node judges others only by time it was itself connected.
 	var connectedSince time.Time
 	for {
 		// Absolute deadlines: a late timer fires at once and never drifts.
-		next = next.Add(s.cfg.HeartbeatInterval)
+		// From when the round began: a clock that moved during the round
+		// (a test's) must not push the next one a round further.
+		next = nextRound(next, woke, s.cfg.HeartbeatInterval)
 		t := s.clock.TimerAt(next)
 		select {
 		case <-ctx.Done():
@@ -35,6 +37,7 @@ func (s *Scheduler) heartbeatLoop(start time.Time) {
 			return
 		case <-t.C():
 		}
+		woke = s.clock.Now()
 		s.heartbeatRound(ctx, &connectedSince)
 		s.testSignals.heartbeatDone()
 	}

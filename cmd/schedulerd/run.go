@@ -21,6 +21,7 @@ import (
 	"github.com/schedulerd/schedulerd/control"
 	"github.com/schedulerd/schedulerd/dashboard"
 	"github.com/schedulerd/schedulerd/internal/engineconf"
+	"github.com/schedulerd/schedulerd/internal/wallclock"
 	"github.com/schedulerd/schedulerd/jobs/command"
 	notifypkg "github.com/schedulerd/schedulerd/notify"
 	"github.com/schedulerd/schedulerd/scheduler"
@@ -175,6 +176,9 @@ func (n *daemonNode) newEngine() error {
 	if err == nil && wd > 0 {
 		sc.PollInterval = min(10*time.Second, wd/3)
 	}
+	// Steps of the system clock wake the timers that wait for an instant
+	// (ticks, retries, windows) at once (docs/guarantees.md).
+	wallclock.WatchSystem()
 	n.sched, err = scheduler.New(n.st, sc, n.cfg.Jobs)
 	if err != nil {
 		return err
