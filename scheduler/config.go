@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
 )
 
 // Config holds the engine's settings; it mirrors the [daemon] section.
@@ -72,7 +73,7 @@ func (c Config) withDefaults() Config {
 	c.History = cmp.Or(c.History, 720*time.Hour)
 	c.PollInterval = cmp.Or(c.PollInterval, 10*time.Second)
 	c.PruneInterval = cmp.Or(c.PruneInterval, time.Hour)
-	c.FireLead = max(cmp.Or(c.FireLead, defaultFireLead), 0)
+	c.FireLead = min(max(cmp.Or(c.FireLead, defaultFireLead), 0), store.MaxFireAhead-maxRoundLead)
 	c.ClaimLead = min(max(cmp.Or(c.ClaimLead, defaultClaimLead), 0), c.FireLead)
 	c.Version = cmp.Or(c.Version, "dev")
 	if c.Clock == nil {

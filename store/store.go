@@ -77,18 +77,23 @@ type Store interface {
 	// error (Advanced false).
 	ScheduleFireMany(ctx context.Context, ps []FireParams) ([]*FireResult, error)
 	// SchedulePause pauses or resumes a job's schedule. Resuming moves the
-	// cursor to now: ticks that fell while paused are not caught up.
-	// Pausing withdraws the runs fired ahead of their tick, as
-	// ScheduleWithdraw does, in the same transaction.
+	// cursor to now when it is earlier: ticks that fell while paused are
+	// not caught up. Pausing withdraws the runs fired ahead of their tick,
+	// as ScheduleWithdraw does, in the same transaction, and leaves the
+	// cursor as that leaves it.
 	SchedulePause(ctx context.Context, job string, paused bool, now time.Time) (*Cursor, error)
 	// ScheduleWithdraw takes back the ticks of the named jobs that were
 	// fired ahead of their time, in one transaction: each run made by a
-	// schedule that is still pending and never attempted, whose tick and
-	// not_before are later than now, is deleted with its occurrence and its
-	// events (no attempt of it ever started, so the tick may fire again,
-	// once: the cursor's compare-and-set still rules), and a cursor later
-	// than now moves back to now. It returns the cursors of the jobs that
-	// have one and how many runs it deleted.
+	// schedule before its tick that is still pending and never attempted,
+	// whose tick and not_before are later than now, is deleted with its
+	// occurrence and its events (no attempt of it ever started, so the
+	// tick may fire again, once: the cursor's compare-and-set still rules),
+	// and a cursor later than now that was written before its tick moves
+	// back to now; both only within MaxFireAhead of now. A run or cursor
+	// later than now that was written at or after its tick, or later than
+	// that, was not fired ahead (the clock was stepped back since): it
+	// stays, and no tick fires twice. It returns the cursors of
+	// the jobs that have one and how many runs it deleted.
 	ScheduleWithdraw(ctx context.Context, jobNames []string, now time.Time) (map[string]*Cursor, int, error)
 
 	// RunInsert makes a run (one-off, manual or rerun). ErrDuplicate when
@@ -283,6 +288,12 @@ type NodeHeartbeatParams struct {
 	Incarnation string
 	Now         time.Time
 }
+
+// MaxFireAhead bounds how far ahead of its tick the engine fires a tick
+// (its fire lead, and the extra lead of a large round). A withdrawal
+// takes back only ticks within it: a run or cursor later than that is not
+// one fired ahead and unreached, but one the clock was stepped back from.
+const MaxFireAhead = 15 * time.Second
 
 // Cursor is the durable schedule state of a cron job.
 type Cursor struct {

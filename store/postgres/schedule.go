@@ -407,8 +407,9 @@ func (s *Store) SchedulePause(ctx context.Context, job string, paused bool, now 
 		cur, err = rowscan.Cursor[tstz](c.queryRow(ctx, `INSERT INTO cursors (job, last, paused, updated_at)
 				VALUES ($1, COALESCE($3::timestamptz, now()), $2, COALESCE($3::timestamptz, now()))
 			ON CONFLICT (job) DO UPDATE SET
-				last = CASE WHEN excluded.paused THEN LEAST(cursors.last, excluded.last) ELSE GREATEST(cursors.last, excluded.last) END,
-				paused = excluded.paused, updated_at = excluded.updated_at
+				last = CASE WHEN excluded.paused THEN cursors.last ELSE GREATEST(cursors.last, excluded.last) END,
+				paused = excluded.paused,
+				updated_at = CASE WHEN cursors.last > excluded.updated_at THEN cursors.updated_at ELSE excluded.updated_at END
 			WHERE cursors.paused <> excluded.paused
 			RETURNING `+rowscan.CursorColumns, job, paused, ts(now)))
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -448,18 +449,25 @@ func (s *Store) ScheduleWithdraw(ctx context.Context, jobNames []string, now tim
 }
 
 // sqlWithdraw deletes the runs of the jobs $1 fired ahead of $2 (pending,
-// never attempted, made by a schedule, tick and not_before later) with
-// their occurrences and events, and moves cursors later than $2 back to
-// it. A run that a claim has locked is deleted only if the claim did not
-// start it: the delete waits for the claim and checks the row again.
+// never attempted, made by a schedule before their tick, tick and
+// not_before later than $2) with their occurrences and events, and moves
+// back to $2 the cursors later than it that were written before their
+// tick (fired ahead), within store.MaxFireAhead of $2 ($3). A cursor or run
+// later than $2 that was written at or after its tick, or later than
+// that, is not one fired ahead: the clock was stepped back since, and it
+// stays. A run that a claim has locked is deleted only if the claim
+// did not start it: the delete waits for the claim and checks the row
+// again.
 const sqlWithdraw = `WITH at AS (SELECT COALESCE($2::timestamptz, now()) AS t),
 	w AS (
 		DELETE FROM runs USING at WHERE job = ANY($1::text[]) AND status = 'pending' AND attempt = 0
-			AND trigger_kind = 'schedule' AND scheduled_at > at.t AND not_before > at.t
+			AND trigger_kind = 'schedule' AND scheduled_at > at.t AND not_before > at.t AND created_at < scheduled_at
+			AND scheduled_at <= at.t + $3::interval
 		RETURNING id, job, scheduled_at),
 	o AS (DELETE FROM occurrences o USING w WHERE o.job = w.job AND o.scheduled_at = w.scheduled_at AND o.run_id = w.id),
 	e AS (DELETE FROM events e USING w WHERE e.run_id = w.id),
-	c AS (UPDATE cursors SET last = at.t, updated_at = at.t FROM at WHERE job = ANY($1::text[]) AND last > at.t)
+	c AS (UPDATE cursors SET last = at.t, updated_at = at.t FROM at
+		WHERE job = ANY($1::text[]) AND last > at.t AND updated_at < last AND last <= at.t + $3::interval)
 SELECT count(*) FROM w`
 
 // withdraw runs sqlWithdraw inside a write transaction, after it locked the
@@ -470,7 +478,7 @@ func withdraw(ctx context.Context, c *conn, jobNames []string, now time.Time) (i
 	var n int
 	var b pgx.Batch
 	b.Queue(`SELECT job FROM cursors WHERE job = ANY($1::text[]) ORDER BY job FOR UPDATE`, jobNames).Exec(func(pgconn.CommandTag) error { return nil })
-	b.Queue(sqlWithdraw, jobNames, ts(now)).QueryRow(func(row pgx.Row) error { return row.Scan(&n) })
+	b.Queue(sqlWithdraw, jobNames, ts(now), store.MaxFireAhead).QueryRow(func(row pgx.Row) error { return row.Scan(&n) })
 	if err := c.send(ctx, &b); err != nil {
 		return 0, err
 	}

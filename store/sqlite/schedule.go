@@ -396,19 +396,22 @@ func (s *Store) SchedulePause(ctx context.Context, job string, paused bool, at t
 			return nil
 		case paused:
 			// The ticks fired ahead are taken back: the job was paused
-			// before their time.
+			// before their time. A cursor still later than at was not
+			// fired ahead (the clock was stepped back): it stays.
 			if _, err := withdraw(ctx, c, []string{job}, at); err != nil {
 				return err
 			}
-			if !cur.Last.After(at) {
-				last = cur.Last
+			if cur, err = getCursor(ctx, c, job); err != nil {
+				return err
 			}
+			last = cur.Last
 		case cur.Last.After(at):
 			last = cur.Last
 		}
 		cur, err = rowscan.Cursor[micros](c.queryRow(ctx, `INSERT INTO cursors (job, last, paused, skipped, updated_at)
 			VALUES (?, ?, ?, 0, ?)
-			ON CONFLICT (job) DO UPDATE SET last = excluded.last, paused = excluded.paused, updated_at = excluded.updated_at
+			ON CONFLICT (job) DO UPDATE SET last = excluded.last, paused = excluded.paused,
+				updated_at = CASE WHEN cursors.last > excluded.updated_at THEN cursors.updated_at ELSE excluded.updated_at END
 			RETURNING `+rowscan.CursorColumns, job, last.UnixMicro(), paused, at.UnixMicro()))
 		return err
 	})
@@ -442,14 +445,19 @@ func (s *Store) ScheduleWithdraw(ctx context.Context, jobNames []string, at time
 }
 
 // withdraw deletes the runs of jobNames fired ahead of at (pending, never
-// attempted, made by a schedule, tick and not_before later than at) with
-// their occurrences and events, and moves cursors later than at back to
-// at, inside a write transaction. It returns how many runs it deleted.
+// attempted, made by a schedule before their tick, tick and not_before
+// later than at) with their occurrences and events, and moves back to at
+// the cursors later than at that were written before their tick (fired
+// ahead) within store.MaxFireAhead of at, inside a write transaction. It
+// returns how many runs it deleted. A cursor or run later than at that was
+// written at or after its tick, or later than that, is not one fired
+// ahead: the clock was stepped back since, and it stays.
 func withdraw(ctx context.Context, c conn, jobNames []string, at time.Time) (int, error) {
-	names, us := jsonStrings(jobNames), at.UnixMicro()
+	names, us, horizon := jsonStrings(jobNames), at.UnixMicro(), at.Add(store.MaxFireAhead).UnixMicro()
 	ids, err := queryStrings(ctx, c, `SELECT id FROM runs INDEXED BY runs_job_active
 		WHERE job IN (SELECT value FROM json_each(?)) AND status IN `+sqlActive+` AND status = 'pending' AND attempt = 0
-			AND trigger_kind = 'schedule' AND scheduled_at > ? AND not_before > ?`, names, us, us)
+			AND trigger_kind = 'schedule' AND scheduled_at > ? AND not_before > ? AND created_at < scheduled_at
+			AND scheduled_at <= ?`, names, us, us, horizon)
 	if err != nil {
 		return 0, err
 	}
@@ -468,7 +476,7 @@ func withdraw(ctx context.Context, c conn, jobNames []string, at time.Time) (int
 		}
 	}
 	_, err = c.exec(ctx, `UPDATE cursors SET last = ?, updated_at = ?
-		WHERE job IN (SELECT value FROM json_each(?)) AND last > ?`, us, us, names, us)
+		WHERE job IN (SELECT value FROM json_each(?)) AND last > ? AND updated_at < last AND last <= ?`, us, us, names, us, horizon)
 	return len(ids), err
 }
 

@@ -246,3 +246,63 @@ func testPauseWithdraws(t *testing.T, s store.Store) {
 		t.Fatalf("runs per tick: %v", perTick)
 	}
 }
+
+// testWithdrawAfterStepBack: after the clock was stepped back, cursors and
+// runs later than now that were written at or after their tick, or later
+// than store.MaxFireAhead, were not fired ahead and unreached: neither a
+// withdrawal (a stop, a reload) nor a pause takes them back, and a resume
+// keeps the cursor, so no tick before it fires again. A tick fired ahead
+// within the bound is still taken back.
+func testWithdrawAfterStepBack(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	t1, t2 := t0, t0.Add(time.Minute)
+	// "queue" fired t1 and t2 at their time; t2's run waits behind t1's.
+	fireOne(t, s, "queue", time.Time{}, t1, jobs.OverlapQueue)
+	waiting := fireOne(t, s, "queue", t1, t2, jobs.OverlapQueue).Created[0]
+	// "paused" fired t1 at its time; "ahead" fired t2 ahead of it.
+	fireOne(t, s, "paused", time.Time{}, t1, jobs.OverlapAllow)
+	fireOne(t, s, "ahead", time.Time{}, t1, jobs.OverlapAllow)
+	ahead := fireAhead(t, s, "ahead", t1, t2, t2.Add(-lead), jobs.OverlapAllow).Created[0]
+
+	back := t1.Add(-time.Hour) // the clock stepped back an hour
+	if _, err := s.SchedulePause(ctx, "paused", true, back); err != nil {
+		t.Fatal(err)
+	}
+	if c := cursorOf(t, s, "paused"); !c.Last.Equal(t1) || !c.Paused {
+		t.Fatalf("cursor of a job paused after a step back: %+v, want paused at %s", c, t1.Format(time.TimeOnly))
+	}
+	cs, n, err := s.ScheduleWithdraw(ctx, []string{"queue", "paused", "ahead"}, back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 || !cs["queue"].Last.Equal(t2) || !cs["paused"].Last.Equal(t1) || !cs["ahead"].Last.Equal(t2) {
+		t.Fatalf("ScheduleWithdraw an hour back = %d runs, queue %s, paused %s, ahead %s; want none, %s, %s, %s",
+			n, cs["queue"].Last.Format(time.TimeOnly), cs["paused"].Last.Format(time.TimeOnly), cs["ahead"].Last.Format(time.TimeOnly),
+			t2.Format(time.TimeOnly), t1.Format(time.TimeOnly), t2.Format(time.TimeOnly))
+	}
+	// Stepped back by less than store.MaxFireAhead: what was written at or
+	// after its tick stays, what was fired ahead goes.
+	near := t2.Add(-5 * time.Second)
+	if cs, n, err = s.ScheduleWithdraw(ctx, []string{"queue", "ahead"}, near); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || !cs["queue"].Last.Equal(t2) || !cs["ahead"].Last.Equal(near) {
+		t.Fatalf("ScheduleWithdraw 5s back = %d runs, queue %s, ahead %s; want 1 run, %s, %s",
+			n, cs["queue"].Last.Format(time.TimeOnly), cs["ahead"].Last.Format(time.TimeOnly), t2.Format(time.TimeOnly), near.Format(time.TimeOnly))
+	}
+	if got := mustGet(t, s, waiting.ID); got.Status != jobs.StatusPending {
+		t.Fatalf("the run of a tick fired at its time is %s after the withdrawal", got.Status)
+	}
+	if _, err := s.RunGet(ctx, ahead.ID); !isErr(err, store.ErrNotFound) {
+		t.Fatalf("RunGet of the run fired ahead: %v, want not found", err)
+	}
+	// The paused job resumes where it was: later than the clock.
+	c, err := s.SchedulePause(ctx, "paused", false, back.Add(time.Second))
+	if err != nil || !c.Last.Equal(t1) || c.Paused {
+		t.Fatalf("resume after a step back = %+v, %v; want active at %s", c, err, t1.Format(time.TimeOnly))
+	}
+	// A withdrawal once the job is resumed still leaves its cursor.
+	if cs, _, err := s.ScheduleWithdraw(ctx, []string{"paused"}, back.Add(2*time.Second)); err != nil || !cs["paused"].Last.Equal(t1) {
+		t.Fatalf("withdraw after the resume = %+v, %v", cs, err)
+	}
+}

@@ -31,6 +31,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"FireAheadDeferred", testFireAheadDeferred},
 		{"Withdraw", testWithdraw},
 		{"PauseWithdraws", testPauseWithdraws},
+		{"WithdrawAfterStepBack", testWithdrawAfterStepBack},
 		{"FiresBatch", testFiresBatch},
 		{"FiresBatchCAS", testFiresBatchCAS},
 		{"FiresBatchConcurrent", testFiresBatchConcurrent},
