@@ -92,9 +92,18 @@ func (s *Scheduler) Rerun(ctx context.Context, id, actor string) (*jobs.Run, err
 // attempt (its process group gets SIGTERM, then SIGKILL after kill_grace)
 // and ends the run cancelled, on behalf of actor (see TriggerParams.Actor),
 // whom the run records as CancelledBy.
+//
+// A waiting run whose not_after has come has expired, whether or not the
+// loop has recorded it yet (it looks once a second at most, and between
+// its wakes): the expiries due are recorded first, and the cancel of such
+// a run is refused as of a run already ended.
 func (s *Scheduler) Cancel(ctx context.Context, id, actor string) (*jobs.Run, error) {
+	now := s.clock.Now()
+	if err := s.expireRuns(ctx, now); err != nil {
+		return nil, fmt.Errorf("expire runs before the cancel: %w", err)
+	}
 	r, err := s.st.RunCancel(ctx, store.RunCancelParams{
-		ID: id, Node: s.cfg.NodeID, Actor: actor, Reason: jobs.ReasonCancelled, Now: s.storeNow(s.clock.Now()),
+		ID: id, Node: s.cfg.NodeID, Actor: actor, Reason: jobs.ReasonCancelled, Now: s.storeNow(now),
 	})
 	if err != nil {
 		return nil, err

@@ -327,17 +327,22 @@ func (s *Scheduler) expire(it *iteration) {
 		return
 	}
 	s.loop.expiredAt = it.now
-	expired, err := s.st.RunsExpire(it.ctx, store.RunsExpireParams{Node: s.cfg.NodeID, Now: s.storeNow(it.now), Notify: s.notifyTargets})
-	if err != nil {
+	if err := s.expireRuns(it.ctx, it.now); err != nil {
 		s.loopError(it, "expire runs", err)
 	}
+}
+
+// expireRuns records as expired the waiting runs whose not_after has come.
+func (s *Scheduler) expireRuns(ctx context.Context, now time.Time) error {
+	expired, err := s.st.RunsExpire(ctx, store.RunsExpireParams{Node: s.cfg.NodeID, Now: s.storeNow(now), Notify: s.notifyTargets})
 	for _, r := range expired {
-		s.logRun(it.ctx, r, "", "run expired: not started by not_after")
+		s.logRun(ctx, r, "", "run expired: not started by not_after")
 	}
 	s.noteRunsEnded(expired...)
 	if len(expired) > 0 {
 		s.notifyWake()
 	}
+	return err
 }
 
 // rereadReached reads again the cursors of the ticks fired ahead that the
