@@ -82,7 +82,7 @@ fuzz: ## run every fuzz target for FUZZTIME each
 
 sim: ## the engine against the reference model on seeded timelines, SIM_TIME long (SEED=N replays one)
 	$(GO) test -c -o bin/scheduler.test ./scheduler/
-	cd scheduler && ../bin/scheduler.test -test.run '^TestSim$$' -test.timeout 0 -sim.time=$(SIM_TIME) $(if $(SEED),-sim.seed=$(SEED))
+	cd scheduler && ../bin/scheduler.test -test.run '^TestSim$$' -test.timeout 0 -sim.time=$(SIM_TIME) $(if $(SEED),-sim.seed=$(SEED)) $(if $(JUMPS),-sim.jumps=$(JUMPS))
 
 # CI's share of the simulator: the regression seeds, then random seeds
 # (from the clock, printed) for the rest of two minutes.

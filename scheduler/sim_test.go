@@ -22,6 +22,7 @@ import (
 	"github.com/schedulerd/schedulerd/config"
 	"github.com/schedulerd/schedulerd/internal/engineconf"
 	"github.com/schedulerd/schedulerd/internal/pgtest"
+	"github.com/schedulerd/schedulerd/internal/wallclock"
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/scheduler"
 	"github.com/schedulerd/schedulerd/scheduler/model"
@@ -37,6 +38,7 @@ var (
 	simSeed   = flag.Int64("sim.seed", 0, "run this seed alone (and shrink its timeline if it fails)")
 	simStores = flag.String("sim.stores", "sqlite,postgres", "the stores to run each seed on")
 	simShrink = flag.Duration("sim.shrink", 3*time.Minute, "how long to spend shortening a failing timeline")
+	simJumps  = flag.String("sim.jumps", "all", "step the clock in 4 timelines of 10: all (forward and back), on (forward only) or off")
 	simFrom   = flag.Int64("sim.from", 0, "with -sim.time: the random seeds are this one and the next ones (default: from the clock)")
 )
 
@@ -55,6 +57,9 @@ func TestMain(m *testing.M) {
 // says. A failure prints its seed, the store, what differs and the
 // shortened timeline; `make sim SEED=N` replays it.
 func TestSim(t *testing.T) {
+	if !slices.Contains([]string{"off", "on", "all"}, *simJumps) {
+		t.Fatalf("-sim.jumps: %q is not off, on or all", *simJumps)
+	}
 	stores := strings.Split(*simStores, ",")
 	for _, s := range stores {
 		if s == "postgres" {
@@ -63,11 +68,9 @@ func TestSim(t *testing.T) {
 			t.Fatalf("-sim.stores: unknown store %q", s)
 		}
 	}
-	var seeds []int64
+	seeds := regressionSeeds(t) // also notes how each steps the clock
 	if *simSeed != 0 {
 		seeds = []int64{*simSeed}
-	} else {
-		seeds = regressionSeeds(t)
 	}
 	failed := 0
 	ran := 0
@@ -113,12 +116,17 @@ func regressionSeeds(t *testing.T) []int64 {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line, _, _ := strings.Cut(sc.Text(), "#")
-		if line = strings.TrimSpace(line); line == "" {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
 			continue
 		}
-		n, err := strconv.ParseInt(line, 10, 64)
-		if err != nil {
-			t.Fatalf("testdata/sim-seeds.txt: %q: %v", line, err)
+		n, err := strconv.ParseInt(fields[0], 10, 64)
+		modes := map[string]string{"nojumps": "off", "jumps=on": "on", "jumps=all": "all"}
+		if err != nil || len(fields) > 2 || len(fields) == 2 && modes[fields[1]] == "" {
+			t.Fatalf("testdata/sim-seeds.txt: %q: want SEED [nojumps|jumps=on|jumps=all]", line)
+		}
+		if len(fields) == 2 {
+			seedJumps[n] = modes[fields[1]]
 		}
 		seeds = append(seeds, n)
 	}
@@ -221,6 +229,8 @@ func droppable(sc *scenario, i int) bool {
 	switch sc.events[i].kind {
 	case model.Start, model.Stop, model.Kill:
 		return false
+	case model.Jump:
+		return false // the events after it are in the clock it stepped
 	}
 	return true
 }
@@ -308,12 +318,37 @@ func (s *syncBuffer) Bytes() []byte {
 	return bytes.Clone(s.b.Bytes())
 }
 
+// simClock is the machine's wall clock in the simulator: the bubble's time
+// moved by the steps of the timeline. Timers for an instant follow it
+// (wallclock), as the real clock's do; elapsed time is the bubble's.
+type simClock struct {
+	scheduler.RealClock
+	off   atomic.Int64
+	steps wallclock.Steps
+}
+
+func (c *simClock) Now() time.Time { return time.Now().Add(time.Duration(c.off.Load())) }
+
+func (c *simClock) TimerAt(deadline time.Time) scheduler.Timer {
+	return wallclock.NewTimer(c.Now, &c.steps, deadline)
+}
+
+// step steps the clock by d.
+func (c *simClock) step(d time.Duration) {
+	c.off.Add(int64(d))
+	c.steps.Notify()
+}
+
+// sleepUntil sleeps until the clock reads t.
+func (c *simClock) sleepUntil(t time.Time) { time.Sleep(t.Sub(c.Now())) }
+
 // drive runs the timeline inside the synctest bubble: time moves only
 // when every goroutine of the engine waits, so each event is applied to
 // an engine that has done all it had to do before it.
 func drive(sc *scenario, open func() (store.Store, error), logw *syncBuffer) (*observed, error) {
 	ctx := context.Background()
-	time.Sleep(time.Until(sc.t0))
+	clock := &simClock{}
+	clock.sleepUntil(sc.t0)
 	obs := &observed{labels: map[string]string{}, refused: map[int]string{}, attempts: map[string][]*jobs.Attempt{}}
 	var (
 		mu    sync.Mutex
@@ -363,7 +398,7 @@ func drive(sc *scenario, open func() (store.Store, error), logw *syncBuffer) (*o
 		ec := engineconf.From(c.Daemon)
 		// The engine's clock is the bubble's, passed down to the store;
 		// retry jitter draws a constant the model knows.
-		ec.StoreClock, ec.Logger, ec.Rand = false, logger, func() float64 { return 0 }
+		ec.StoreClock, ec.Logger, ec.Rand, ec.Clock = false, logger, func() float64 { return 0 }, clock
 		s, err := scheduler.New(st, ec, c.Jobs)
 		if err != nil {
 			st.Close()
@@ -417,8 +452,10 @@ func drive(sc *scenario, open func() (store.Store, error), logw *syncBuffer) (*o
 		if e.dropped {
 			continue
 		}
-		time.Sleep(time.Until(e.at))
+		clock.sleepUntil(e.at)
 		switch e.kind {
+		case model.Jump:
+			clock.step(e.delta)
 		case model.Start:
 			if node != nil && !node.dead.Load() {
 				<-node.ended // a stop takes at most its grace
@@ -491,7 +528,7 @@ func drive(sc *scenario, open func() (store.Store, error), logw *syncBuffer) (*o
 			}
 		}
 	}
-	time.Sleep(time.Until(sc.end))
+	clock.sleepUntil(sc.end)
 	synctest.Wait()
 	for _, n := range nodes {
 		<-n.ended
@@ -632,8 +669,13 @@ func invariants(sc *scenario, obs *observed) []string {
 	}
 	// Overlap skip: a tick's run is never made while another run of the
 	// job is active; queue: a job's tick runs start in tick order. Both
-	// for jobs whose every config has that policy.
+	// for jobs whose every config has that policy, and read from the
+	// runs' times: not after a step back of the clock, which leaves those
+	// out of order (the comparison with the model checks such timelines).
 	policies := jobPolicies(sc)
+	if sc.steppedBack() {
+		policies = nil
+	}
 	byJob := map[string][]*jobs.Run{}
 	for _, r := range obs.runs {
 		byJob[r.Job] = append(byJob[r.Job], r)

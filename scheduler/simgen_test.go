@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
@@ -38,7 +39,8 @@ type simEvent struct {
 	label   string
 	dedup   string
 	nb, na  time.Time
-	dropped bool // removed while shrinking
+	delta   time.Duration // Jump
+	dropped bool          // removed while shrinking
 }
 
 // profile is how the attempts of a job behave: a duration drawn in
@@ -420,7 +422,78 @@ func genScenario(seed int64, draw int) *scenario {
 	}
 	add(simEvent{at: at.Add(drainTime), kind: model.Stop})
 	sc.end = at.Add(grace + time.Minute)
+	if mode := cmp.Or(seedJumps[seed], *simJumps); mode != "off" {
+		sc.addJumps(phase, mode == "all")
+	}
 	return sc
+}
+
+// seedJumps says how the regression seeds step the clock, as
+// testdata/sim-seeds.txt marks them: off for those drawn before the
+// generator stepped it, on (forward) or all (both ways); others step it
+// as -sim.jumps says.
+var seedJumps = map[int64]string{}
+
+// addJumps steps the clock now and then during the first phase of the
+// timeline: 4 timelines in 10 have 1 to 3 steps, on or back, by seconds
+// to minutes or by an hour. They are drawn from a stream of their own, so
+// that the rest of the timeline is the one drawn without them; the events
+// after a step move with it, as the wall clock they are given in does.
+func (sc *scenario) addJumps(phase time.Duration, back bool) {
+	var key [24]byte
+	binary.BigEndian.PutUint64(key[:8], uint64(sc.seed))
+	binary.BigEndian.PutUint64(key[8:16], uint64(sc.draw))
+	copy(key[16:], "jumps")
+	sum := sha256.Sum256(key[:])
+	r := simRand{rand.New(rand.NewPCG(binary.BigEndian.Uint64(sum[:8]), binary.BigEndian.Uint64(sum[8:16])))}
+	if !r.chance(0.4) {
+		return
+	}
+	var jumps []simEvent
+	for range 1 + r.pick(3) {
+		e := simEvent{at: sc.t0.Add(r.between(time.Second, phase) + r.micro()), kind: model.Jump}
+		switch k := r.pick(10); {
+		case k < 4:
+			e.delta = r.between(time.Second, 2*time.Minute)
+		case k < 8:
+			e.delta = -r.between(time.Second, 2*time.Minute)
+		case k < 9:
+			e.delta = time.Hour
+		default:
+			e.delta = -time.Hour
+		}
+		if e.delta < 0 && !back {
+			e.delta = -e.delta
+		}
+		jumps = append(jumps, e)
+	}
+	slices.SortFunc(jumps, func(a, b simEvent) int { return a.at.Compare(b.at) })
+	var out []simEvent
+	var shift time.Duration
+	for _, e := range sc.events {
+		for len(jumps) > 0 && jumps[0].at.Before(e.at) {
+			j := jumps[0]
+			jumps = jumps[1:]
+			j.at = j.at.Add(shift)
+			out = append(out, j)
+			shift += j.delta
+		}
+		e.at = e.at.Add(shift)
+		if !e.nb.IsZero() {
+			e.nb = e.nb.Add(shift)
+		}
+		if !e.na.IsZero() {
+			e.na = e.na.Add(shift)
+		}
+		out = append(out, e)
+	}
+	sc.events = out
+	sc.end = sc.end.Add(shift)
+}
+
+// steppedBack reports whether the timeline steps the clock back.
+func (sc *scenario) steppedBack() bool {
+	return slices.ContainsFunc(sc.events, func(e simEvent) bool { return !e.dropped && e.kind == model.Jump && e.delta < 0 })
 }
 
 // modelEvents turns the timeline into the model's events; dropped events
@@ -432,7 +505,8 @@ func (sc *scenario) modelEvents() ([]model.Event, []int) {
 		if e.dropped {
 			continue
 		}
-		me := model.Event{At: e.at, Kind: e.kind, Job: e.job, Label: e.label, DedupID: e.dedup, NotBefore: e.nb, NotAfter: e.na}
+		me := model.Event{At: e.at, Kind: e.kind, Job: e.job, Label: e.label, DedupID: e.dedup, NotBefore: e.nb, NotAfter: e.na,
+			Delta: e.delta}
 		if e.kind == model.Start || e.kind == model.Reload {
 			c, err := config.Parse("sim.toml", []byte(sc.configs[e.cfg]))
 			if err != nil {

@@ -14,10 +14,12 @@ func (st *state) attemptsAt() {
 		if r.status != jobs.StatusRunning || r.owner != st.incarnation {
 			continue
 		}
-		if r.start.Equal(st.now) {
+		// An attempt claimed ahead begins at its tick; until then it has
+		// no end. (Its start is no guide once the clock was stepped back.)
+		if r.end.IsZero() && r.start.Equal(st.now) {
 			st.begin(r)
 		}
-		if r.start.After(st.now) {
+		if r.end.IsZero() {
 			continue
 		}
 		if r.end.Equal(st.now) || r.timeoutAt.Equal(st.now) {
@@ -73,7 +75,7 @@ func (st *state) decisionsAt(what string) {
 		if r.waiting() && (r.nb.Equal(st.now) || r.na.Equal(st.now)) {
 			st.ambiguous(st.now, "%s as run %s becomes due or expires", what, r.key)
 		}
-		if r.status == jobs.StatusRunning && r.start.Equal(st.now) {
+		if r.status == jobs.StatusRunning && r.end.IsZero() && r.start.Equal(st.now) {
 			st.ambiguous(st.now, "%s as run %s starts", what, r.key)
 		}
 	}

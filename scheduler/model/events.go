@@ -97,6 +97,8 @@ func (st *state) apply(i int, ev Event) {
 		default:
 			r.status, r.reason = jobs.StatusCancelled, jobs.ReasonCancelled
 		}
+	case Jump:
+		st.jump(ev)
 	case Pause, Resume:
 		d := st.defs[ev.Job]
 		c := st.cursors[ev.Job]
@@ -115,6 +117,37 @@ func (st *state) apply(i int, ev Event) {
 			}
 		}
 	}
+}
+
+// jump steps the wall clock by ev.Delta (docs/guarantees.md, "When the
+// clock is stepped"). Every time the engine keeps is of the wall clock
+// (ticks, cursors, windows, retries) but what it measures as elapsed: an
+// attempt's duration and timeout and the shutdown grace end as long after
+// the step as they would have without it. The engine looks at the clock
+// again at once: ticks the step passed over are late ticks (misfire_grace,
+// catchup), and after a step back no tick fires again before the clock
+// has passed the cursor.
+func (st *state) jump(ev Event) {
+	for _, r := range st.runs {
+		if r.status != jobs.StatusRunning || r.owner != st.incarnation || (!st.up && !st.stopping) {
+			continue
+		}
+		if r.end.IsZero() {
+			// Claimed ahead, waiting for its tick: within a fire lead.
+			st.ambiguous(st.now, "a step of the clock while run %s waits for its tick", r.key)
+			continue
+		}
+		r.end = r.end.Add(ev.Delta)
+		if !r.timeoutAt.IsZero() {
+			r.timeoutAt = r.timeoutAt.Add(ev.Delta)
+		}
+	}
+	if st.stopping {
+		st.graceEnd = st.graceEnd.Add(ev.Delta)
+	}
+	st.now = st.now.Add(ev.Delta)
+	st.trace("the clock was stepped %+v", ev.Delta)
+	st.checkLead(ev)
 }
 
 // load makes defs the declared jobs (at a start or reload): a cron job

@@ -38,10 +38,13 @@ const (
 	Cancel                  // `schedulerd cancel` of the run Label names
 	Pause                   // `schedulerd pause Job`
 	Resume                  // `schedulerd resume Job`
+	// Jump steps the wall clock by Delta at At (the time before the
+	// step), as an operator's `date -s` or NTP at boot does.
+	Jump
 )
 
 func (k Kind) String() string {
-	return [...]string{"?", "start", "stop", "kill", "reload", "trigger", "cancel", "pause", "resume"}[k]
+	return [...]string{"?", "start", "stop", "kill", "reload", "trigger", "cancel", "pause", "resume", "jump"}[k]
 }
 
 // Event is one step of a timeline.
@@ -53,8 +56,9 @@ type Event struct {
 	// Label names the run a Trigger makes, and the run a Cancel cancels
 	// (a RunKey's String).
 	Label               string
-	DedupID             string    // Trigger
-	NotBefore, NotAfter time.Time // Trigger; zero: now, and none
+	DedupID             string        // Trigger
+	NotBefore, NotAfter time.Time     // Trigger; zero: now, and none
+	Delta               time.Duration // Jump
 }
 
 func (e Event) String() string {
@@ -82,6 +86,8 @@ func (e Event) String() string {
 		return fmt.Sprintf("%s cancel %s", at, e.Label)
 	case Pause, Resume:
 		return fmt.Sprintf("%s %s %s", at, e.Kind, e.Job)
+	case Jump:
+		return fmt.Sprintf("%s jump %+v", at, e.Delta)
 	}
 	return fmt.Sprintf("%s %s", at, e.Kind)
 }
@@ -277,7 +283,9 @@ func (st *state) nextInstant() time.Time {
 	}
 	for _, r := range st.runs {
 		if r.status == jobs.StatusRunning && r.owner == st.incarnation {
-			consider(r.start)
+			if r.end.IsZero() {
+				consider(r.start) // claimed ahead: it begins at its tick
+			}
 			consider(r.end)
 			consider(r.timeoutAt)
 		}
