@@ -78,6 +78,12 @@ type Definition struct {
 	// ExpectSuccessWithin makes the job overdue when no run of it
 	// completed within this long; 0: never overdue.
 	ExpectSuccessWithin time.Duration
+
+	// OnSuccess and OnFailure name the jobs that get a run, once, when a
+	// run of this job ends completed, or dead_letter or expired (a chain;
+	// see Chain). Nil for none.
+	OnSuccess []string
+	OnFailure []string
 }
 
 // Kind describes how the job fires.
