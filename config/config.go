@@ -479,7 +479,7 @@ func (p *parser) top(tree map[string]any) (Daemon, []*jobs.Definition, []Token, 
 	}
 	defs := make([]*jobs.Definition, 0, len(jobTables))
 	names := make(map[string]string, len(jobTables)) // name -> path of its first job
-	var chained []*rawJob // the jobs that set on_success or on_failure
+	var chained []*rawJob                            // the jobs that set on_success or on_failure
 	for i, m := range jobTables {
 		if m == nil {
 			continue
