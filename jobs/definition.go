@@ -192,6 +192,9 @@ type Info struct {
 	Trigger     Trigger
 	Payload     string
 	Node        string
+	// ParentRunID is the run whose end made this one (a chain); empty
+	// for any other run.
+	ParentRunID string
 }
 
 type infoKey struct{}

@@ -327,7 +327,8 @@ func (s *Scheduler) expire(it *iteration) {
 		return
 	}
 	s.loop.expiredAt = it.now
-	expired, err := s.st.RunsExpire(it.ctx, store.RunsExpireParams{Node: s.cfg.NodeID, Now: s.storeNow(it.now), Notify: s.notifyTargets})
+	expired, err := s.st.RunsExpire(it.ctx, store.RunsExpireParams{Node: s.cfg.NodeID, Now: s.storeNow(it.now), Notify: s.notifyTargets,
+		Chain: s.chainOf})
 	if err != nil {
 		s.loopError(it, "expire runs", err)
 	}
@@ -337,6 +338,7 @@ func (s *Scheduler) expire(it *iteration) {
 	s.noteRunsEnded(expired...)
 	if len(expired) > 0 {
 		s.notifyWake()
+		s.Wake() // their chains' runs may be due
 	}
 }
 
