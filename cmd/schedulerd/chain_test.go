@@ -1,0 +1,261 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/schedulerd/schedulerd/internal/proctest"
+	"github.com/schedulerd/schedulerd/jobs"
+	"github.com/schedulerd/schedulerd/store"
+)
+
+// chainJobs are the jobs of the chain process tests, writing into dir:
+// parent records its run and, with the payload "hang", waits for the file
+// release.hang and fails; child (on_success) and page (on_failure) append
+// "RUN PARENT PAYLOAD" to their logs, and child then waits for the file
+// release.PAYLOAD. Only parent is a job of the chain's start: its one
+// attempt fails it for good (a process the node lost included).
+func chainJobs(dir string) string {
+	return fmt.Sprintf(`[[job]]
+name = "parent"
+shell = 'echo "$SCHEDULERD_RUN_ID" >> %[1]s/parent.log; if [ "$SCHEDULERD_PAYLOAD" = hang ]; then while [ ! -e %[1]s/release.hang ]; do sleep 0.05; done; exit 1; fi'
+retry = { max_attempts = 1 }
+kill_grace = "1s"
+on_success = ["child"]
+on_failure = ["page"]
+
+[[job]]
+name = "child"
+shell = 'echo "$SCHEDULERD_RUN_ID $SCHEDULERD_PARENT_RUN_ID $SCHEDULERD_PAYLOAD" >> %[1]s/child.log; while [ ! -e "%[1]s/release.$SCHEDULERD_PAYLOAD" ]; do sleep 0.05; done'
+retry = { max_attempts = 5, backoff = "fixed", initial_delay = "0s" }
+kill_grace = "1s"
+
+[[job]]
+name = "page"
+shell = 'echo "$SCHEDULERD_RUN_ID $SCHEDULERD_PARENT_RUN_ID $SCHEDULERD_PAYLOAD" >> %[1]s/page.log'
+`, dir)
+}
+
+// chainLog returns the lines "RUN PARENT PAYLOAD" of a chain job's log
+// whose parent is parent (a line cut by a kill is left out).
+func chainLog(t *testing.T, path, parent string) [][]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out [][]string
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[1] == parent {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// wantOneChild checks that the end of run parent made exactly one run, of
+// job, of the trigger chain, whose every attempt's process saw the parent's
+// id and payload in SCHEDULERD_PARENT_RUN_ID and SCHEDULERD_PAYLOAD, and
+// that attempts of it ran (at least attempts, with the same run id).
+func wantOneChild(t *testing.T, st store.Store, dir, parent, job, payload string, attempts int) *jobs.Run {
+	t.Helper()
+	kids, err := st.RunChildren(context.Background(), parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kids) != 1 || kids[0].Job != job || kids[0].Trigger != jobs.TriggerChain || kids[0].ParentRunID != parent {
+		for _, k := range kids {
+			t.Logf("child %+v", *k)
+		}
+		t.Fatalf("run %s made %d runs, want one of %s", parent, len(kids), job)
+	}
+	lines := chainLog(t, filepath.Join(dir, job+".log"), parent)
+	if len(lines) < attempts {
+		t.Fatalf("%s ran %d times for parent %s, want at least %d", job, len(lines), parent, attempts)
+	}
+	for _, l := range lines {
+		if l[0] != kids[0].ID || l[2] != payload {
+			t.Fatalf("%s's process saw run %s, payload %s; want run %s (of parent %s), payload %s", job, l[0], l[2], kids[0].ID, parent, payload)
+		}
+	}
+	return kids[0]
+}
+
+// TestChainSurvivesKillSQLite and TestChainSurvivesKillPostgres: a chain
+// holds across SIGKILLs of its node (see testChainSurvivesKill).
+func TestChainSurvivesKillSQLite(t *testing.T) {
+	proctest.Long(t, "a daemon SIGKILLed between a chain's parent and its child")
+	testChainSurvivesKill(t, "")
+}
+
+func TestChainSurvivesKillPostgres(t *testing.T) {
+	proctest.Long(t, "a daemon SIGKILLed between a chain's parent and its child")
+	pg.Require(t)
+	testChainSurvivesKill(t, fmt.Sprintf("store = %q\n", pg.NewDatabase(t)))
+}
+
+// testChainSurvivesKill: a parent completes and its child (on_success)
+// starts; the daemon is SIGKILLed while the child runs and restarted: the
+// child's run, written with the parent's end, is run again, and it is
+// still the one run of the parent. A parent that hangs is SIGKILLed with
+// its daemon; the restart ends its lost attempt dead_letter, which makes
+// its on_failure run, once. Another kill and restart make nothing more.
+// Each child's process sees its parent's run id and payload.
+func testChainSurvivesKill(t *testing.T, daemon string) {
+	e := newEnv(t)
+	dir := e.dir
+	e.writeConfigWith(8, daemon, chainJobs(dir))
+	d := e.start(true)
+	trigger := func(payload string) string {
+		t.Helper()
+		r := e.cli("trigger", "parent", "--payload", payload, "--json")
+		if r.code != 0 {
+			t.Fatalf("trigger: exit %d: %s", r.code, r.stderr)
+		}
+		return jsonField(t, r.stdout, "id")
+	}
+
+	ok := trigger("ok1")
+	waitFor(t, "the child to start", 20*time.Second, func() bool {
+		return len(chainLog(t, filepath.Join(dir, "child.log"), ok)) > 0
+	})
+	d.kill()
+	d = e.start(true)
+	waitFor(t, "the child to run again after the kill", 30*time.Second, func() bool {
+		return len(chainLog(t, filepath.Join(dir, "child.log"), ok)) > 1
+	})
+	if err := os.WriteFile(filepath.Join(dir, "release.ok1"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	hang := trigger("hang")
+	waitFor(t, "the hanging parent to start", 20*time.Second, func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "parent.log"))
+		return strings.Contains(string(b), hang)
+	})
+	d.kill()
+	if err := os.WriteFile(filepath.Join(dir, "release.hang"), nil, 0o644); err != nil {
+		t.Fatal(err) // the orphaned process exits; its result is lost with its daemon
+	}
+	d = e.start(true)
+	waitFor(t, "the failed parent's page to run", 30*time.Second, func() bool {
+		return len(chainLog(t, filepath.Join(dir, "page.log"), hang)) > 0
+	})
+	// The last output: after another kill and restart, every run is done
+	// and none was made again.
+	d.kill()
+	d = e.start(true)
+	r := e.cli("runs", "--json")
+	if r.code != 0 || !strings.Contains(r.stdout, `"parent_run_id":"`+ok+`"`) {
+		t.Fatalf("runs --json: exit %d, no run with parent_run_id %s:\n%s%s", r.code, ok, r.stdout, r.stderr)
+	}
+	d.stop()
+
+	var st store.Store
+	if daemon == "" {
+		st = e.openStore()
+	} else {
+		st = openPostgres(t, strings.Trim(strings.TrimPrefix(strings.TrimSpace(daemon), "store = "), `"`))
+	}
+	ctx := context.Background()
+	wantStatus := func(id string, status jobs.Status) {
+		t.Helper()
+		r, err := st.RunGet(ctx, id)
+		if err != nil || r.Status != status {
+			t.Fatalf("run %s: %v %v, want %s", id, r, err, status)
+		}
+	}
+	wantStatus(ok, jobs.StatusCompleted)
+	wantStatus(hang, jobs.StatusDeadLetter)
+	child := wantOneChild(t, st, dir, ok, "child", "ok1", 2)
+	wantStatus(child.ID, jobs.StatusCompleted)
+	page := wantOneChild(t, st, dir, hang, "page", "hang", 1)
+	wantStatus(page.ID, jobs.StatusCompleted)
+	for _, job := range []string{"child", "page"} {
+		if runs, err := st.RunsList(ctx, store.RunFilter{Job: job}); err != nil || len(runs) != 1 {
+			t.Fatalf("%d runs of %s, want 1 (%v)", len(runs), job, err)
+		}
+	}
+	if kids, err := st.RunChildren(ctx, child.ID); err != nil || len(kids) != 0 {
+		t.Fatalf("the child made runs: %v %v", kids, err)
+	}
+}
+
+// TestClusterChainAcrossNodes: on two nodes, a parent that hangs on one
+// is lost with it (SIGKILL): the other node recovers the attempt past
+// inactive_threshold, ends it dead_letter and so makes its on_failure run,
+// once. A parent that completes makes its child; the node that runs the
+// child is SIGKILLed and the other runs it again: one child still.
+func TestClusterChainAcrossNodes(t *testing.T) {
+	proctest.Long(t, "a cluster node SIGKILLed under a chain")
+	dir := t.TempDir()
+	c := newCluster(t, 2, chainJobs(dir))
+	trigger := func(payload string) string {
+		t.Helper()
+		r := c.cli("node-1", "trigger", "parent", "--payload", payload, "--json")
+		if r.code != 0 {
+			t.Fatalf("trigger: exit %d: %s", r.code, r.stderr)
+		}
+		return jsonField(t, r.stdout, "id")
+	}
+	survivor := func(victim string) string {
+		if victim == "node-1" {
+			return "node-2"
+		}
+		return "node-1"
+	}
+
+	hang := trigger("hang")
+	var victim string
+	waitFor(t, "the hanging parent to run", 20*time.Second, func() bool {
+		r := c.run(hang)
+		victim = r.Node
+		return r.Status == jobs.StatusRunning
+	})
+	c.node(victim).d.kill()
+	if err := os.WriteFile(filepath.Join(dir, "release.hang"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the lost parent's page to run", 30*time.Second, func() bool {
+		return len(chainLog(t, filepath.Join(dir, "page.log"), hang)) > 0
+	})
+	if r := c.run(hang); r.Status != jobs.StatusDeadLetter || r.Reason != jobs.ReasonNodeLost {
+		t.Fatalf("the lost parent is %s (%s), want dead_letter (node_lost)", r.Status, r.Reason)
+	}
+	c.start(victim)
+
+	ok := trigger("ok2")
+	var child *jobs.Run
+	waitFor(t, "the child to run", 20*time.Second, func() bool {
+		kids, err := c.st.RunChildren(context.Background(), ok)
+		if err != nil || len(kids) != 1 || kids[0].Status != jobs.StatusRunning {
+			return false
+		}
+		child = kids[0]
+		return len(chainLog(t, filepath.Join(dir, "child.log"), ok)) > 0
+	})
+	c.node(child.Node).d.kill()
+	waitFor(t, "the child to run on the other node", 30*time.Second, func() bool {
+		r := c.run(child.ID)
+		return r.Status == jobs.StatusRunning && r.Node == survivor(child.Node) && r.Attempt > 1 &&
+			len(chainLog(t, filepath.Join(dir, "child.log"), ok)) > 1
+	})
+	if err := os.WriteFile(filepath.Join(dir, "release.ok2"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the child to complete", 20*time.Second, func() bool {
+		return c.run(child.ID).Status == jobs.StatusCompleted
+	})
+	wantOneChild(t, c.st, dir, hang, "page", "hang", 1)
+	wantOneChild(t, c.st, dir, ok, "child", "ok2", 2)
+	for _, job := range []string{"child", "page"} {
+		if runs := c.runs(job); len(runs) != 1 {
+			t.Fatalf("%d runs of %s, want 1", len(runs), job)
+		}
+	}
+}
