@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/schedulerd/schedulerd/internal/proctest"
 	"github.com/schedulerd/schedulerd/jobs"
@@ -258,4 +261,108 @@ func TestClusterChainAcrossNodes(t *testing.T) {
 			t.Fatalf("%d runs of %s, want 1", len(runs), job)
 		}
 	}
+}
+
+// TestDashboardChainInBrowser: in headless Chromium, the page of a run
+// whose end made runs lists them with links, the page of each of them
+// links its parent, and a job's page shows on_success and on_failure with
+// links; each page stays within a phone's width. The pages are shot into
+// $SCHEDULERD_SCREENSHOTS (else the test's temporary directory).
+func TestDashboardChainInBrowser(t *testing.T) {
+	proctest.Long(t, "a browser and a daemon")
+	e := newEnv(t)
+	addr := freeAddr(t)
+	reader := newCLIToken(t, e.dir, "grafana", "read")
+	e.writeConfigWith(4, fmt.Sprintf("api_listen = %q\n", addr), `[[job]]
+name = "nightly-etl-of-the-warehouse"
+shell = 'echo loaded'
+on_success = ["report", "archive-the-loaded-partitions"]
+on_failure = ["page"]
+
+[[job]]
+name = "report"
+shell = 'echo "report of $SCHEDULERD_PARENT_RUN_ID"'
+
+[[job]]
+name = "archive-the-loaded-partitions"
+shell = 'echo archived'
+
+[[job]]
+name = "page"
+shell = 'echo paged'
+`+"\n"+reader.table)
+	d := e.start(true)
+	defer d.stop()
+	parent := jsonOne(t, e.ok("trigger", "nightly-etl-of-the-warehouse", "--payload", "day=2026-03-01", "--wait", "--json"))["id"].(string)
+	var children []any
+	waitFor(t, "the children to complete", 30*time.Second, func() bool {
+		children, _ = jsonOne(t, e.ok("runs", "show", parent, "--json"))["children"].([]any)
+		if len(children) != 2 {
+			return false
+		}
+		for _, c := range children {
+			if c.(map[string]any)["status"] != "completed" {
+				return false
+			}
+		}
+		return true
+	})
+	child := children[0].(map[string]any)["id"].(string)
+	if show := e.ok("runs", "show", parent); !strings.Contains(show, "child run:") || !strings.Contains(show, child) {
+		t.Errorf("runs show of the parent does not list its child %s:\n%s", child, show)
+	}
+	if show := e.ok("runs", "show", child); !strings.Contains(show, "parent run:") || !strings.Contains(show, parent) {
+		t.Errorf("runs show of a child does not name its parent %s:\n%s", parent, show)
+	}
+	if list := e.ok("jobs"); !strings.Contains(list, "ok:report,archive-the-loaded-partitions fail:page") {
+		t.Errorf("jobs does not show the chain:\n%s", list)
+	}
+	j := jobNamed(t, e, "nightly-etl-of-the-warehouse")
+	if fmt.Sprint(j["on_success"], j["on_failure"]) != "[report archive-the-loaded-partitions] [page]" {
+		t.Errorf("jobs --json: on_success %v, on_failure %v", j["on_success"], j["on_failure"])
+	}
+	if j := jobNamed(t, e, "page"); fmt.Sprint(j["on_success"], j["on_failure"]) != "[] []" {
+		t.Errorf("jobs --json of a job without a chain: on_success %v, on_failure %v", j["on_success"], j["on_failure"])
+	}
+
+	base := "http://" + addr
+	b := newBrowser(t, base)
+	b.open("/ui/", "#token")
+	if st := b.submit("log in", chromedp.SendKeys(chromedp.CSS("#token"), reader.token), chromedp.Click(chromedp.CSS("#login"))); st != http.StatusOK {
+		t.Fatalf("log in: HTTP %d, %q", st, b.text("main"))
+	}
+
+	b.open("/ui/runs/"+parent, "#children")
+	if n := b.count("#children li"); n != 2 {
+		t.Fatalf("the parent's page lists %d runs it made, want 2:\n%s", n, b.text("main"))
+	}
+	for _, c := range children {
+		id := c.(map[string]any)["id"].(string)
+		if b.count(fmt.Sprintf("#children a[href='/ui/runs/%s']", id)) != 1 {
+			t.Errorf("the parent's page does not link its child %s", id)
+		}
+	}
+	if b.count("#parent-run") != 0 {
+		t.Errorf("the parent's page names a parent: %q", b.text("#parent-run"))
+	}
+	b.within("the run page with children", "#children")
+	b.shoot("chain-parent")
+
+	b.open("/ui/runs/"+child, "#parent-run")
+	if b.count(fmt.Sprintf("#parent-run a[href='/ui/runs/%s']", parent)) != 1 || !strings.Contains(b.text("#parent-run"), "completed") {
+		t.Errorf("the child's page does not link its parent %s: %q", parent, b.text("#parent-run"))
+	}
+	b.within("the run page with a parent", "#parent-run")
+	b.shoot("chain-child")
+
+	b.open("/ui/jobs/nightly-etl-of-the-warehouse", "#on-success")
+	if got := b.text("#on-success") + " / " + b.text("#on-failure"); got != "report, archive-the-loaded-partitions / page" {
+		t.Errorf("the job's page shows the chain %q", got)
+	}
+	if b.count("#on-success a[href='/ui/jobs/report']") != 1 || b.count("#on-failure a[href='/ui/jobs/page']") != 1 {
+		t.Errorf("the job's page does not link the chain's jobs")
+	}
+	b.within("the job page with a chain", "#on-success", "#on-failure")
+	b.shoot("chain-job")
+	t.Logf("screenshots in %s", b.shots)
 }
