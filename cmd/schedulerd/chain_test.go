@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -365,4 +366,100 @@ shell = 'echo paged'
 	b.within("the job page with a chain", "#on-success", "#on-failure")
 	b.shoot("chain-job")
 	t.Logf("screenshots in %s", b.shots)
+}
+
+// TestChainCheckConfigAndNext: check-config refuses a chain that names
+// no job or leads back to a job, naming the file, the line, the job and
+// the key, and the cycle; next ends the ticks of a job of a chain with
+// what its runs trigger, and its --json ticks carry the lists.
+func TestChainCheckConfigAndNext(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "schedulerd.toml")
+	write := func(cfg string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`[[job]]
+name = "a"
+shell = "true"
+on_success = ["b"]
+
+[[job]]
+name = "b"
+shell = "true"
+on_failure = ["a", "nope"]
+`)
+	r := runBinary(t, "", "", "check-config", "--config", path)
+	for _, want := range []string{
+		path + `:4: job "a": on_success: chain cycle: a -> b -> a`,
+		path + `:9: job "b": on_failure: element 1: no [[job]] named "nope"`,
+	} {
+		if r.code != exitUsage || !strings.Contains(r.stderr, want) {
+			t.Errorf("check-config: exit %d, stderr\n%s\nwant %q", r.code, r.stderr, want)
+		}
+	}
+
+	write(`[[job]]
+name = "nightly"
+schedule = "0 3 * * *"
+timezone = "UTC"
+shell = "true"
+on_success = ["report", "archive"]
+on_failure = ["page"]
+
+[[job]]
+name = "report"
+shell = "true"
+
+[[job]]
+name = "archive"
+shell = "true"
+
+[[job]]
+name = "page"
+shell = "true"
+`)
+	if r := runBinary(t, "", "", "check-config", "--config", path); r.code != 0 {
+		t.Fatalf("check-config of a good chain: exit %d %s", r.code, r.stderr)
+	}
+	r = runBinary(t, "", "", "next", "--job", "nightly", "--config", path, "--from", "2026-03-01T12:00:00Z", "-n", "2")
+	want := "2026-03-02T03:00:00Z\n2026-03-03T03:00:00Z\neach run then triggers: on success report, archive; on failure page\n"
+	if r.code != 0 || r.stdout != want {
+		t.Errorf("next of a job of a chain: exit %d\n%s%s\nwant\n%s", r.code, r.stdout, r.stderr, want)
+	}
+	r = runBinary(t, "", "", "next", "--job", "nightly", "--config", path, "--from", "2026-03-01T12:00:00Z", "-n", "1", "--json")
+	if j := jsonOne(t, r.stdout); r.code != 0 || fmt.Sprint(j["on_success"], j["on_failure"]) != "[report archive] [page]" {
+		t.Errorf("next --json: exit %d %v %s", r.code, j, r.stderr)
+	}
+}
+
+// TestChainBadReloadKeepsRunningConfig: a reload whose chain names no job
+// is rejected, and the running config, chain included, goes on.
+func TestChainBadReloadKeepsRunningConfig(t *testing.T) {
+	proctest.Long(t, "a daemon reloaded with a bad chain")
+	e := newEnv(t)
+	dir := e.dir
+	e.writeConfig(chainJobs(dir))
+	d := e.start(true)
+	defer d.stop()
+	e.writeConfig(strings.Replace(chainJobs(dir), `on_success = ["child"]`, `on_success = ["child", "nope"]`, 1))
+	d.signal(syscall.SIGHUP)
+	d.waitState("RELOADING=1")
+	d.waitState("READY=1")
+	if log := d.logText(); !strings.Contains(log, "reload rejected") || !strings.Contains(log, `no [[job]] named \"nope\"`) {
+		t.Fatalf("the bad chain's reload was not rejected with its reason:\n%s", log)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "release.r1"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := e.cli("trigger", "parent", "--payload", "r1", "--json")
+	if r.code != 0 {
+		t.Fatalf("trigger: exit %d: %s", r.code, r.stderr)
+	}
+	parent := jsonField(t, r.stdout, "id")
+	waitFor(t, "the child of the running config's chain", 20*time.Second, func() bool {
+		return len(chainLog(t, filepath.Join(dir, "child.log"), parent)) > 0
+	})
 }
