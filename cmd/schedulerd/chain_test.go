@@ -150,8 +150,13 @@ func testChainSurvivesKill(t *testing.T, daemon string) {
 	waitFor(t, "the failed parent's page to run", 30*time.Second, func() bool {
 		return len(chainLog(t, filepath.Join(dir, "page.log"), hang)) > 0
 	})
-	// The last output: after another kill and restart, every run is done
-	// and none was made again.
+	// Once every run is done, another kill and restart make none again.
+	for _, job := range []string{"child", "page"} {
+		waitFor(t, job+" to complete", 30*time.Second, func() bool {
+			r := e.cli("runs", "--job", job, "--json")
+			return r.code == 0 && strings.Count(r.stdout, `"status":"completed"`) == 1
+		})
+	}
 	d.kill()
 	d = e.start(true)
 	r := e.cli("runs", "--json")
