@@ -125,6 +125,14 @@ func compact(cfg *Config) {
 				d.Env[intern(k)] = intern(v)
 			}
 		}
+		for _, l := range []*[]string{&d.OnSuccess, &d.OnFailure} {
+			if *l != nil {
+				*l = slices.Clip(slices.Clone(*l))
+				for j := range *l {
+					(*l)[j] = intern((*l)[j])
+				}
+			}
+		}
 		if scheds[i] != nil {
 			d.Schedule = scheds[i]
 		}

@@ -479,6 +479,7 @@ func (p *parser) top(tree map[string]any) (Daemon, []*jobs.Definition, []Token, 
 	}
 	defs := make([]*jobs.Definition, 0, len(jobTables))
 	names := make(map[string]string, len(jobTables)) // name -> path of its first job
+	var chained []*rawJob                            // the jobs that set on_success or on_failure
 	for i, m := range jobTables {
 		if m == nil {
 			continue
@@ -498,7 +499,12 @@ func (p *parser) top(tree map[string]any) (Daemon, []*jobs.Definition, []Token, 
 		if def := p.build(j, defaults, before); def != nil {
 			defs = append(defs, def)
 		}
+		if j.name.set && (j.onSuccess.set || j.onFailure.set) {
+			j.m = nil // only the chain is read from here on
+			chained = append(chained, j)
+		}
 	}
+	p.checkChains(chained, names)
 	return d, defs, tokens, notifiers
 }
 

@@ -39,6 +39,10 @@ func FuzzParseConfig(f *testing.F) {
 	for _, tt := range validSnippets {
 		f.Add([]byte(tt.src))
 	}
+	for _, tt := range chainErrorTests {
+		f.Add([]byte(tt.src))
+	}
+	f.Add([]byte(jobAt("a", "on_success = [\"b\"]\non_failure = [\"b\", \"c\"]\n") + jobAt("b", "on_success = [\"c\"]\n") + jobAt("c", "")))
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse("f.toml", data)
@@ -86,6 +90,7 @@ func FuzzParseConfig(f *testing.F) {
 			}
 			checkTickWindows(t, d)
 		}
+		checkChainGraph(t, cfg.Jobs, names)
 		for _, n := range cfg.Notifiers {
 			checkNotifierKind(t, n)
 		}
@@ -122,6 +127,34 @@ func checkTickWindows(t *testing.T, d *jobs.Definition) {
 			if start := d.TickStart(tick); start.Before(tick) || (d.Jitter > 0 && !start.Before(tick.Add(d.Jitter))) {
 				t.Fatalf("job %q: tick %s starts at %s, outside [tick, tick+%s)", d.Name, tick, start, d.Jitter)
 			}
+		}
+	}
+}
+
+// checkChainGraph checks that the chains of an accepted config name only
+// its jobs and never lead back to a job: a walk of at most len(defs) steps
+// from each job ends.
+func checkChainGraph(t *testing.T, defs []*jobs.Definition, names map[string]bool) {
+	next := make(map[string][]string, len(defs))
+	for _, d := range defs {
+		for _, n := range slices.Concat(d.OnSuccess, d.OnFailure) {
+			if !names[n] {
+				t.Fatalf("job %q chains to %q, which is no job", d.Name, n)
+			}
+			next[d.Name] = append(next[d.Name], n)
+		}
+	}
+	for _, d := range defs {
+		level := []string{d.Name}
+		for step := 0; len(level) > 0; step++ {
+			if step > len(defs) {
+				t.Fatalf("the chain from job %q does not end", d.Name)
+			}
+			var more []string
+			for _, n := range level {
+				more = append(more, next[n]...)
+			}
+			level = slices.Compact(slices.Sorted(slices.Values(more)))
 		}
 	}
 }

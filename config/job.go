@@ -47,7 +47,8 @@ func ValidEnvName(name string) bool {
 var (
 	topKeys = []string{"daemon", "defaults", "job", "notifier", "token"}
 	// jobOnlyKeys may be set in a [[job]] but not in [defaults].
-	jobOnlyKeys = []string{"name", "schedule", "at", "command", "shell", "not_before", "not_after", "expect_success_within"}
+	jobOnlyKeys = []string{"name", "schedule", "at", "command", "shell", "not_before", "not_after", "expect_success_within",
+		"on_success", "on_failure"}
 	// settingKeys may be set in a [[job]] and in [defaults].
 	settingKeys = []string{
 		"timeout", "kill_grace", "misfire_grace", "overlap", "catchup", "catchup_window",
@@ -115,6 +116,7 @@ type rawJob struct {
 	command                 opt[[]string]
 	shell                   opt[string]
 	expectSuccessWithin     opt[time.Duration]
+	onSuccess, onFailure    opt[[]string]
 }
 
 // readJob reads a [[job]] table, or [defaults] when defaults is set. m may
@@ -160,6 +162,10 @@ func (p *parser) readJob(sc scope, m map[string]any, defaults bool) *rawJob {
 					j.expectSuccessWithin.put(d)
 				}
 			}
+		case "on_success":
+			p.putChain(&j.onSuccess, sc, k, v)
+		case "on_failure":
+			p.putChain(&j.onFailure, sc, k, v)
 		case "command":
 			if args, ok := p.command(sc, k, v); ok {
 				j.command.put(args)
@@ -468,6 +474,8 @@ func (p *parser) build(j, defaults *rawJob, before int) *jobs.Definition {
 		OutputLimit:         s.outputLimit.v,
 		Notify:              p.targets(s.notify.v),
 		ExpectSuccessWithin: j.expectSuccessWithin.v,
+		OnSuccess:           j.onSuccess.v,
+		OnFailure:           j.onFailure.v,
 		Retry: jobs.RetryPolicy{
 			MaxAttempts:  s.retry.maxAttempts.get(jobs.DefaultRetry.MaxAttempts),
 			Backoff:      s.retry.backoff.get(jobs.DefaultRetry.Backoff),

@@ -251,6 +251,9 @@ type Run struct {
 	// CancelledBy who asked to cancel it, "" when no one did.
 	Actor       string `json:"actor"`
 	CancelledBy string `json:"cancelled_by"`
+	// ParentRunID is the run whose end made this one (trigger chain);
+	// "" for any other run.
+	ParentRunID string `json:"parent_run_id"`
 }
 
 // NewRun converts a run of the store.
@@ -261,7 +264,7 @@ func NewRun(r *jobs.Run) Run {
 		CreatedAt: utc(r.CreatedAt), StartedAt: utc(r.StartedAt), FinishedAt: utc(r.FinishedAt),
 		Node: r.Node, ExitCode: r.ExitCode, Error: r.Error, Reason: r.Reason, DedupID: r.DedupID,
 		RerunOf: r.RerunOf, Payload: r.Payload, Progress: r.Progress, ProgressMessage: r.ProgressMessage,
-		CancelRequested: r.CancelRequested, Actor: r.Actor, CancelledBy: r.CancelledBy,
+		CancelRequested: r.CancelRequested, Actor: r.Actor, CancelledBy: r.CancelledBy, ParentRunID: r.ParentRunID,
 	}
 }
 
@@ -342,6 +345,11 @@ type JobInfo struct {
 	// ExpectSuccessWithin is the job's expect_success_within as a Go
 	// duration ("26h0m0s"); "" without it.
 	ExpectSuccessWithin string `json:"expect_success_within"`
+	// OnSuccess and OnFailure are the jobs a run of this job makes a
+	// run of when it completes, or ends dead_letter or expired (its
+	// chain); empty for none.
+	OnSuccess []string `json:"on_success"`
+	OnFailure []string `json:"on_failure"`
 }
 
 // Health says whether this node works.

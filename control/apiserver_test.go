@@ -254,7 +254,7 @@ func TestAPIRoles(t *testing.T) {
 		reqs := map[string][]req{}
 		reqs["read"] = []req{{"GET", "/v1/jobs"}, {"GET", "/v1/runs"}, {"GET", "/v1/runs/" + run.ID}, {"GET", "/v1/runs/" + run.ID + "/attempts"},
 			{"GET", "/v1/runs/" + run.ID + "/events"}, {"GET", "/v1/nodes"}, {"GET", "/v1/notifications"}, {"GET", "/v1/health"}, {"GET", "/metrics"},
-			{"GET", "/v1/stats/runs"}}
+			{"GET", "/v1/stats/runs"}, {"GET", "/v1/runs/" + run.ID + "/children"}}
 		reqs["operate"] = []req{{"POST", "/v1/jobs/backup/trigger"}, {"POST", "/v1/jobs/backup/pause"}, {"POST", "/v1/jobs/backup/resume"},
 			{"POST", "/v1/jobs/retired/forget"}, {"POST", "/v1/runs/" + run.ID + "/rerun"}, {"POST", "/v1/runs/" + run.ID + "/cancel"}}
 		reqs["admin"] = []req{{"POST", "/v1/reload"}}

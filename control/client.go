@@ -355,6 +355,16 @@ func (c *Client) Events(ctx context.Context, id string) ([]Event, error) {
 	return out.Events, err
 }
 
+// Children returns the runs that the end of run id made (its chain),
+// oldest first.
+func (c *Client) Children(ctx context.Context, id string) ([]Run, error) {
+	var out struct {
+		Runs []Run `json:"runs"`
+	}
+	err := c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id)+"/children", nil, nil, &out, 0)
+	return out.Runs, err
+}
+
 // Cancel cancels a run, or asks its node to stop the running attempt.
 func (c *Client) Cancel(ctx context.Context, id string) (*Run, error) {
 	var out Run

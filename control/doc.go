@@ -79,6 +79,8 @@
 //	                                once it ends; at most MaxFollows at once
 //	                                (429 busy past them)
 //	GET  /v1/runs/{id}/events       history with reasons            {"events": [Event]}    read
+//	GET  /v1/runs/{id}/children     the runs its end made (on_success,  {"runs": [Run]}    read
+//	                                on_failure), oldest first
 //	POST /v1/runs/{id}/cancel       cancel, or stop a running attempt  Run                 operate
 //	POST /v1/runs/{id}/rerun        a new run linked by rerun_of    201 Run                operate
 //	POST /v1/runs/{id}/progress     progress of the calling attempt (ProgressRequest) 204;

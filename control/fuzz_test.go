@@ -46,6 +46,7 @@ func FuzzControlRequest(f *testing.F) {
 		{"GET", "/v1/runs/x?wait=1ms&status=running", ""},
 		{"GET", "/v1/runs/x/attempts", ""},
 		{"GET", "/v1/runs/x/events", ""},
+		{"GET", "/v1/runs/x/children", ""},
 		{"GET", "/v1/runs/x/output?follow=1&attempt=1&from=0", ""},
 		{"GET", "/v1/runs/x/output?follow=maybe", ""},
 		{"POST", "/v1/runs/x/cancel", ""},

@@ -60,6 +60,7 @@ func (s *Server) routes() http.Handler {
 	handle("GET", "/v1/runs/{id}/attempts/{n}/output", RoleRead, s.attemptOutput)
 	handle("GET", "/v1/runs/{id}/output", RoleRead, s.runOutput)
 	handle("GET", "/v1/runs/{id}/events", RoleRead, s.runEvents)
+	handle("GET", "/v1/runs/{id}/children", RoleRead, s.runChildren)
 	handle("POST", "/v1/runs/{id}/cancel", RoleOperate, s.cancel)
 	handle("POST", "/v1/runs/{id}/rerun", RoleOperate, s.rerun)
 	// Progress needs the attempt's token besides (the socket only).

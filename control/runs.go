@@ -240,6 +240,29 @@ func (s *Server) attemptOutput(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// runChildren lists the runs that the end of a run made (its chain).
+func (s *Server) runChildren(w http.ResponseWriter, r *http.Request) {
+	if !checkQuery(w, r) {
+		return
+	}
+	id := r.PathValue("id")
+	kids, err := s.cfg.Store.RunChildren(r.Context(), id)
+	if err == nil && len(kids) == 0 {
+		_, err = s.cfg.Store.RunGet(r.Context(), id) // none, or no such run
+	}
+	if err != nil {
+		s.engineError(w, r, err, CodeUnknownRun)
+		return
+	}
+	out := make([]Run, 0, len(kids))
+	for _, k := range kids {
+		out = append(out, NewRun(k))
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Runs []Run `json:"runs"`
+	}{out})
+}
+
 func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 	if !checkQuery(w, r) {
 		return

@@ -383,6 +383,10 @@ type runData struct {
 	Run      *jobs.Run
 	Attempts []*store.ClippedAttempt
 	Events   []*jobs.Event
+	// Parent is the run whose end made this one (a chain), nil for none
+	// or when it was pruned; Children the runs its own end made.
+	Parent   *jobs.Run
+	Children []*jobs.Run
 }
 
 // runPage is the data of a run's page.
@@ -406,6 +410,18 @@ func (d *Dashboard) runPage(w http.ResponseWriter, r *http.Request, s *session) 
 		}
 		if rd.Events, err = d.cfg.Store.RunEvents(ctx, id); err != nil {
 			return nil, err
+		}
+		if rd.Children, err = d.cfg.Store.RunChildren(ctx, id); err != nil {
+			return nil, err
+		}
+		if run.ParentRunID != "" {
+			rd.Parent, err = d.cfg.Store.RunGet(ctx, run.ParentRunID)
+			if errors.Is(err, store.ErrNotFound) {
+				rd.Parent, err = nil, nil // pruned: the id alone is shown
+			}
+			if err != nil {
+				return nil, err
+			}
 		}
 		return rd, nil
 	})

@@ -78,6 +78,12 @@ type Definition struct {
 	// ExpectSuccessWithin makes the job overdue when no run of it
 	// completed within this long; 0: never overdue.
 	ExpectSuccessWithin time.Duration
+
+	// OnSuccess and OnFailure name the jobs that get a run, once, when a
+	// run of this job ends completed, or dead_letter or expired (a chain;
+	// see Chain). Nil for none.
+	OnSuccess []string
+	OnFailure []string
 }
 
 // Kind describes how the job fires.
@@ -186,6 +192,9 @@ type Info struct {
 	Trigger     Trigger
 	Payload     string
 	Node        string
+	// ParentRunID is the run whose end made this one (a chain); empty
+	// for any other run.
+	ParentRunID string
 }
 
 type infoKey struct{}

@@ -43,6 +43,9 @@ type Run struct {
 	// CancelledBy is the actor who asked to cancel the run, kept even when
 	// a running attempt finished before it could be stopped.
 	CancelledBy string
+	// ParentRunID is, for a run of a chain (TriggerChain), the run whose
+	// end made it; empty otherwise.
+	ParentRunID string
 }
 
 // Active reports whether the run is not finished.

@@ -88,6 +88,9 @@ const (
 	TriggerManual Trigger = "manual"
 	// TriggerRerun: schedulerd rerun of an earlier run.
 	TriggerRerun Trigger = "rerun"
+	// TriggerChain: the end of a run of a job that names this one in
+	// on_success or on_failure (Run.ParentRunID is that run).
+	TriggerChain Trigger = "chain"
 )
 
 // Reason explains a transition. It is stored with the run event and, for the

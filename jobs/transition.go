@@ -35,7 +35,53 @@ type Transition struct {
 	// state; empty but not nil: it does (a success ends the job's overdue
 	// or failing state) and tells no one.
 	Notify []NotifyTarget
+	// Chain are the runs the change makes when it ends the run completed
+	// (Chain.OnSuccess) or as a failure (Chain.OnFailure; see ChainEnd):
+	// the store writes them in the transaction that writes the change,
+	// each keyed by the run and its job, so that a run's end makes them
+	// once. Nil: none.
+	Chain *Chain
 }
+
+// Chain are the jobs a job names in on_success and on_failure, as a
+// transition carries them for the store: the store picks the list that the
+// run's end calls for.
+type Chain struct {
+	OnSuccess []ChainRun
+	OnFailure []ChainRun
+}
+
+// ChainRun is what the store needs to make a run of a job of a chain, as
+// a trigger of that job would get it.
+type ChainRun struct {
+	Job              string
+	Retry            RetryPolicy
+	NoRetryExitCodes []int
+	// NotBefore and NotAfter are the job's bounds (zero: open): the run is
+	// due at the end of its parent, not before NotBefore, and expires at
+	// NotAfter. A job whose NotAfter has passed gets no run.
+	NotBefore, NotAfter time.Time
+}
+
+// ChainEnd says which list of a chain the end of a run in status with
+// reason calls for: on_success for completed, on_failure for dead_letter
+// and for expired (cancelled with reason expired); nil for any other
+// status, a user's cancel included.
+func (c *Chain) ChainEnd(status Status, reason Reason) []ChainRun {
+	if c == nil {
+		return nil
+	}
+	switch {
+	case status == StatusCompleted:
+		return c.OnSuccess
+	case status == StatusDeadLetter, status == StatusCancelled && reason == ReasonExpired:
+		return c.OnFailure
+	}
+	return nil
+}
+
+// Empty reports whether the chain names no job.
+func (c *Chain) Empty() bool { return c == nil || len(c.OnSuccess)+len(c.OnFailure) == 0 }
 
 // Complete ends an attempt that succeeded.
 func Complete(f Fence, node string, res Result, now time.Time) Transition {

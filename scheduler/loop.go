@@ -334,13 +334,15 @@ func (s *Scheduler) expire(it *iteration) {
 
 // expireRuns records as expired the waiting runs whose not_after has come.
 func (s *Scheduler) expireRuns(ctx context.Context, now time.Time) error {
-	expired, err := s.st.RunsExpire(ctx, store.RunsExpireParams{Node: s.cfg.NodeID, Now: s.storeNow(now), Notify: s.notifyTargets})
+	expired, err := s.st.RunsExpire(ctx, store.RunsExpireParams{Node: s.cfg.NodeID, Now: s.storeNow(now), Notify: s.notifyTargets,
+		Chain: s.chainOf})
 	for _, r := range expired {
 		s.logRun(ctx, r, "", "run expired: not started by not_after")
 	}
 	s.noteRunsEnded(expired...)
 	if len(expired) > 0 {
 		s.notifyWake()
+		s.Wake() // their chains' runs may be due
 	}
 	return err
 }

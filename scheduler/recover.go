@@ -54,13 +54,14 @@ func (s *Scheduler) failAttempts(ctx context.Context, runs []*jobs.Run, res jobs
 			f := jobs.Fence{RunID: r.ID, Attempt: r.Attempt, Incarnation: r.Incarnation}
 			ts[i] = jobs.FailAttempt(r, f, s.cfg.NodeID, res, reason, now, s.cfg.Rand)
 			ts[i].Time = s.storeNow(ts[i].Time)
-			ts[i].Notify = s.notifyTargets(r.Job)
+			ts[i].Notify, ts[i].Chain = s.notifyTargets(r.Job), s.chainOf(r.Job)
 		}
 		results, berr := s.st.RunTransitionMany(ctx, ts)
 		if berr != nil {
 			return ended, berr
 		}
 		s.notifyWake()
+		s.chainWake(ts...)
 		failed := make([]*jobs.Run, 0, len(results))
 		for i, rr := range results {
 			r := part[i]

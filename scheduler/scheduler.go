@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -262,6 +263,37 @@ func notifyOf(d *jobs.Definition) []jobs.NotifyTarget {
 	return d.Notify
 }
 
+// chainOf returns the chain of the declared job named job, as a
+// transition of its runs carries it (jobs.Transition.Chain): each job it
+// names with what a trigger of that job gets (its retry policy, its
+// no-retry exit codes, its window). Nil when job is not declared or names
+// none; a named job that a reload removed is left out.
+func (s *Scheduler) chainOf(job string) *jobs.Chain {
+	d, ok := s.Job(job)
+	if !ok || len(d.OnSuccess)+len(d.OnFailure) == 0 {
+		return nil
+	}
+	runs := func(names []string) []jobs.ChainRun {
+		var out []jobs.ChainRun
+		for _, name := range names {
+			if c, ok := s.Job(name); ok {
+				out = append(out, jobs.ChainRun{Job: c.Name, Retry: c.Retry, NoRetryExitCodes: c.NoRetryExitCodes,
+					NotBefore: c.NotBefore, NotAfter: c.NotAfter})
+			}
+		}
+		return out
+	}
+	return &jobs.Chain{OnSuccess: runs(d.OnSuccess), OnFailure: runs(d.OnFailure)}
+}
+
+// chainWake wakes the loop after transitions that may have made runs of a
+// chain, which may be due at once.
+func (s *Scheduler) chainWake(ts ...jobs.Transition) {
+	if slices.ContainsFunc(ts, func(t jobs.Transition) bool { return !t.Chain.Empty() }) {
+		s.Wake()
+	}
+}
+
 // Job returns one declared job.
 func (s *Scheduler) Job(name string) (*jobs.Definition, bool) {
 	s.mu.Lock()
@@ -310,9 +342,15 @@ func (s *Scheduler) transition(ctx context.Context, r *jobs.Run, t jobs.Transiti
 	if t.Notify == nil {
 		t.Notify = s.notifyTargets(r.Job)
 	}
+	if t.Chain == nil {
+		t.Chain = s.chainOf(r.Job)
+	}
 	nr, err := s.st.RunTransition(ctx, t)
 	if err == nil && len(t.Notify) > 0 {
 		s.notifyWake()
+	}
+	if err == nil {
+		s.chainWake(t)
 	}
 	if err != nil {
 		if errors.Is(err, store.ErrFenced) {

@@ -112,6 +112,7 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 		} else {
 			t.Notify = s.notifyTargets(r.Job)
 		}
+		t.Chain = s.chainOf(r.Job)
 		c := &completion{run: r, t: t, done: make(chan struct{})}
 		// The attempt no longer runs: its slot is free while its result
 		// is written, so the next claim need not wait for that write.
@@ -300,6 +301,9 @@ func (s *Scheduler) writeCompletions(batch []*completion) {
 	if err == nil && slices.ContainsFunc(ts, func(t jobs.Transition) bool { return len(t.Notify) > 0 }) {
 		s.notifyWake()
 	}
+	if err == nil {
+		s.chainWake(ts...)
+	}
 	if err != nil {
 		s.noteStoreError(err)
 		s.log.Warn("record attempt results: the batch failed; writing them one by one", "count", len(batch), "error", err)
@@ -378,7 +382,7 @@ func (s *Scheduler) execute(ctx context.Context, cancel context.CancelCauseFunc,
 	}
 	info := jobs.Info{
 		RunID: r.ID, Job: r.Job, Attempt: r.Attempt, ScheduledAt: r.ScheduledAt,
-		Trigger: r.Trigger, Payload: r.Payload, Node: s.cfg.NodeID,
+		Trigger: r.Trigger, Payload: r.Payload, Node: s.cfg.NodeID, ParentRunID: r.ParentRunID,
 	}
 	var res jobs.Result
 	if d.Handler != nil {
@@ -424,6 +428,9 @@ func (s *Scheduler) runCommand(ctx context.Context, d *jobs.Definition, info job
 	}
 	if info.Payload != "" {
 		env["SCHEDULERD_PAYLOAD"] = info.Payload
+	}
+	if info.ParentRunID != "" {
+		env["SCHEDULERD_PARENT_RUN_ID"] = info.ParentRunID
 	}
 	cr := command.Run(ctx, command.Spec{
 		Argv: d.Command, Shell: d.Shell, Dir: d.Workdir, User: d.User, Env: env,

@@ -166,6 +166,10 @@ type Store interface {
 	// whole output at once. ErrNotFound when there is no such run; none
 	// when the run has no attempt of p.Number.
 	RunAttemptsClipped(ctx context.Context, p AttemptsParams) ([]*ClippedAttempt, error)
+	// RunChildren returns the runs that the end of run id made (its
+	// chain: jobs.Run.ParentRunID is id), oldest first; none when there
+	// are none or no such run.
+	RunChildren(ctx context.Context, id string) ([]*jobs.Run, error)
 	// JobsLastRun returns the newest run of each named job that has one.
 	JobsLastRun(ctx context.Context, jobNames []string) (map[string]*jobs.Run, error)
 	// RunsCount counts the runs of each status but completed, in one
@@ -373,6 +377,10 @@ type RunInsertParams struct {
 	Node             string // who made it, for the event
 	Actor            string // who asked for it (jobs.Run.Actor); empty: the engine
 	Now              time.Time
+	// ParentRunID is the run whose end made this one, for a run of a
+	// chain (Trigger jobs.TriggerChain) and only for it; the store keeps
+	// one run per parent run and job (ErrDuplicate).
+	ParentRunID string
 }
 
 // RunsExpireParams asks to expire the runs past their not_after, on
@@ -383,6 +391,17 @@ type RunsExpireParams struct {
 	// Notify, when set, returns the notifiers of a job, which each
 	// expiry's transition carries (see jobs.Transition.Notify).
 	Notify func(job string) []jobs.NotifyTarget
+	// Chain, when set, returns the chain of a job, which each expiry's
+	// transition carries (see jobs.Transition.Chain).
+	Chain func(job string) *jobs.Chain
+}
+
+// ChainOf returns the chain of job, or nil.
+func (p RunsExpireParams) ChainOf(job string) *jobs.Chain {
+	if p.Chain == nil {
+		return nil
+	}
+	return p.Chain(job)
 }
 
 // Targets returns the notifiers of job, or nil.

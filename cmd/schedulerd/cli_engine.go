@@ -158,12 +158,14 @@ func (e *engine) JobsNamed(ctx context.Context, names []string) ([]control.JobIn
 		if d == nil {
 			// A job no config here declares, that the cluster still expects.
 			r := retired[known[i]]
-			j := control.JobInfo{Name: r.Job, ExpectSuccessWithin: r.Within.String(), Overdue: r.Overdue}
+			j := control.JobInfo{Name: r.Job, ExpectSuccessWithin: r.Within.String(), Overdue: r.Overdue,
+				OnSuccess: []string{}, OnFailure: []string{}}
 			setLastRun(&j, last[r.Job])
 			out = append(out, j)
 			continue
 		}
-		j := control.JobInfo{Name: d.Name, Kind: d.Kind(), At: utcPtr(d.At), NextFire: utcPtr(e.sched.NextFire(d.Name)), Declared: true}
+		j := control.JobInfo{Name: d.Name, Kind: d.Kind(), At: utcPtr(d.At), NextFire: utcPtr(e.sched.NextFire(d.Name)), Declared: true,
+			OnSuccess: nonNil(d.OnSuccess), OnFailure: nonNil(d.OnFailure)}
 		if d.ExpectSuccessWithin > 0 {
 			j.ExpectSuccessWithin = d.ExpectSuccessWithin.String()
 		}
@@ -192,6 +194,15 @@ func (e *engine) JobsNamed(ctx context.Context, names []string) ([]control.JobIn
 		out = append(out, j)
 	}
 	return out, nil
+}
+
+// nonNil returns names, or an empty list for none (JSON [] rather than
+// null).
+func nonNil(names []string) []string {
+	if names == nil {
+		return []string{}
+	}
+	return names
 }
 
 // setLastRun fills in j's last run from r (nil: none).

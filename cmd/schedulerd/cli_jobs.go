@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/schedulerd/schedulerd/control"
@@ -41,7 +42,7 @@ func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tKIND\tSCHEDULE\tNEXT\tPAUSED\tLAST RUN\tSTATUS\tAT\tSKIPPED")
+	fmt.Fprintln(tw, "JOB\tKIND\tSCHEDULE\tNEXT\tPAUSED\tLAST RUN\tSTATUS\tAT\tSKIPPED\tTHEN")
 	for _, j := range js {
 		sched := "-"
 		kind := j.Kind
@@ -71,10 +72,23 @@ func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if j.Overdue {
 			status += " (OVERDUE)" // no run completed within expect_success_within
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", j.Name, orDash(kind), sched, next, paused,
-			orDash(j.LastRunID), status, when(j.LastRunAt), j.Skipped)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.Name, orDash(kind), sched, next, paused,
+			orDash(j.LastRunID), status, when(j.LastRunAt), j.Skipped, orDash(chainText(j.OnSuccess, j.OnFailure)))
 	}
 	return tw.Flush()
+}
+
+// chainText says what a job's runs make runs of: "ok:a,b fail:c", "" for
+// nothing.
+func chainText(onSuccess, onFailure []string) string {
+	var parts []string
+	if len(onSuccess) > 0 {
+		parts = append(parts, "ok:"+strings.Join(onSuccess, ","))
+	}
+	if len(onFailure) > 0 {
+		parts = append(parts, "fail:"+strings.Join(onFailure, ","))
+	}
+	return strings.Join(parts, " ")
 }
 
 // cmdForget ends the expectation (expect_success_within) that the cluster

@@ -181,6 +181,8 @@ type runDetail struct {
 	control.Run
 	Attempts []control.Attempt `json:"attempts"`
 	Events   []control.Event   `json:"events"`
+	// Children are the runs the run's end made (its chain).
+	Children []control.Run `json:"children"`
 }
 
 // showRun prints one run, its attempts with their output, and its events.
@@ -203,8 +205,12 @@ func showRun(ctx context.Context, cf *clientFlags, id string, raw bool, stdout i
 	if err != nil {
 		return fmt.Errorf("runs show %s: %w", id, err)
 	}
+	children, err := c.Children(ctx, id)
+	if err != nil {
+		return fmt.Errorf("runs show %s: %w", id, err)
+	}
 	if *cf.json {
-		return printJSON(stdout, runDetail{Run: *run, Attempts: attempts, Events: events})
+		return printJSON(stdout, runDetail{Run: *run, Attempts: attempts, Events: events, Children: children})
 	}
 	line := func(s string) string { return s }
 	text := line
@@ -228,6 +234,12 @@ func showRun(ctx context.Context, cf *clientFlags, id string, raw bool, stdout i
 		{"node", orDash(run.Node)}, {"exit code", exitCodeText(run.ExitCode)}, {"error", orDash(line(run.Error))},
 		{"dedup id", orDash(line(run.DedupID))}, {"rerun of", orDash(run.RerunOf)}, {"payload", orDash(line(run.Payload))},
 		{"made by", orDash(line(run.Actor))},
+	}
+	if run.ParentRunID != "" {
+		rows = append(rows, [2]string{"parent run", run.ParentRunID})
+	}
+	for _, k := range children {
+		rows = append(rows, [2]string{"child run", fmt.Sprintf("%s %s %s", k.ID, k.Job, k.Status)})
 	}
 	if run.CancelledBy != "" {
 		rows = append(rows, [2]string{"cancelled by", line(run.CancelledBy)})

@@ -132,7 +132,7 @@ func cmdNext(args []string, stdout io.Writer) error {
 			break
 		}
 		if *asJSON {
-			if err := printJSON(stdout, nextTick{Tick: t.UTC(), Start: d.TickStart(t).UTC()}); err != nil {
+			if err := printJSON(stdout, nextTick{Tick: t.UTC(), Start: d.TickStart(t).UTC(), OnSuccess: d.OnSuccess, OnFailure: d.OnFailure}); err != nil {
 				return err
 			}
 			continue
@@ -145,7 +145,26 @@ func cmdNext(args []string, stdout io.Writer) error {
 		}
 		fmt.Fprintln(stdout, t.In(loc).Format(time.RFC3339))
 	}
+	if then := chainLine(d.OnSuccess, d.OnFailure); then != "" && !*asJSON {
+		fmt.Fprintln(stdout, then)
+	}
 	return nil
+}
+
+// chainLine is the line that `schedulerd next` ends with for a job of a
+// chain: which jobs each of its runs makes a run of; "" for none.
+func chainLine(onSuccess, onFailure []string) string {
+	var parts []string
+	if len(onSuccess) > 0 {
+		parts = append(parts, "on success "+strings.Join(onSuccess, ", "))
+	}
+	if len(onFailure) > 0 {
+		parts = append(parts, "on failure "+strings.Join(onFailure, ", "))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "each run then triggers: " + strings.Join(parts, "; ")
 }
 
 // rfc3339Milli is RFC 3339 with milliseconds, the resolution of a jitter's
@@ -156,6 +175,10 @@ const rfc3339Milli = "2006-01-02T15:04:05.000Z07:00"
 type nextTick struct {
 	Tick  time.Time `json:"tick"`  // the tick: the run's scheduled_at
 	Start time.Time `json:"start"` // when its run may start: the tick, delayed by the jitter
+	// OnSuccess and OnFailure are the jobs the run makes a run of (the
+	// job's chain); left out for none.
+	OnSuccess []string `json:"on_success,omitempty"`
+	OnFailure []string `json:"on_failure,omitempty"`
 }
 
 // nextJob returns the job whose ticks `schedulerd next` prints: one made

@@ -40,7 +40,7 @@ func (s *Store) RunsExpire(ctx context.Context, p store.RunsExpireParams) ([]*jo
 			for _, ij := range idJobs {
 				id, job, _ := strings.Cut(ij, " ")
 				t := jobs.Expire(id, node, now)
-				t.Notify = p.Targets(job)
+				t.Notify, t.Chain = p.Targets(job), p.ChainOf(job)
 				run, err := transition(ctx, c, t)
 				if err != nil {
 					return err

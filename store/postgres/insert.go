@@ -29,7 +29,9 @@ func (s *Store) RunInsert(ctx context.Context, p store.RunInsertParams) (*jobs.R
 	err := s.write(ctx, "insert run", func(c *conn) (err error) {
 		var dup bool
 		run, dup, err = insertRun(ctx, c, p, p.Now)
-		if err == nil && dup {
+		if err == nil && dup && p.ParentRunID != "" {
+			err = store.ChainDuplicate(p, "")
+		} else if err == nil && dup {
 			var other string
 			err = c.queryRow(ctx, `SELECT run_id FROM occurrences WHERE job = $1 AND scheduled_at = $2`,
 				p.Job, ts(p.ScheduledAt)).Scan(&other)
@@ -48,6 +50,9 @@ func (s *Store) RunInsert(ctx context.Context, p store.RunInsertParams) (*jobs.R
 func (s *Store) RunInsertMany(ctx context.Context, ps []store.RunInsertParams) ([]*jobs.Run, error) {
 	rs := make([]newRun, len(ps))
 	for i, p := range ps {
+		if p.Trigger == jobs.TriggerChain || p.ParentRunID != "" {
+			return nil, errors.New("insert runs: a run of a chain is made by its parent's end, not in bulk")
+		}
 		r, err := newRunOf(p, p.Now)
 		if err != nil {
 			return nil, fmt.Errorf("insert runs: %w", err)
@@ -79,6 +84,25 @@ func (s *Store) RunInsertMany(ctx context.Context, ps []store.RunInsertParams) (
 	return made, nil
 }
 
+// writeChains makes the runs of the chains of the transitions ts whose
+// results are results (store.ChainRuns), in their transaction. A run of a
+// chain that its parent made already is not made again (ON CONFLICT on
+// runs_parent): the parent's end is written once, and the index holds in
+// any case.
+func writeChains(ctx context.Context, c *conn, ts []jobs.Transition, results []store.TransitionResult) error {
+	for i, t := range ts {
+		if t.Chain.Empty() || results[i].Err != nil {
+			continue
+		}
+		for _, p := range store.ChainRuns(t, results[i].Run) {
+			if _, _, err := insertRun(ctx, c, p, p.Now); err != nil {
+				return fmt.Errorf("chain of run %s: job %s: %w", results[i].Run.ID, p.Job, err)
+			}
+		}
+	}
+	return nil
+}
+
 // insertBatch bounds the runs of one sqlInsertRuns statement.
 const insertBatch = 1000
 
@@ -104,11 +128,16 @@ func insertRun(ctx context.Context, c *conn, p store.RunInsertParams, now time.T
 		), `
 		from = ` FROM o`
 	}
+	var onConflict string
+	if p.ParentRunID != "" {
+		// The parent made its run of the job already: nothing is made.
+		onConflict = ` ON CONFLICT (parent_run_id, job) WHERE parent_run_id IS NOT NULL DO NOTHING`
+	}
 	run, err = scanRun(c.queryRow(ctx, `WITH `+occurrence+`r AS (
 			INSERT INTO runs (id, job, status, attempt, max_attempts, trigger_kind, scheduled_at, not_before,
-				not_after, created_at, updated_at, dedup_id, rerun_of, payload, retry, actor)
+				not_after, created_at, updated_at, dedup_id, rerun_of, payload, retry, actor, parent_run_id)
 			SELECT $1::text, $2::text, 'pending', 0, $7::int4, $6::text, `+scheduledAt+`, COALESCE($5::timestamptz, `+scheduledAt+`),
-				$8::timestamptz, `+at+`, `+at+`, $9::text, $10::text, $11::bytea, $12::jsonb, $14::text`+from+`
+				$8::timestamptz, `+at+`, `+at+`, $9::text, $10::text, $11::bytea, $12::jsonb, $14::text, $15::text`+from+onConflict+`
 			RETURNING `+runColumns+`
 		), e AS (
 			INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, actor)
@@ -117,7 +146,7 @@ func insertRun(ctx context.Context, c *conn, p store.RunInsertParams, now time.T
 		SELECT * FROM r`,
 		r.id, p.Job, ts(now), ts(p.ScheduledAt), ts(p.NotBefore), string(p.Trigger), max(p.Retry.MaxAttempts, 1),
 		ts(p.NotAfter), nullString(p.DedupID), nullString(p.RerunOf), bytesOf(p.Payload), r.retry, p.Node,
-		cleanText(p.Actor)))
+		cleanText(p.Actor), nullString(p.ParentRunID)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, true, nil
 	}
@@ -142,10 +171,13 @@ func newRunOf(p store.RunInsertParams, now time.Time) (newRun, error) {
 	case p.Job == "":
 		return newRun{}, errors.New("job name is empty")
 	case p.Trigger != jobs.TriggerSchedule && p.Trigger != jobs.TriggerOnce &&
-		p.Trigger != jobs.TriggerManual && p.Trigger != jobs.TriggerRerun:
+		p.Trigger != jobs.TriggerManual && p.Trigger != jobs.TriggerRerun && p.Trigger != jobs.TriggerChain:
 		return newRun{}, fmt.Errorf("unknown trigger %q", p.Trigger)
 	case store.HasOccurrence(p.Trigger) && p.ScheduledAt.IsZero():
 		return newRun{}, fmt.Errorf("a %s run needs its scheduled time", p.Trigger)
+	}
+	if err := store.CheckChainParams(p); err != nil {
+		return newRun{}, err
 	}
 	// The window is checked here when its start is known, and by the
 	// runs_window constraint in any case.

@@ -17,7 +17,7 @@ import (
 const runColumns = `id, job, status, attempt, max_attempts, trigger_kind, scheduled_at, not_before,
 	not_after, created_at, started_at, finished_at, node, incarnation, exit_code, error, reason,
 	dedup_id, rerun_of, payload, retry, cancel_requested, progress, progress_message, claimed_from,
-	actor, cancelled_by`
+	actor, cancelled_by, parent_run_id`
 
 // qualified prefixes each column of a column list with table.
 func qualified(table, columns string) string {
@@ -42,7 +42,7 @@ type runScanner struct {
 	scheduledAt, notBefore, createdAt             time.Time
 	notAfter, startedAt, finishedAt               pgtype.Timestamptz
 	exitCode                                      pgtype.Int4
-	dedupID, rerunOf                              pgtype.Text
+	dedupID, rerunOf, parent                      pgtype.Text
 	payload                                       []byte
 	names                                         map[string]string
 	job, stat, trig, node, inc, reas, retr, claim nameScan
@@ -97,7 +97,7 @@ func newRunScanner(extra ...any) *runScanner {
 	s.dest = append([]any{&s.r.ID, &s.job, &s.stat, &s.r.Attempt, &s.r.MaxAttempts, &s.trig, &s.scheduledAt,
 		&s.notBefore, &s.notAfter, &s.createdAt, &s.startedAt, &s.finishedAt, &s.node, &s.inc, &s.exitCode,
 		&s.r.Error, &s.reas, &s.dedupID, &s.rerunOf, &s.payload, &s.retr, &s.r.CancelRequested, &s.r.Progress,
-		&s.r.ProgressMessage, &s.claim, &s.r.Actor, &s.r.CancelledBy}, extra...)
+		&s.r.ProgressMessage, &s.claim, &s.r.Actor, &s.r.CancelledBy, &s.parent}, extra...)
 	return s
 }
 
@@ -115,7 +115,7 @@ func (s *runScanner) scan(row rowscan.Scanner) (*jobs.Run, error) {
 		c := int(s.exitCode.Int32)
 		r.ExitCode = &c
 	}
-	r.DedupID, r.RerunOf = s.dedupID.String, s.rerunOf.String
+	r.DedupID, r.RerunOf, r.ParentRunID = s.dedupID.String, s.rerunOf.String, s.parent.String
 	if r.Status == jobs.StatusRunning {
 		// claimed_from says something only while the run runs: a run
 		// ended by sqlEndTerminal keeps it.

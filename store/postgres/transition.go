@@ -58,6 +58,9 @@ func transitions(ctx context.Context, c *conn, ts []jobs.Transition) ([]store.Tr
 	if err != nil {
 		return nil, err
 	}
+	if err := writeChains(ctx, c, ts, results); err != nil {
+		return nil, err
+	}
 	return results, writeNotifications(ctx, c, ts, results)
 }
 

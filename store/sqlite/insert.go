@@ -19,9 +19,11 @@ const (
 	sqlOccurrenceRun    = `SELECT run_id FROM occurrences WHERE job = ? AND scheduled_at = ?`
 	sqlInsertOccurrence = `INSERT INTO occurrences (job, scheduled_at, run_id, kind) VALUES (?, ?, ?, ?)`
 	sqlDedupRun         = `SELECT id FROM runs WHERE job = ? AND dedup_id = ? AND status IN ` + sqlActive
+	sqlChainRun         = `SELECT id FROM runs INDEXED BY runs_parent WHERE parent_run_id = ? AND job = ?`
 	sqlInsertRun        = `INSERT INTO runs (id, job, status, attempt, max_attempts, trigger_kind,
-		scheduled_at, not_before, not_after, created_at, updated_at, dedup_id, rerun_of, payload, retry_json, actor)
-		VALUES (?, ?, 'pending', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		scheduled_at, not_before, not_after, created_at, updated_at, dedup_id, rerun_of, payload, retry_json, actor,
+		parent_run_id)
+		VALUES (?, ?, 'pending', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlInsertEvent = `INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, message, actor)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
@@ -42,6 +44,9 @@ func (s *Store) RunInsertMany(ctx context.Context, ps []store.RunInsertParams) (
 	err := s.write(ctx, "insert runs", func(c conn) error {
 		runs = runs[:0]
 		for _, p := range ps {
+			if p.Trigger == jobs.TriggerChain || p.ParentRunID != "" {
+				return errors.New("a run of a chain is made by its parent's end, not in bulk")
+			}
 			run, err := insertRun(ctx, c, p, now(p.Now))
 			if err != nil {
 				return err
@@ -66,11 +71,49 @@ func occurrenceRun(ctx context.Context, c conn, job string, at time.Time) (strin
 	return id, err
 }
 
+// chainRun returns the run of job that the run parent made, or "".
+func chainRun(ctx context.Context, c conn, parent, job string) (string, error) {
+	var id string
+	err := c.queryRow(ctx, sqlChainRun, parent, job).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return id, err
+}
+
+// writeChains makes the runs of the chains of the transitions ts whose
+// results are results (store.ChainRuns), in their transaction. A run of
+// a chain that its parent made already is not made again: the parent's
+// end is written once, and the unique index runs_parent holds in any case.
+func writeChains(ctx context.Context, c conn, ts []jobs.Transition, results []store.TransitionResult) error {
+	for i, t := range ts {
+		if t.Chain.Empty() || results[i].Err != nil {
+			continue
+		}
+		for _, p := range store.ChainRuns(t, results[i].Run) {
+			_, err := insertRun(ctx, c, p, p.Now)
+			if err != nil && !errors.Is(err, store.ErrDuplicate) {
+				return fmt.Errorf("chain of run %s: job %s: %w", results[i].Run.ID, p.Job, err)
+			}
+		}
+	}
+	return nil
+}
+
 // insertRun makes a run, its occurrence and its creation event.
 func insertRun(ctx context.Context, c conn, p store.RunInsertParams, now time.Time) (*jobs.Run, error) {
 	run, retry, err := newRun(p, now)
 	if err != nil {
 		return nil, err
+	}
+	if run.ParentRunID != "" {
+		other, err := chainRun(ctx, c, run.ParentRunID, run.Job)
+		if err != nil {
+			return nil, err
+		}
+		if other != "" {
+			return nil, store.ChainDuplicate(p, other)
+		}
 	}
 	if store.HasOccurrence(run.Trigger) {
 		other, err := occurrenceRun(ctx, c, run.Job, run.ScheduledAt)
@@ -92,10 +135,13 @@ func newRun(p store.RunInsertParams, now time.Time) (*jobs.Run, string, error) {
 	case p.Job == "":
 		return nil, "", errors.New("job name is empty")
 	case p.Trigger != jobs.TriggerSchedule && p.Trigger != jobs.TriggerOnce &&
-		p.Trigger != jobs.TriggerManual && p.Trigger != jobs.TriggerRerun:
+		p.Trigger != jobs.TriggerManual && p.Trigger != jobs.TriggerRerun && p.Trigger != jobs.TriggerChain:
 		return nil, "", fmt.Errorf("unknown trigger %q", p.Trigger)
 	case store.HasOccurrence(p.Trigger) && p.ScheduledAt.IsZero():
 		return nil, "", fmt.Errorf("a %s run needs its scheduled time", p.Trigger)
+	}
+	if err := store.CheckChainParams(p); err != nil {
+		return nil, "", err
 	}
 	scheduledAt := p.ScheduledAt
 	if scheduledAt.IsZero() {
@@ -120,6 +166,7 @@ func newRun(p store.RunInsertParams, now time.Time) (*jobs.Run, string, error) {
 		ID: id.String(), Job: p.Job, Status: jobs.StatusPending, MaxAttempts: max(p.Retry.MaxAttempts, 1),
 		Trigger: p.Trigger, ScheduledAt: micro(scheduledAt), NotBefore: micro(notBefore), NotAfter: micro(p.NotAfter),
 		CreatedAt: now, DedupID: p.DedupID, RerunOf: p.RerunOf, Payload: p.Payload, Actor: p.Actor,
+		ParentRunID: p.ParentRunID,
 	}
 	if run.Retry, run.NoRetryExitCodes, err = store.DecodeRetry(retry); err != nil {
 		return nil, "", err
@@ -149,7 +196,7 @@ func writeRun(ctx context.Context, c conn, run *jobs.Run, retry, node string) er
 	_, err := c.exec(ctx, sqlInsertRun,
 		run.ID, run.Job, run.MaxAttempts, string(run.Trigger), run.ScheduledAt.UnixMicro(), run.NotBefore.UnixMicro(),
 		dbTime(run.NotAfter), run.CreatedAt.UnixMicro(), run.CreatedAt.UnixMicro(),
-		nullString(run.DedupID), nullString(run.RerunOf), run.Payload, retry, run.Actor)
+		nullString(run.DedupID), nullString(run.RerunOf), run.Payload, retry, run.Actor, nullString(run.ParentRunID))
 	if err != nil {
 		return err
 	}

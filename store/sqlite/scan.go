@@ -16,7 +16,7 @@ import (
 const runColumns = `id, job, status, attempt, max_attempts, trigger_kind, scheduled_at, not_before,
 	not_after, created_at, started_at, finished_at, node, incarnation, exit_code, error, reason,
 	dedup_id, rerun_of, payload, retry_json, cancel_requested, progress, progress_message, claimed_from,
-	actor, cancelled_by`
+	actor, cancelled_by, parent_run_id`
 
 func scanRun(row rowscan.Scanner) (*jobs.Run, error) {
 	var (
@@ -24,13 +24,13 @@ func scanRun(row rowscan.Scanner) (*jobs.Run, error) {
 		scheduledAt, notBefore                   int64
 		notAfter, createdAt, startedAt, finished sql.NullInt64
 		exitCode                                 sql.NullInt64
-		dedupID, rerunOf, claimedFrom            sql.NullString
+		dedupID, rerunOf, claimedFrom, parent    sql.NullString
 		retry                                    string
 	)
 	err := row.Scan(&r.ID, &r.Job, &r.Status, &r.Attempt, &r.MaxAttempts, &r.Trigger, &scheduledAt, &notBefore,
 		&notAfter, &createdAt, &startedAt, &finished, &r.Node, &r.Incarnation, &exitCode, &r.Error, &r.Reason,
 		&dedupID, &rerunOf, &r.Payload, &retry, &r.CancelRequested, &r.Progress, &r.ProgressMessage, &claimedFrom,
-		&r.Actor, &r.CancelledBy)
+		&r.Actor, &r.CancelledBy, &parent)
 	if err != nil {
 		return nil, err
 	}
@@ -42,6 +42,7 @@ func scanRun(row rowscan.Scanner) (*jobs.Run, error) {
 		r.ExitCode = &c
 	}
 	r.DedupID, r.RerunOf, r.ClaimedFrom = dedupID.String, rerunOf.String, jobs.Status(claimedFrom.String)
+	r.ParentRunID = parent.String
 	if r.Retry, r.NoRetryExitCodes, err = store.DecodeRetry(retry); err != nil {
 		return nil, fmt.Errorf("run %s: %w", r.ID, err)
 	}

@@ -62,6 +62,9 @@ func (s *Store) runTransitions(ctx context.Context, op string, ts []jobs.Transit
 		if err := ch.write(ctx, c); err != nil {
 			return err
 		}
+		if err := writeChains(ctx, c, ts, results); err != nil {
+			return err
+		}
 		return writeNotifications(ctx, c, ts, results, now(time.Time{}))
 	})
 	if err != nil {
@@ -99,5 +102,8 @@ func transition(ctx context.Context, c conn, t jobs.Transition) (*jobs.Run, erro
 		return nil, err
 	}
 	res := []store.TransitionResult{{Run: run}}
+	if err := writeChains(ctx, c, []jobs.Transition{t}, res); err != nil {
+		return nil, err
+	}
 	return run, writeNotifications(ctx, c, []jobs.Transition{t}, res, now(time.Time{}))
 }

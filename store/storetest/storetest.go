@@ -98,6 +98,13 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NotifySkipped", testNotifySkipped},
 		{"Expectations", testExpectations},
 		{"ExpectationForget", testExpectationForget},
+		{"ChainSuccessAndFailure", testChainSuccessAndFailure},
+		{"ChainBatch", testChainBatch},
+		{"ChainExpire", testChainExpire},
+		{"ChainCancel", testChainCancel},
+		{"ChainUnique", testChainUnique},
+		{"ChainWindow", testChainWindow},
+		{"ChainConcurrent", testChainConcurrent},
 	}
 	running := make(chan struct{}, parallelCases)
 	for _, tc := range tests {
