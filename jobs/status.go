@@ -88,6 +88,9 @@ const (
 	TriggerManual Trigger = "manual"
 	// TriggerRerun: schedulerd rerun of an earlier run.
 	TriggerRerun Trigger = "rerun"
+	// TriggerBackfill: schedulerd backfill of a past tick; keyed by its
+	// job and tick as a schedule's run is.
+	TriggerBackfill Trigger = "backfill"
 )
 
 // Reason explains a transition. It is stored with the run event and, for the

@@ -97,6 +97,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NotifySkipped", testNotifySkipped},
 		{"Expectations", testExpectations},
 		{"ExpectationForget", testExpectationForget},
+		{"BackfillSkipsTaken", testBackfillSkipsTaken},
+		{"BackfillConcurrent", testBackfillConcurrent},
+		{"BackfillMaxParallel", testBackfillMaxParallel},
 	}
 	running := make(chan struct{}, parallelCases)
 	for _, tc := range tests {
