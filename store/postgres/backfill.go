@@ -136,6 +136,10 @@ func (s *Store) BackfillAdvance(ctx context.Context, p store.BackfillAdvancePara
 		if err != nil {
 			return err
 		}
+		if len(made) == 0 && skipped == 0 && next.Equal(b.Next) {
+			res.Advanced = true // no room: nothing to write
+			return nil
+		}
 		b, err = scanBackfill(c.queryRow(ctx, `UPDATE backfills SET next_at = $2, created = created + $3, skipped = skipped + $4,
 			updated_at = COALESCE($5::timestamptz, now()),
 			done_at = CASE WHEN $2::timestamptz IS NULL THEN COALESCE($5::timestamptz, now()) END

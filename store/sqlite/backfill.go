@@ -151,6 +151,10 @@ func (s *Store) BackfillAdvance(ctx context.Context, p store.BackfillAdvancePara
 		if err != nil {
 			return err
 		}
+		if len(made) == 0 && skipped == 0 && next.Equal(b.Next) {
+			res.Advanced = true // no room: nothing to write
+			return nil
+		}
 		b, err = scanBackfill(c.queryRow(ctx, `UPDATE backfills SET next_at = ?, created = created + ?, skipped = skipped + ?,
 			updated_at = ?, done_at = CASE WHEN ? IS NULL THEN ? END WHERE id = ? RETURNING `+backfillColumns,
 			dbTime(next), len(made), skipped, at.UnixMicro(), dbTime(next), at.UnixMicro(), p.ID))
