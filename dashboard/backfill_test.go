@@ -32,13 +32,13 @@ func TestBackfillForm(t *testing.T) {
 
 	r := post(cookie, token, "/ui/jobs/backup/backfill", url.Values{"from": {" 2026-11-01 "}, "to": {"2026-11-01"},
 		"dry_run": {"1"}, "max_parallel": {"3"}})
-	if r.status != http.StatusOK || !strings.Contains(r.body, `id="backfill-ticks"`) || !strings.Contains(r.body, "none: one would be made") ||
+	if r.status != http.StatusOK || !strings.Contains(r.body, `id="backfill-ticks"`) || !strings.Contains(r.body, "none: to be made") ||
 		!strings.Contains(r.body, "A dry run: nothing was made.") || !strings.Contains(r.body, `id="backfill-confirm"`) ||
 		!strings.Contains(r.body, `name="from" value="2026-11-01"`) || !strings.Contains(r.body, `name="max_parallel" value="3"`) {
 		t.Fatalf("dry run: %d\n%s", r.status, r.body)
 	}
 	r = post(cookie, token, "/ui/jobs/backup/backfill", url.Values{"from": {"2026-11-01"}, "to": {"2026-11-01"}, "max_parallel": {"3"}})
-	if r.status != http.StatusOK || !strings.Contains(r.body, `id="backfill-result"`) || !strings.Contains(r.body, "1 runs made; done.") {
+	if r.status != http.StatusOK || !strings.Contains(r.body, `id="backfill-result"`) || !strings.Contains(r.body, "runs made: 1; done.") {
 		t.Fatalf("backfill: %d\n%s", r.status, r.body)
 	}
 	calls := len(td.eng.Calls())

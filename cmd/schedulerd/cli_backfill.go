@@ -79,9 +79,9 @@ func backfillText(r *control.BackfillReply) string {
 	case bf == nil:
 		b.WriteString("\nevery tick has a run: nothing to backfill")
 	case bf.Done:
-		fmt.Fprintf(&b, "\nbackfill %s done: %d runs made", bf.ID, bf.Created)
+		fmt.Fprintf(&b, "\nbackfill %s done: runs made: %d", bf.ID, bf.Created)
 	default:
-		fmt.Fprintf(&b, "\nbackfill %s started: %d runs made so far, at most %d active at once; next tick %s",
+		fmt.Fprintf(&b, "\nbackfill %s started: runs made so far: %d, at most %d active at once; next tick %s",
 			bf.ID, bf.Created, bf.MaxParallel, bf.Next.In(loc).Format(time.RFC3339))
 	}
 	return b.String()
