@@ -86,9 +86,7 @@ func (s *Server) backfill(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("max_parallel must be at least 1, not %d", req.MaxParallel))
 		return
 	}
-	reply, err := s.cfg.Engine.Backfill(r.Context(), r.PathValue("job"), BackfillParams{
-		From: req.From, To: req.To, DryRun: req.DryRun, MaxParallel: req.MaxParallel, Yes: req.Yes,
-	})
+	reply, err := s.cfg.Engine.Backfill(r.Context(), r.PathValue("job"), BackfillParams(req))
 	if err != nil {
 		s.engineError(w, r, err, CodeUnknownJob)
 		return
