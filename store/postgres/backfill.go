@@ -14,6 +14,10 @@ import (
 	"github.com/schedulerd/schedulerd/store"
 )
 
+// lockBackfills is the space of the advisory locks of the advances of
+// each job's backfills (with jobLockKey).
+const lockBackfills = lockSpace + 2
+
 const backfillColumns = `id, job, from_at, to_at, next_at, max_parallel, created, skipped, actor, node,
 	created_at, updated_at, done_at`
 
@@ -89,6 +93,13 @@ func (s *Store) BackfillAdvance(ctx context.Context, p store.BackfillAdvancePara
 	}
 	var res *store.BackfillAdvanceResult
 	err := s.write(ctx, "advance backfill", func(c *conn) error {
+		// The advances of one job's backfills take turns (lockBackfills),
+		// so that those of overlapping ranges count each other's runs.
+		if len(p.Runs) > 0 {
+			if _, err := c.exec(ctx, `SELECT pg_advisory_xact_lock($1, $2)`, lockBackfills, jobLockKey(p.Runs[0].Job)); err != nil {
+				return err
+			}
+		}
 		b, err := scanBackfill(c.queryRow(ctx, `SELECT `+backfillColumns+` FROM backfills WHERE id = $1 FOR UPDATE`, p.ID))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("backfill %s: %w", p.ID, store.ErrNotFound)

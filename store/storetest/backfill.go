@@ -209,3 +209,38 @@ func testBackfillMaxParallel(t *testing.T, s store.Store) {
 		t.Fatal("advance of an unknown backfill succeeded")
 	}
 }
+
+// Backfills of overlapping ranges of one job share their bound, also
+// when they are advanced at once.
+func testBackfillMaxParallelShared(t *testing.T, s store.Store) {
+	ticks := minutes(20)
+	now := t0.Add(time.Hour)
+	for round := range 5 {
+		job := "etl-" + string(rune('a'+round))
+		var bs []*store.Backfill
+		for range 4 {
+			bs = append(bs, mustCreateBackfill(t, s, job, ticks, 2, now))
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, len(bs))
+		for _, b := range bs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := s.BackfillAdvance(t.Context(), store.BackfillAdvanceParams{ID: b.ID, Expect: b.Next,
+					Runs: backfillRuns(job, ticks, now), Now: now})
+				if err != nil {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("BackfillAdvance: %v", err)
+		}
+		if n := len(listRuns(t, s, job)); n != 2 {
+			t.Fatalf("round %d: 4 backfills with max parallel 2 advanced at once made %d runs, want 2", round, n)
+		}
+	}
+}

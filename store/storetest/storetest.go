@@ -100,6 +100,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"BackfillSkipsTaken", testBackfillSkipsTaken},
 		{"BackfillConcurrent", testBackfillConcurrent},
 		{"BackfillMaxParallel", testBackfillMaxParallel},
+		{"BackfillMaxParallelShared", testBackfillMaxParallelShared},
 	}
 	running := make(chan struct{}, parallelCases)
 	for _, tc := range tests {
