@@ -161,8 +161,17 @@ retry = { max_attempts = 5, backoff = "fixed", initial_delay = "1s" }
 		}
 		return by
 	}
+	mostActive := 0
 	waitFor(t, "every tick of the range run to its end", 60*time.Second, func() bool {
-		by := inRange(list())
+		rs := list()
+		active := 0
+		for _, r := range rs {
+			if r.Trigger == jobs.TriggerBackfill && !r.Status.Terminal() {
+				active++
+			}
+		}
+		mostActive = max(mostActive, active)
+		by := inRange(rs)
 		if len(by) < 40 {
 			return false
 		}
@@ -176,6 +185,9 @@ retry = { max_attempts = 5, backoff = "fixed", initial_delay = "1s" }
 		return true
 	})
 	d.stop()
+	if mostActive > 3 {
+		t.Errorf("%d backfill runs were active at once, over --max-parallel 3", mostActive)
+	}
 	if active, err := st.BackfillsActive(ctx, []string{"bf"}); err != nil || len(active) != 0 {
 		t.Errorf("after the backfills ended: %d unfinished, %v", len(active), err)
 	}
@@ -206,5 +218,6 @@ retry = { max_attempts = 5, backoff = "fixed", initial_delay = "1s" }
 			t.Errorf("tick %s ran as run %s and as %s", l.tick.Format(time.RFC3339), rs[0].ID, l.run)
 		}
 	}
-	t.Logf("40 ticks: %d run by the scheduler, %d backfilled; the repeat found %d with a run", taken, backfilled, again.Taken)
+	t.Logf("40 ticks: %d run by the scheduler, %d backfilled, at most %d active at once seen; the repeat found %d with a run",
+		taken, backfilled, mostActive, again.Taken)
 }
