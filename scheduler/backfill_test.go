@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -77,5 +78,92 @@ func TestBackfillTicks(t *testing.T) {
 	d.NotBefore = want[1]
 	if ticks, _ := backfillTicks(d, from, to, 100); len(ticks) != 2 || !ticks[0].Equal(want[1]) {
 		t.Errorf("ticks from not_before: %v", ticks)
+	}
+}
+
+// TestBackfill: a backfill refuses what it cannot do, with the error
+// callers branch on; a dry run lists the ticks and makes nothing; a
+// backfill makes the runs of the ticks without one, max parallel at a
+// time, and the loop makes the rest as they end: each handler call is a
+// backfill run of its tick, once.
+func TestBackfill(t *testing.T) {
+	var release chan struct{}
+	h := newHarness(t, func(h *harness) []*jobs.Definition {
+		release = make(chan struct{})
+		block := h.blockUntil(release)
+		return []*jobs.Definition{
+			job("hourly", block, func(d *jobs.Definition) { d.Schedule = mustSchedule(t, "0 * * * *"); d.Overlap = jobs.OverlapAllow }),
+			job("minutely", h.succeed, func(d *jobs.Definition) { d.Schedule = mustSchedule(t, "* * * * *") }),
+			job("adhoc", h.succeed),
+		}
+	})
+	ctx := t.Context()
+	day := t0.Add(-24 * time.Hour).Format(time.RFC3339)
+	now := t0.Format(time.RFC3339)
+	for _, tt := range []struct {
+		job  string
+		p    BackfillParams
+		want error
+		msg  string
+	}{
+		{"nope", BackfillParams{From: day, To: now}, ErrUnknownJob, "unknown job"},
+		{"adhoc", BackfillParams{From: day, To: now}, ErrNoSchedule, "only a job with a schedule"},
+		{"hourly", BackfillParams{From: day, To: t0.Add(time.Minute).Format(time.RFC3339)}, ErrBadBackfill, "is in the future"},
+		{"hourly", BackfillParams{From: now, To: day}, ErrBadBackfill, "is after to"},
+		{"hourly", BackfillParams{From: "soon", To: now}, ErrBadBackfill, "from: want an RFC 3339 time"},
+		{"hourly", BackfillParams{From: day, To: now, MaxParallel: -1}, ErrBadBackfill, "max parallel must be from 1"},
+		{"minutely", BackfillParams{From: t0.Add(-7 * 24 * time.Hour).Format(time.RFC3339), To: now}, ErrBadBackfill, "more than 10000 ticks"},
+	} {
+		res, err := h.s.Backfill(ctx, tt.job, tt.p)
+		if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.msg) {
+			t.Errorf("Backfill(%s, %+v) = %v, %v; want %v saying %q", tt.job, tt.p, res, err, tt.want, tt.msg)
+		}
+	}
+	// With --yes, a dry run of a week of minutes: 10,081 ticks, the first
+	// 10,000 listed.
+	res, err := h.s.Backfill(ctx, "minutely", BackfillParams{From: t0.Add(-7 * 24 * time.Hour).Format(time.RFC3339), To: now, DryRun: true, Yes: true})
+	if err != nil || res.Ticks != 7*24*60+1 || len(res.List) != MaxBackfillTicks || res.Backfill != nil {
+		t.Fatalf("a dry run of a week of minutes: %v", err)
+	}
+
+	from := t0.Add(-5 * time.Hour).Format(time.RFC3339)
+	res, err = h.s.Backfill(ctx, "hourly", BackfillParams{From: from, To: now, DryRun: true})
+	if err != nil || res.Ticks != 6 || res.Taken != 0 || len(res.List) != 6 || res.Backfill != nil || !res.List[5].At.Equal(t0) {
+		t.Fatalf("dry run: %+v, %v", res, err)
+	}
+	if n := len(h.runs("hourly")); n != 0 {
+		t.Fatalf("a dry run made %d runs", n)
+	}
+	res, err = h.s.Backfill(ctx, "hourly", BackfillParams{From: from, To: now, MaxParallel: 2, Actor: "socket:ops"})
+	if err != nil || res.Backfill == nil || res.Backfill.Created != 2 || res.Backfill.Done() {
+		t.Fatalf("backfill: %+v, %v", res, err)
+	}
+	h.handled(2)
+	h.loop()
+	if n := len(h.runs("hourly")); n != 2 {
+		t.Fatalf("%d runs while the first two run, want 2", n)
+	}
+	close(release)
+	infos := h.handled(4)
+	h.attemptsDone(6)
+	seen := map[time.Time]bool{}
+	for _, r := range h.runs("hourly") {
+		if r.Trigger != jobs.TriggerBackfill || r.Status != jobs.StatusCompleted || r.Actor != "socket:ops" || seen[r.ScheduledAt] {
+			t.Errorf("run %s: trigger %s, status %s, actor %q, tick %s", r.ID, r.Trigger, r.Status, r.Actor, r.ScheduledAt)
+		}
+		seen[r.ScheduledAt] = true
+	}
+	for _, info := range infos {
+		if info.Trigger != jobs.TriggerBackfill {
+			t.Errorf("handler called for trigger %s", info.Trigger)
+		}
+	}
+	if len(seen) != 6 {
+		t.Errorf("%d ticks backfilled, want 6", len(seen))
+	}
+	// Again: nothing to make.
+	res, err = h.s.Backfill(ctx, "hourly", BackfillParams{From: from, To: now})
+	if err != nil || res.Taken != 6 || res.Backfill != nil {
+		t.Errorf("the backfill again: %+v, %v", res, err)
 	}
 }
