@@ -22,6 +22,11 @@ const (
 	MaxBackfillParallel = 10000
 	// backfillBatch is how many ticks one advance of a backfill is given.
 	backfillBatch = 500
+	// backfillAdvances bounds the advances of a backfill in one call of
+	// advanceBackfill (one loop iteration, or the request that starts it):
+	// a range of many ticks that have runs already is walked a few
+	// transactions at a time.
+	backfillAdvances = 8
 	// backfillReread is how often at least the loop reads the unfinished
 	// backfills, to learn of those another node started.
 	backfillReread = 10 * time.Second
@@ -217,7 +222,13 @@ func (s *Scheduler) advanceBackfill(ctx context.Context, b *store.Backfill) (*st
 	if !ok || d.Schedule == nil {
 		return b, nil
 	}
-	for !b.Done() {
+	for advances := 0; !b.Done(); advances++ {
+		if advances == backfillAdvances {
+			// Ticks that had runs already take a turn each too: the
+			// loop goes on with the rest at its next iteration.
+			s.Wake()
+			break
+		}
 		now := s.clock.Now()
 		ended := !d.NotAfter.IsZero() && !d.NotAfter.After(now) // its runs could never start
 		var runs []store.RunInsertParams

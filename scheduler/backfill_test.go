@@ -8,6 +8,7 @@ import (
 
 	"github.com/schedulerd/schedulerd/jobs"
 	"github.com/schedulerd/schedulerd/jobs/schedule"
+	"github.com/schedulerd/schedulerd/store"
 )
 
 func TestParseBackfillTime(t *testing.T) {
@@ -165,5 +166,65 @@ func TestBackfill(t *testing.T) {
 	res, err = h.s.Backfill(ctx, "hourly", BackfillParams{From: from, To: now})
 	if err != nil || res.Taken != 6 || res.Backfill != nil {
 		t.Errorf("the backfill again: %+v, %v", res, err)
+	}
+}
+
+// TestBackfillWalksTakenTicksInTurns: a backfill over thousands of ticks
+// that have runs already walks them a few transactions per call, the
+// request's and each loop iteration's, and ends with the runs of the
+// ticks that had none.
+func TestBackfillWalksTakenTicksInTurns(t *testing.T) {
+	h := newHarness(t, func(h *harness) []*jobs.Definition {
+		return []*jobs.Definition{job("minutely", h.succeed, func(d *jobs.Definition) {
+			d.Schedule = mustSchedule(t, "* * * * *")
+			d.Overlap = jobs.OverlapAllow
+		})}
+	})
+	const n, free = 6000, 10
+	from := t0.Add(-(n - 1) * time.Minute)
+	// The ticks but the first and the last free-1 are taken by runs that
+	// are not due for decades, so they never run here.
+	var taken []store.RunInsertParams
+	for i := 1; i <= n-free; i++ {
+		at := from.Add(time.Duration(i) * time.Minute)
+		taken = append(taken, store.RunInsertParams{Job: "minutely", Trigger: jobs.TriggerOnce, ScheduledAt: at,
+			NotBefore: time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC), Retry: jobs.RetryPolicy{MaxAttempts: 1}, Now: t0})
+	}
+	if _, err := h.st.RunInsertMany(t.Context(), taken); err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.s.Backfill(t.Context(), "minutely", BackfillParams{From: from.Format(time.RFC3339), To: t0.Format(time.RFC3339), MaxParallel: free})
+	if err != nil || res.Ticks != n || res.Taken != n-free || res.Backfill == nil {
+		t.Fatalf("backfill: %+v, %v", res, err)
+	}
+	// The request walked some of the taken ticks; the loop walks the rest.
+	if res.Backfill.Done() || res.Backfill.Created != 1 || res.Backfill.Skipped >= n-free {
+		t.Fatalf("the request's walk: %+v", res.Backfill)
+	}
+	for i := 0; ; i++ {
+		active, err := h.st.BackfillsActive(t.Context(), []string{"minutely"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(active) == 0 {
+			break
+		}
+		if i == 10 {
+			t.Fatalf("the backfill is not done after 10 iterations: %+v", active[0])
+		}
+		h.loop()
+	}
+	h.handled(free)
+	made := 0
+	for _, r := range h.runs("minutely") {
+		if r.Trigger == jobs.TriggerBackfill {
+			made++
+			if at := r.ScheduledAt; at.After(from) && !at.After(from.Add((n-free)*time.Minute)) {
+				t.Errorf("a backfill run of the taken tick %s", r.ScheduledAt)
+			}
+		}
+	}
+	if made != free {
+		t.Errorf("%d backfill runs, want %d", made, free)
 	}
 }
