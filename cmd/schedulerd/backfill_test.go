@@ -221,3 +221,86 @@ retry = { max_attempts = 5, backoff = "fixed", initial_delay = "1s" }
 	t.Logf("40 ticks: %d run by the scheduler, %d backfilled, at most %d active at once seen; the repeat found %d with a run",
 		taken, backfilled, mostActive, again.Taken)
 }
+
+// TestClusterBackfillGoesOnElsewhere: on two nodes of one PostgreSQL
+// database, a backfill started through node-1 goes on on node-2 after
+// node-1 is SIGKILLed for good: its attempts cut by the kill are
+// recovered and retried, every tick of the range ends with exactly one
+// completed run, and never more than --max-parallel of them were active.
+func TestClusterBackfillGoesOnElsewhere(t *testing.T) {
+	proctest.Long(t, "a cluster node SIGKILLed during a backfill")
+	witness := filepath.Join(t.TempDir(), "witness")
+	c := newCluster(t, 2, fmt.Sprintf(`[[job]]
+name = "bf"
+schedule = "0 * * * *"
+timezone = "UTC"
+shell = 'echo "$SCHEDULERD_SCHEDULED_AT $SCHEDULERD_RUN_ID $SCHEDULERD_ATTEMPT" >> %s; sleep 0.3'
+retry = { max_attempts = 5, backoff = "fixed", initial_delay = "1s" }
+`, witness))
+	ctx := context.Background()
+	y, m, d := time.Now().UTC().AddDate(0, 0, -1).Date()
+	day := time.Date(y, m, d, 0, 0, 0, 0, time.UTC).Format(time.DateOnly)
+	r := c.cli("node-1", "backfill", "bf", "--from", day, "--to", day, "--max-parallel", "2", "--json")
+	var reply control.BackfillReply
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &reply) != nil || reply.Ticks != 24 || reply.Backfill == nil {
+		t.Fatalf("backfill through node-1: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	waitFor(t, "4 backfilled ticks written", 30*time.Second, func() bool { return len(readWitness(t, witness)) >= 4 })
+	c.node("node-1").d.kill()
+	killed := time.Now()
+
+	mostActive := 0
+	var runs []*jobs.Run
+	waitFor(t, "every tick of the day run to its end on node-2", 90*time.Second, func() bool {
+		var err error
+		runs, err = c.st.RunsList(ctx, store.RunFilter{Job: "bf", Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		active, done := 0, 0
+		for _, r := range runs {
+			switch {
+			case r.Trigger != jobs.TriggerBackfill:
+			case r.Status.Terminal():
+				done++
+			default:
+				active++
+			}
+		}
+		mostActive = max(mostActive, active)
+		return done == 24
+	})
+	byTick := map[int64]int{}
+	onNode2, madeAfter := 0, 0
+	for _, r := range runs {
+		if r.Trigger != jobs.TriggerBackfill {
+			continue
+		}
+		byTick[r.ScheduledAt.UnixMicro()]++
+		if r.Status != jobs.StatusCompleted {
+			t.Errorf("run %s of %s ended %s", r.ID, r.ScheduledAt.Format(time.RFC3339), r.Status)
+		}
+		if r.Node == "node-2" {
+			onNode2++
+		}
+		if r.CreatedAt.After(killed) {
+			madeAfter++
+		}
+	}
+	for at, n := range byTick {
+		if n != 1 {
+			t.Errorf("tick %s has %d runs", time.UnixMicro(at).UTC().Format(time.RFC3339), n)
+		}
+	}
+	if len(byTick) != 24 || madeAfter == 0 || onNode2 == 0 || mostActive > 2 {
+		t.Errorf("%d ticks backfilled (want 24), %d runs made after the kill, %d last run on node-2, at most %d active at once seen (want at most 2)",
+			len(byTick), madeAfter, onNode2, mostActive)
+	}
+	for _, l := range readWitness(t, witness) {
+		if byTick[l.tick.UnixMicro()] != 1 {
+			t.Errorf("the witness has tick %s, which has %d runs", l.tick.Format(time.RFC3339), byTick[l.tick.UnixMicro()])
+		}
+	}
+	t.Logf("24 ticks: %d runs made after node-1 was killed, %d last run on node-2, at most %d active at once seen",
+		madeAfter, onNode2, mostActive)
+}
