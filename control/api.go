@@ -27,6 +27,10 @@ type Engine interface {
 	// cluster keeps of a job this node does not declare: ErrJobDeclared
 	// when it declares it, ErrNotExpected when there is none.
 	Forget(ctx context.Context, job string) error
+	// Backfill makes runs of a cron job's past ticks that have none, or
+	// lists them (BackfillParams.DryRun): ErrNoSchedule for a job without
+	// a schedule, ErrBadRequest for a range or options it refuses.
+	Backfill(ctx context.Context, job string, p BackfillParams) (*BackfillReply, error)
 	// Jobs describes the declared jobs, in declaration order, then the
 	// jobs the cluster expects that this node does not declare, by name.
 	Jobs(ctx context.Context) ([]JobInfo, error)

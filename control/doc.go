@@ -46,6 +46,11 @@
 //	                                declared when this node declares
 //	                                it, 404 not_expected when the
 //	                                cluster does not expect it)
+//	POST /v1/jobs/{job}/backfill    make runs of past ticks that    201 BackfillReply      operate
+//	                                have none (BackfillRequest); a
+//	                                dry run, or a range whose ticks all
+//	                                have a run, 200 (409 no_schedule for
+//	                                a job without a schedule)
 //	GET  /v1/runs?job=&status=&since=&until=&before=&limit=         RunsPage               read
 //	                                runs, newest first by when they were
 //	                                made (since inclusive, until exclusive:

@@ -139,6 +139,24 @@ func (e *fakeEngine) Forget(ctx context.Context, job string) error {
 	return nil
 }
 
+// Backfill refuses what the daemon's engine refuses for its fake jobs,
+// and otherwise answers a dry run of one tick, which has no run.
+func (e *fakeEngine) Backfill(ctx context.Context, job string, p BackfillParams) (*BackfillReply, error) {
+	e.record("backfill %s %s %s", job, p.From, p.To)
+	switch {
+	case !known(job):
+		return nil, Mark(fmt.Errorf("unknown job %q", job), ErrUnknownJob)
+	case job == "adhoc":
+		return nil, Mark(errors.New("job \"adhoc\" has no schedule"), ErrNoSchedule)
+	}
+	from, err := time.Parse(time.RFC3339, p.From)
+	if err != nil {
+		return nil, Mark(fmt.Errorf("from: %w", err), ErrBadRequest)
+	}
+	return &BackfillReply{Job: job, From: from, To: from, TimeZone: "UTC", Ticks: 1, DryRun: true,
+		List: []BackfillTick{{At: from}}}, nil
+}
+
 func (e *fakeEngine) Jobs(ctx context.Context) ([]JobInfo, error) { return slices.Clone(fakeJobs), nil }
 
 func (e *fakeEngine) Health(ctx context.Context) Health {

@@ -54,6 +54,7 @@ func (s *Server) routes() http.Handler {
 	handle("POST", "/v1/jobs/{job}/pause", RoleOperate, s.pause(true))
 	handle("POST", "/v1/jobs/{job}/resume", RoleOperate, s.pause(false))
 	handle("POST", "/v1/jobs/{job}/forget", RoleOperate, s.forget)
+	handle("POST", "/v1/jobs/{job}/backfill", RoleOperate, s.backfill)
 	handle("GET", "/v1/runs", RoleRead, s.listRuns)
 	handle("GET", "/v1/runs/{id}", RoleRead, s.getRun)
 	handle("GET", "/v1/runs/{id}/attempts", RoleRead, s.runAttempts)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 )
 
 // jobAction serves the forms of a job's page: trigger (with a payload, a
-// window and a dedup id), pause and resume. Each goes through the route
+// window and a dedup id), backfill, pause and resume. Each goes through the route
 // of the API (Act), as the session's caller: the route's role check,
 // validation and errors are the API's.
 func (d *Dashboard) jobAction(w http.ResponseWriter, r *http.Request, s *session) {
@@ -27,6 +28,19 @@ func (d *Dashboard) jobAction(w http.ResponseWriter, r *http.Request, s *session
 			return
 		}
 		body, _ = json.Marshal(req)
+	case "backfill":
+		form, req, msg := backfillRequest(r)
+		if msg != "" {
+			d.fail(w, r, s, http.StatusBadRequest, msg)
+			return
+		}
+		body, _ = json.Marshal(req)
+		status, reply := d.cfg.API.Act(r.Context(), s.caller, http.MethodPost, path, body)
+		if !d.acted(w, r, s, status, reply) {
+			return
+		}
+		d.backfilled(w, r, s, form, reply)
+		return
 	case "pause", "resume":
 	default:
 		d.fail(w, r, s, http.StatusNotFound, "There is no such action.")
@@ -125,4 +139,60 @@ func parseWhen(s string, now time.Time) (*time.Time, error) {
 		return &t, nil
 	}
 	return nil, fmt.Errorf("want a time such as 2026-05-01T03:00:00Z or +DURATION such as +30m, got %q", clip(s))
+}
+
+// backfillForm is what the backfill form sent, kept to send again from
+// the page of its dry run.
+type backfillForm struct {
+	From, To    string
+	MaxParallel int
+	Yes         bool
+}
+
+// backfillRequest reads the backfill form: from and to (RFC 3339 times or
+// dates, which the daemon reads), max_parallel (1 when empty), and the
+// dry_run and yes boxes.
+func backfillRequest(r *http.Request) (backfillForm, control.BackfillRequest, string) {
+	f := backfillForm{From: strings.TrimSpace(r.PostFormValue("from")), To: strings.TrimSpace(r.PostFormValue("to")),
+		MaxParallel: 1, Yes: r.PostFormValue("yes") != ""}
+	if v := strings.TrimSpace(r.PostFormValue("max_parallel")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return f, control.BackfillRequest{}, fmt.Sprintf("max parallel: want a whole number of at least 1, got %q", clip(v))
+		}
+		f.MaxParallel = n
+	}
+	if f.From == "" || f.To == "" {
+		return f, control.BackfillRequest{}, "from and to: both are needed, each an RFC 3339 time or a date such as 2026-11-01"
+	}
+	return f, control.BackfillRequest{From: f.From, To: f.To, DryRun: r.PostFormValue("dry_run") != "",
+		MaxParallel: f.MaxParallel, Yes: f.Yes}, ""
+}
+
+// backfillPage is the data of the page that says what a backfill found
+// and did.
+type backfillPage struct {
+	base
+	Reply control.BackfillReply
+	Form  backfillForm
+	// More counts the ticks of a dry run that its list leaves out; ToMake
+	// those without a run.
+	More, ToMake int
+}
+
+// backfilled shows the reply of a backfill.
+func (d *Dashboard) backfilled(w http.ResponseWriter, r *http.Request, s *session, f backfillForm, reply []byte) {
+	p := backfillPage{Form: f}
+	if err := json.Unmarshal(reply, &p.Reply); err != nil {
+		d.fail(w, r, s, http.StatusBadGateway, "The daemon's reply to the backfill could not be read.")
+		return
+	}
+	title := "Backfill of " + p.Reply.Job
+	if p.Reply.DryRun {
+		title = "Backfill dry run of " + p.Reply.Job
+	}
+	p.base = d.base(r, s, title)
+	p.More = p.Reply.Ticks - len(p.Reply.List)
+	p.ToMake = p.Reply.Ticks - p.Reply.Taken
+	d.render(w, r, http.StatusOK, "backfill", p)
 }

@@ -20,7 +20,7 @@ var assets embed.FS
 
 // pageNames are the pages; each is assets/NAME.html with the layout and
 // the partials.
-var pageNames = []string{"overview", "job", "runs", "run", "login", "error"}
+var pageNames = []string{"overview", "job", "runs", "run", "login", "error", "backfill"}
 
 // parsePages parses each page with the layout and the partials.
 func parsePages() (map[string]*template.Template, error) {

@@ -143,6 +143,27 @@ func (e *fakeEngine) Forget(ctx context.Context, job string) error {
 	return control.Mark(fmt.Errorf("no expectation of job %q", job), control.ErrNotExpected)
 }
 
+// Backfill answers for backup: a dry run lists its one tick at From, and
+// a backfill makes one backfill of it.
+func (e *fakeEngine) Backfill(ctx context.Context, job string, p control.BackfillParams) (*control.BackfillReply, error) {
+	e.record("backfill %s %s %s dry=%v max=%d", job, p.From, p.To, p.DryRun, p.MaxParallel)
+	if job != "backup" {
+		return nil, control.Mark(fmt.Errorf("job %q has no schedule", job), control.ErrNoSchedule)
+	}
+	from, err := time.Parse(time.DateOnly, p.From)
+	if err != nil {
+		return nil, control.Mark(fmt.Errorf("from: want a date, got %q", p.From), control.ErrBadRequest)
+	}
+	from = from.Add(3 * time.Hour)
+	reply := &control.BackfillReply{Job: job, From: from, To: from, TimeZone: "UTC", Ticks: 1, DryRun: p.DryRun}
+	if p.DryRun {
+		reply.List = []control.BackfillTick{{At: from}}
+		return reply, nil
+	}
+	reply.Backfill = &control.BackfillState{ID: "bf-1", MaxParallel: max(p.MaxParallel, 1), Created: 1, Done: true}
+	return reply, nil
+}
+
 // Jobs reads the last runs from the store, as the daemon's engine does.
 func (e *fakeEngine) Jobs(ctx context.Context) ([]control.JobInfo, error) {
 	last, err := e.st.JobsLastRun(ctx, []string{"backup", "adhoc"})

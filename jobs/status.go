@@ -91,6 +91,9 @@ const (
 	// TriggerChain: the end of a run of a job that names this one in
 	// on_success or on_failure (Run.ParentRunID is that run).
 	TriggerChain Trigger = "chain"
+	// TriggerBackfill: schedulerd backfill of a past tick; keyed by its
+	// job and tick as a schedule's run is.
+	TriggerBackfill Trigger = "backfill"
 )
 
 // Reason explains a transition. It is stored with the run event and, for the

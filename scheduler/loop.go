@@ -55,6 +55,7 @@ func (s *Scheduler) iterate(ctx context.Context) time.Time {
 	defer s.endBurst(it)
 	s.rereadPaused(it)
 	s.fireDue(it)
+	s.topUpBackfills(it)
 	claimAt := s.clock.Now()
 	reached := s.takeReached(claimAt)
 	s.claimReached(it, claimAt, reached)

@@ -158,6 +158,12 @@ type loopState struct {
 	// claimFailed is set when a claim fails: it may have committed (see
 	// adoptLostClaims).
 	claimFailed atomic.Bool
+	// backfills are the unfinished backfills of the declared jobs as the
+	// loop last read them, at backfillsReadAt (the loop's alone);
+	// backfillsNew asks it to read them again at once.
+	backfills       []*store.Backfill
+	backfillsReadAt time.Time
+	backfillsNew    atomic.Bool
 }
 
 // lifecycle is the engine's start and stop (Start, Stop): the contexts

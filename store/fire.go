@@ -111,10 +111,19 @@ func Deferred(p FireParams, fresh []RunInsertParams, active int, now time.Time) 
 }
 
 // HasOccurrence reports whether the runs of trigger are identified by
-// their occurrence (job, scheduled time): a schedule's ticks and one-off
-// jobs.
+// their occurrence (job, scheduled time): a schedule's ticks, backfilled
+// or not, and one-off jobs.
 func HasOccurrence(t jobs.Trigger) bool {
-	return t == jobs.TriggerSchedule || t == jobs.TriggerOnce
+	return t == jobs.TriggerSchedule || t == jobs.TriggerOnce || t == jobs.TriggerBackfill
+}
+
+// OccurrenceKind is the kind an occurrence of a run of trigger is stored
+// with: a backfilled tick is a schedule's tick (and pruned as one).
+func OccurrenceKind(t jobs.Trigger) string {
+	if t == jobs.TriggerBackfill {
+		return string(jobs.TriggerSchedule)
+	}
+	return string(t)
 }
 
 // Occurrence is the key of a tick's run: its job and its scheduled time in

@@ -189,6 +189,7 @@ type Store interface {
 
 	Notifications
 	Expectations
+	Backfills
 }
 
 // lostPrefix starts the incarnation of a node row marked lost.

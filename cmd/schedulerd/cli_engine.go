@@ -93,6 +93,34 @@ func (e *engine) setPaused(ctx context.Context, job string, paused bool) error {
 	return controlError(err)
 }
 
+// Backfill makes runs of a cron job's past ticks that have none.
+func (e *engine) Backfill(ctx context.Context, job string, p control.BackfillParams) (*control.BackfillReply, error) {
+	res, err := e.sched.Backfill(ctx, job, scheduler.BackfillParams{From: p.From, To: p.To, DryRun: p.DryRun,
+		MaxParallel: p.MaxParallel, Yes: p.Yes, Actor: actor(ctx)})
+	switch {
+	case errors.Is(err, scheduler.ErrNoSchedule):
+		return nil, control.Mark(err, control.ErrNoSchedule)
+	case errors.Is(err, scheduler.ErrBadBackfill):
+		return nil, control.Mark(err, control.ErrBadRequest)
+	case err != nil:
+		return nil, controlError(err)
+	}
+	reply := &control.BackfillReply{Job: res.Job, From: res.From, To: res.To, TimeZone: res.Zone, Ticks: res.Ticks,
+		Taken: res.Taken, DryRun: res.DryRun}
+	for _, t := range res.List {
+		reply.List = append(reply.List, control.BackfillTick{At: t.At, RunID: t.RunID})
+	}
+	if b := res.Backfill; b != nil {
+		reply.Backfill = &control.BackfillState{ID: b.ID, MaxParallel: b.MaxParallel, Created: b.Created,
+			Skipped: b.Skipped, Done: b.Done()}
+		if !b.Done() {
+			next := b.Next.UTC()
+			reply.Backfill.Next = &next
+		}
+	}
+	return reply, nil
+}
+
 // Forget ends the expectation of a job that this node does not declare.
 func (e *engine) Forget(ctx context.Context, job string) error {
 	return controlError(e.sched.Forget(ctx, job, actor(ctx)))

@@ -27,7 +27,7 @@ const tokenPrefix = "sd_"
 // or without --out on the line before the table: the operator keeps it.
 func cmdToken(_ context.Context, args []string, stdout, _ io.Writer) error {
 	fs := newFlags("token")
-	role := fs.String("role", "", "what the token may do, `ROLE`: read (listings, runs, output, metrics), operate (read, and trigger, cancel, rerun, pause, resume, forget) or admin (operate, and reload)")
+	role := fs.String("role", "", "what the token may do, `ROLE`: read (listings, runs, output, metrics), operate (read, and trigger, cancel, rerun, backfill, pause, resume, forget) or admin (operate, and reload)")
 	out := fs.String("out", "", "write the token alone to `FILE`, a new file of mode 0600 (an existing file or a symlink is refused), and print only the table")
 	pos, err := parseFlags(fs, args)
 	if err != nil {

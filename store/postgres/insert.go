@@ -123,7 +123,8 @@ func insertRun(ctx context.Context, c *conn, p store.RunInsertParams, now time.T
 		// ON CONFLICT DO NOTHING: a concurrent maker of the occurrence is
 		// waited for; if it commits, this statement makes nothing.
 		occurrence = `o AS (
-			INSERT INTO occurrences (job, scheduled_at, run_id, kind) VALUES ($2, ` + scheduledAt + `, $1, $6)
+			INSERT INTO occurrences (job, scheduled_at, run_id, kind) VALUES ($2, ` + scheduledAt + `, $1,
+				CASE $6::text WHEN 'backfill' THEN 'schedule' ELSE $6::text END)
 			ON CONFLICT (job, scheduled_at) DO NOTHING RETURNING run_id
 		), `
 		from = ` FROM o`
@@ -171,7 +172,8 @@ func newRunOf(p store.RunInsertParams, now time.Time) (newRun, error) {
 	case p.Job == "":
 		return newRun{}, errors.New("job name is empty")
 	case p.Trigger != jobs.TriggerSchedule && p.Trigger != jobs.TriggerOnce &&
-		p.Trigger != jobs.TriggerManual && p.Trigger != jobs.TriggerRerun && p.Trigger != jobs.TriggerChain:
+		p.Trigger != jobs.TriggerManual && p.Trigger != jobs.TriggerRerun && p.Trigger != jobs.TriggerChain &&
+		p.Trigger != jobs.TriggerBackfill:
 		return newRun{}, fmt.Errorf("unknown trigger %q", p.Trigger)
 	case store.HasOccurrence(p.Trigger) && p.ScheduledAt.IsZero():
 		return newRun{}, fmt.Errorf("a %s run needs its scheduled time", p.Trigger)
@@ -209,14 +211,15 @@ const sqlInsertRuns = `WITH n AS (
 				dedup_id, rerun_of, payload, retry, node, actor, ord)
 	), o AS (
 		INSERT INTO occurrences (job, scheduled_at, run_id, kind)
-		SELECT job, tick, id, trigger_kind FROM n WHERE trigger_kind IN ('schedule', 'once') ORDER BY ord
+		SELECT job, tick, id, CASE trigger_kind WHEN 'backfill' THEN 'schedule' ELSE trigger_kind END
+		FROM n WHERE trigger_kind IN ('schedule', 'once', 'backfill') ORDER BY ord
 		ON CONFLICT (job, scheduled_at) DO NOTHING RETURNING run_id
 	), r AS (
 		INSERT INTO runs (id, job, status, attempt, max_attempts, trigger_kind, scheduled_at, not_before,
 			not_after, created_at, updated_at, dedup_id, rerun_of, payload, retry, actor)
 		SELECT id, job, 'pending', 0, max_attempts, trigger_kind, tick, COALESCE(not_before, tick),
 			not_after, at, at, NULLIF(dedup_id, ''), NULLIF(rerun_of, ''), payload, retry::jsonb, actor
-		FROM n WHERE trigger_kind NOT IN ('schedule', 'once') OR id IN (SELECT run_id FROM o) ORDER BY ord
+		FROM n WHERE trigger_kind NOT IN ('schedule', 'once', 'backfill') OR id IN (SELECT run_id FROM o) ORDER BY ord
 		RETURNING ` + runColumns + `
 	), e AS (
 		INSERT INTO events (run_id, time, node, attempt, from_status, to_status, reason, actor)

@@ -135,7 +135,8 @@ func newRun(p store.RunInsertParams, now time.Time) (*jobs.Run, string, error) {
 	case p.Job == "":
 		return nil, "", errors.New("job name is empty")
 	case p.Trigger != jobs.TriggerSchedule && p.Trigger != jobs.TriggerOnce &&
-		p.Trigger != jobs.TriggerManual && p.Trigger != jobs.TriggerRerun && p.Trigger != jobs.TriggerChain:
+		p.Trigger != jobs.TriggerManual && p.Trigger != jobs.TriggerRerun && p.Trigger != jobs.TriggerChain &&
+		p.Trigger != jobs.TriggerBackfill:
 		return nil, "", fmt.Errorf("unknown trigger %q", p.Trigger)
 	case store.HasOccurrence(p.Trigger) && p.ScheduledAt.IsZero():
 		return nil, "", fmt.Errorf("a %s run needs its scheduled time", p.Trigger)
@@ -178,7 +179,7 @@ func newRun(p store.RunInsertParams, now time.Time) (*jobs.Run, string, error) {
 // and its creation event by node.
 func writeRun(ctx context.Context, c conn, run *jobs.Run, retry, node string) error {
 	if store.HasOccurrence(run.Trigger) {
-		_, err := c.exec(ctx, sqlInsertOccurrence, run.Job, run.ScheduledAt.UnixMicro(), run.ID, string(run.Trigger))
+		_, err := c.exec(ctx, sqlInsertOccurrence, run.Job, run.ScheduledAt.UnixMicro(), run.ID, store.OccurrenceKind(run.Trigger))
 		if err != nil {
 			return err
 		}

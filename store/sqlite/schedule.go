@@ -302,7 +302,7 @@ func writeFires(ctx context.Context, c conn, items []*fireItem, found map[string
 	}
 	err := chunked(ctx, c, sqlInsertOccurrences, 4, len(occ), func(i int) []any {
 		r := occ[i]
-		return []any{r.Job, r.ScheduledAt.UnixMicro(), r.ID, string(r.Trigger)}
+		return []any{r.Job, r.ScheduledAt.UnixMicro(), r.ID, store.OccurrenceKind(r.Trigger)}
 	}, nil)
 	if err != nil {
 		return err

@@ -105,6 +105,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ChainUnique", testChainUnique},
 		{"ChainWindow", testChainWindow},
 		{"ChainConcurrent", testChainConcurrent},
+		{"BackfillSkipsTaken", testBackfillSkipsTaken},
+		{"BackfillConcurrent", testBackfillConcurrent},
+		{"BackfillMaxParallel", testBackfillMaxParallel},
+		{"BackfillMaxParallelShared", testBackfillMaxParallelShared},
 	}
 	running := make(chan struct{}, parallelCases)
 	for _, tc := range tests {
