@@ -9,16 +9,20 @@ import (
 	"github.com/schedulerd/schedulerd/store"
 )
 
-// TestBackfillMigrationUpgrades: a database made by 001_init, with runs,
-// takes 002_chains and 003_backfill: its runs stay, a backfill run is
-// then admitted by the check of trigger_kind, and a kind it does not know
-// is still not.
+// TestBackfillMigrationUpgrades: a database made by the migrations before
+// 003_backfill, with runs, takes it: its runs stay, a backfill run is then
+// admitted by the check of trigger_kind, and a kind it does not know is
+// still not.
 func TestBackfillMigrationUpgrades(t *testing.T) {
-	first, err := fs.ReadFile(embeddedMigrations, "migrations/001_init.up.sql")
-	if err != nil {
-		t.Fatal(err)
+	before := fstest.MapFS{}
+	for _, name := range []string{"001_init.up.sql", "002_chains.up.sql"} {
+		data, err := fs.ReadFile(embeddedMigrations, "migrations/"+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before["migrations/"+name] = &fstest.MapFile{Data: data}
 	}
-	withMigrations(t, fstest.MapFS{"migrations/001_init.up.sql": {Data: first}})
+	withMigrations(t, before)
 	dsn := srv.NewDatabase(t)
 	old := openDSN(t, dsn, Options{})
 	if _, err := old.RunInsert(t.Context(), manual("report")); err != nil {
@@ -26,7 +30,7 @@ func TestBackfillMigrationUpgrades(t *testing.T) {
 	}
 	bf := store.RunInsertParams{Job: "report", Trigger: jobs.TriggerBackfill, ScheduledAt: t0, Retry: jobs.DefaultRetry, Now: t0}
 	if _, err := old.RunInsert(t.Context(), bf); err == nil {
-		t.Fatal("schema 1 took a backfill run")
+		t.Fatal("schema 2 took a backfill run")
 	}
 	old.Close()
 
