@@ -97,6 +97,8 @@ type options struct {
 	cpuProfile  string
 	command     string
 	sizes       sizes
+	// baseline is the commit whose code figure 8 measures beside today's.
+	baseline string
 }
 
 // section is one figure of the issue.
@@ -107,6 +109,7 @@ type section struct {
 
 var sections = []section{
 	{"throughput", runThroughput},
+	{"cost", runCost},
 	{"lag", runLag},
 	{"idle", runIdle},
 	{"recovery", runRecovery},
@@ -197,7 +200,7 @@ func run(args []string) int {
 func parseOptions(args []string) (options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var o options
-	only := fs.String("only", "", "run only these sections, comma-separated: throughput, lag, idle, recovery, scale, pgbench, dashboard")
+	only := fs.String("only", "", "run only these sections, comma-separated: throughput, cost, lag, idle, recovery, scale, pgbench, dashboard")
 	stores := fs.String("stores", "sqlite,postgres", "the stores to measure, comma-separated")
 	fs.BoolVar(&o.quick, "quick", false, "small sizes (a few minutes): checks that the program works")
 	fs.StringVar(&o.out, "out", "", "write the report to this file (default: BENCHMARKS.md for a full run, none with -quick or -only)")
@@ -205,6 +208,7 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.throughputConcurrency, "throughput-concurrency", 2000, "concurrency of each node of the burn-downs (River's riverbench runs 2,000 workers)")
 	fs.IntVar(&o.lagConcurrency, "lag-concurrency", 0, "concurrency of the lag section's node (default: the number of schedules, so that no tick waits for a slot)")
 	fs.BoolVar(&o.profile, "profile", true, "take CPU profiles of the 1-node throughput runs and report their top")
+	fs.StringVar(&o.baseline, "baseline", defaultBaseline, "the commit whose code the cost section measures beside today's")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole program to this file")
 	variants := fs.String("lag-variants", strings.Join(lagVariants, ","), "the lag section's variants, comma-separated")
 	passes := fs.Int("passes", 0, "passes of each burn-down with a target, taken in turns; its figure is the median (default 3, 1 with -quick)")

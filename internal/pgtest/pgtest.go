@@ -79,11 +79,17 @@ var skipReason = "no PostgreSQL server (pgtest.Main was not used)"
 // with pg_ctl from the binaries in `pg_config --bindir`, listening only on a
 // free port of 127.0.0.1 and on a unix socket in its private directory.
 // When the tests run as root, the binaries run as the postgres user.
-func Start() (*Server, error) {
+func Start() (*Server, error) { return StartWith() }
+
+// StartWith is Start with settings, lines "name = value" that replace or
+// add to those of a throwaway server (the benchmark loads
+// pg_stat_statements this way). A server named by SCHEDULERD_TEST_POSTGRES
+// keeps its own settings.
+func StartWith(settings ...string) (*Server, error) {
 	if dsn := os.Getenv(EnvDSN); dsn != "" {
 		return &Server{dsn: dsn, external: true}, nil
 	}
-	s, err := newServer(nil)
+	s, err := newServer(settings)
 	if err != nil {
 		return nil, err
 	}

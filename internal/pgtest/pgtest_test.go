@@ -241,3 +241,24 @@ func TestPairFailover(t *testing.T) {
 		}
 	}
 }
+
+func TestStartWith(t *testing.T) {
+	srv.Require(t)
+	if srv.external {
+		t.Skip("an external server has its own settings")
+	}
+	s, err := StartWith("shared_preload_libraries = 'pg_stat_statements'", "max_connections = 50")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	if got := query(t, s.DSN(), `SHOW shared_preload_libraries`); got != "pg_stat_statements" {
+		t.Errorf("shared_preload_libraries = %q", got)
+	}
+	if got := query(t, s.DSN(), `SHOW max_connections`); got != "50" {
+		t.Errorf("max_connections = %s, want 50 (a setting replaces the default)", got)
+	}
+	if got := query(t, s.DSN(), `SHOW fsync`); got != "off" {
+		t.Errorf("fsync = %s, want the defaults kept", got)
+	}
+}
