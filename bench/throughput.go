@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -73,19 +74,37 @@ func runThroughput(ctx context.Context, e *env) error {
 				"process with a lock), so it has no 2-node figure.")
 			sp := burnSpec{kind: kind, nodes: 1, runs: o.sizes.throughputRuns, limit: o.sizes.throughputCap,
 				concurrency: o.throughputConcurrency, profile: true}
-			var results []burnResult
+			rep.Note(secThroughput, "SQLite, ceiling: each pass ends with a bare claim-and-complete loop: plain SQL on "+
+				"one connection with the store writer's settings (WAL, synchronous=NORMAL, foreign keys, immediate "+
+				"transactions; SQLite's own checkpoints), on a fresh file whose schema and backlog of %s runs the store "+
+				"wrote: claim %s runs in one transaction (the claim's update of the run, in start order), then complete "+
+				"them in another (the run's update and its attempt's row). What SQLite allows for the rows the engine "+
+				"must write per run; the engine's rate over it, median of the passes' ratios, has the target %s.",
+				thousands(int64(o.sizes.throughputRuns)), thousands(bareBatch), withUnit(sqliteBareTarget, "x"))
+			var (
+				results     []burnResult
+				engine, bar passRates
+			)
 			for pass := 1; pass <= passes; pass++ {
 				sp.pass, sp.passes = pass, passes
 				res, err := burnDown(ctx, e, sp)
 				if err != nil {
 					errs = append(errs, fmt.Errorf("%s, pass %d: %w", storeName(kind), pass, err))
-					continue
+					engine = append(engine, math.NaN())
+				} else {
+					results = append(results, res)
+					engine = append(engine, res.rate)
 				}
-				results = append(results, res)
+				r, err := sqliteBare(ctx, e, passLabel(pass, passes), o.sizes.throughputRuns)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s, bare loop, pass %d: %w", storeName(kind), pass, err))
+				}
+				bar = append(bar, r)
 			}
 			if len(results) > 0 {
 				addBurnFigure(e, sp, results, "")
 			}
+			addBareFigures(e, engine, bar)
 		}
 		if ctx.Err() != nil {
 			break
@@ -113,6 +132,30 @@ func runThroughput(ctx context.Context, e *env) error {
 // sqliteThroughputTarget is the SQLite burn-down's target, in runs per
 // second. PostgreSQL's is a ratio to River's rate (compare.go).
 const sqliteThroughputTarget = 15000
+
+// sqliteBareTarget is the SQLite burn-down's target as a share of the
+// bare loop's rate (sqliteceiling.go).
+const sqliteBareTarget = 0.80
+
+// addBareFigures adds the bare loop's figure and the engine's ratio to it.
+func addBareFigures(e *env, engine, bare passRates) {
+	if m := bare.measured(); len(m) > 0 {
+		fig := Figure{Section: secThroughput, Name: fmt.Sprintf("reference: bare claim-and-complete loop, claim %s, complete %s, "+
+			"on a file of the store's schema", thousands(bareBatch), thousands(bareBatch)), Store: "SQLite", Value: median(m), Unit: "runs/s"}
+		if len(m) > 1 {
+			fig.Note = "median of " + passList(m)
+		}
+		e.rep.Add(fig)
+	}
+	if rs := pairRatios(engine, bare); len(rs) > 0 {
+		fig := Figure{Section: secThroughput, Name: "schedulerd 1 node / the bare loop", Store: "SQLite",
+			Value: median(rs), Unit: "x", Target: atLeast(sqliteBareTarget)}
+		if len(rs) > 1 {
+			fig.Note = "median of " + ratioList(rs)
+		}
+		e.rep.Add(fig)
+	}
+}
 
 // insertChunk is the number of runs per RunInsertMany transaction.
 const insertChunk = 5000
