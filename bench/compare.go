@@ -247,13 +247,40 @@ func (t *turns) addFigures(e *env, refs references) {
 			name = fmt.Sprintf("schedulerd %d nodes / River", n)
 		}
 		f := Figure{Section: secThroughput, Name: name + busyLabel(t.busy), Store: "PostgreSQL", Value: median(rs),
-			Unit: "x", Target: atLeast(1)}
+			Unit: "x", Target: atLeast(riverRatioTarget)}
 		if len(rs) > 1 {
 			f.Note = "median of " + ratioList(rs)
 		}
 		rep.Add(f)
 	}
+	for _, n := range turnNodes {
+		rs := pairRatios(t.rates[n], t.ceiling)
+		if len(rs) == 0 {
+			continue
+		}
+		for i := range rs {
+			rs[i] *= 100
+		}
+		f := Figure{Section: secThroughput, Name: fmt.Sprintf("schedulerd %d node(s) / the pgbench ceiling%s", n, busyLabel(t.busy)),
+			Store: "PostgreSQL", Value: median(rs), Unit: "%", Target: atLeast(ceilingShareTarget)}
+		if len(rs) > 1 {
+			parts := make([]string, len(rs))
+			for i, r := range rs {
+				parts[i] = fmt.Sprintf("%.1f%%", r)
+			}
+			f.Note = fmt.Sprintf("median of %d passes: %s", len(rs), strings.Join(parts, ", "))
+		}
+		rep.Add(f)
+	}
 }
+
+// The targets of figure 1 on PostgreSQL: schedulerd's rate at least
+// riverRatioTarget times River's, and at least ceilingShareTarget percent
+// of the pgbench ceiling, each in the same turn.
+const (
+	riverRatioTarget   = 2.0
+	ceilingShareTarget = 50
+)
 
 // busyLoop is a process that keeps one core busy.
 type busyLoop struct {

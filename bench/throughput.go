@@ -50,13 +50,15 @@ func runThroughput(ctx context.Context, e *env) error {
 		"attempt 1; the store shows attempt 1 and one attempt row per completed run); nothing left running, "+
 		"retrying or dead; when not capped, no run left pending.")
 	rep.Note(secThroughput, "Targets: on PostgreSQL, schedulerd's rate divided by River's, both burning down the same "+
-		"backlog on the same server in the same run, taking turns: at least 1.00x, on the quiet host and with one "+
-		"core busy. An absolute rate (earlier 45,000 runs/s, River's published figure on other hardware) measures "+
+		"backlog on the same server in the same run, taking turns: at least %s, on the quiet host and with one "+
+		"core busy, and at least %.0f%% of the pgbench ceiling of the same turn. An absolute rate (earlier 45,000 runs/s, "+
+		"River's published figure on other hardware) measures "+
 		"the host as much as the engine: the host's speed drifts within minutes, and the pgbench ceiling beside "+
 		"each figure shows how near any engine can come on this host. River's own benchmark, with the settings it "+
 		"ships for throughput, measures the same host at the same moments, so the ratio says what the engine does: "+
-		"at least as fast as River, while keeping each run's history and attempts. SQLite keeps its absolute target "+
-		"of %s runs/s and has no reference run beside it.", thousands(sqliteThroughputTarget))
+		"twice as fast as River, while keeping each run's history and attempts. SQLite keeps its absolute target "+
+		"of %s runs/s, and the target of a share of the bare loop's rate below.", withUnit(riverRatioTarget, "x"),
+		float64(ceilingShareTarget), thousands(sqliteThroughputTarget))
 	passes := o.sizes.throughputPasses
 	if passes > 1 {
 		rep.Note(secThroughput, "Passes: the host's speed drifts by 10-30%% within minutes, so each burn-down with a target "+
