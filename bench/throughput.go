@@ -81,32 +81,15 @@ func runThroughput(ctx context.Context, e *env) error {
 				"transactions; SQLite's own checkpoints), on a fresh file whose schema and backlog of %s runs the store "+
 				"wrote: claim %s runs in one transaction (the claim's update of the run, in start order), then complete "+
 				"them in another (the run's update and its attempt's row). What SQLite allows for the rows the engine "+
-				"must write per run; the engine's rate over it, median of the passes' ratios, has the target %s.",
+				"must write per run; the engine's rate over it, median of the passes' ratios, has the target %s. As on "+
+				"PostgreSQL, the passes run on the quiet host, then again with one core kept busy by the same loop.",
 				thousands(int64(o.sizes.throughputRuns)), thousands(bareBatch), withUnit(sqliteBareTarget, "x"))
-			var (
-				results     []burnResult
-				engine, bar passRates
-			)
-			for pass := 1; pass <= passes; pass++ {
-				sp.pass, sp.passes = pass, passes
-				res, err := burnDown(ctx, e, sp)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("%s, pass %d: %w", storeName(kind), pass, err))
-					engine = append(engine, math.NaN())
-				} else {
-					results = append(results, res)
-					engine = append(engine, res.rate)
+			for _, busy := range []bool{false, true} {
+				errs = append(errs, sqliteCondition(ctx, e, sp, busy)...)
+				if ctx.Err() != nil {
+					break
 				}
-				r, err := sqliteBare(ctx, e, passLabel(pass, passes), o.sizes.throughputRuns)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("%s, bare loop, pass %d: %w", storeName(kind), pass, err))
-				}
-				bar = append(bar, r)
 			}
-			if len(results) > 0 {
-				addBurnFigure(e, sp, results, "")
-			}
-			addBareFigures(e, engine, bar)
 		}
 		if ctx.Err() != nil {
 			break
@@ -135,22 +118,71 @@ func runThroughput(ctx context.Context, e *env) error {
 // second. PostgreSQL's is a ratio to River's rate (compare.go).
 const sqliteThroughputTarget = 15000
 
+// sqliteCondition runs the SQLite passes of one condition (the quiet
+// host, or one core kept busy), the engine's burn-down and the bare loop
+// taking turns, and adds their figures.
+func sqliteCondition(ctx context.Context, e *env, sp burnSpec, busy bool) []error {
+	var loop *busyLoop
+	if busy {
+		var err error
+		if loop, err = startBusyLoop(); err != nil {
+			return []error{err}
+		}
+		defer loop.stop()
+	}
+	sp.busy = busy
+	passes := e.opts.sizes.throughputPasses
+	var (
+		errs         []error
+		results      []burnResult
+		engine, bare passRates
+	)
+	for pass := 1; pass <= passes && ctx.Err() == nil; pass++ {
+		sp.pass, sp.passes = pass, passes
+		label := passLabel(pass, passes) + busyLabel(busy)
+		res, err := burnDown(ctx, e, sp)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("SQLite%s: %w", label, err))
+			engine = append(engine, math.NaN())
+		} else {
+			results = append(results, res)
+			engine = append(engine, res.rate)
+		}
+		r, err := sqliteBare(ctx, e, label, sp.runs)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("SQLite, bare loop%s: %w", label, err))
+		}
+		bare = append(bare, r)
+	}
+	if loop != nil {
+		cpu, wall := loop.stop()
+		e.rep.Rawf(secThroughput, "Busy loop (`/bin/sh -c '%s'`, pid %d): %.1f CPU s over %s (%.2f cores) while the "+
+			"SQLite passes with one core busy ran", busyLoopScript, loop.pid(), cpu.Seconds(), wall.Round(time.Second),
+			cpu.Seconds()/wall.Seconds())
+	}
+	if len(results) > 0 {
+		addBurnFigure(e, sp, results, "")
+	}
+	addBareFigures(e, engine, bare, busy)
+	return errs
+}
+
 // sqliteBareTarget is the SQLite burn-down's target as a share of the
 // bare loop's rate (sqliteceiling.go).
 const sqliteBareTarget = 0.80
 
 // addBareFigures adds the bare loop's figure and the engine's ratio to it.
-func addBareFigures(e *env, engine, bare passRates) {
+func addBareFigures(e *env, engine, bare passRates, busy bool) {
 	if m := bare.measured(); len(m) > 0 {
 		fig := Figure{Section: secThroughput, Name: fmt.Sprintf("reference: bare claim-and-complete loop, claim %s, complete %s, "+
-			"on a file of the store's schema", thousands(bareBatch), thousands(bareBatch)), Store: "SQLite", Value: median(m), Unit: "runs/s"}
+			"on a file of the store's schema%s", thousands(bareBatch), thousands(bareBatch), busyLabel(busy)), Store: "SQLite", Value: median(m), Unit: "runs/s"}
 		if len(m) > 1 {
 			fig.Note = "median of " + passList(m)
 		}
 		e.rep.Add(fig)
 	}
 	if rs := pairRatios(engine, bare); len(rs) > 0 {
-		fig := Figure{Section: secThroughput, Name: "schedulerd 1 node / the bare loop", Store: "SQLite",
+		fig := Figure{Section: secThroughput, Name: "schedulerd 1 node / the bare loop" + busyLabel(busy), Store: "SQLite",
 			Value: median(rs), Unit: "x", Target: atLeast(sqliteBareTarget)}
 		if len(rs) > 1 {
 			fig.Note = "median of " + ratioList(rs)

@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/metrics"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -61,6 +62,7 @@ func run() error {
 	runs := flag.Int("runs", 10_000, "runs in the backlog")
 	concurrency := flag.Int("concurrency", 2000, "the node's concurrency")
 	limit := flag.Duration("limit", time.Minute, "cap on the burn-down")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the burn-down to this file")
 	flag.Parse()
 
 	ctx := context.Background()
@@ -105,6 +107,16 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
 	objs0, bytes0 := allocs()
 	cpu0, wb0, stm0 := cpuSeconds(), writeBytes(), statements(st)
 	start := time.Now()
@@ -128,6 +140,9 @@ func run() error {
 	s.Stop(stopCtx)
 	cancel()
 	r.Completed = s.Metrics().Results[jobs.StatusCompleted]
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	objs1, bytes1 := allocs()
 	r.AllocObjects, r.AllocBytes = objs1-objs0, bytes1-bytes0
 	r.CPUSeconds = cpuSeconds() - cpu0
