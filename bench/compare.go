@@ -131,22 +131,33 @@ func turnSpec(o options, nodes int, busy bool) burnSpec {
 // pgCondition runs the passes of one condition in turns and adds their
 // figures.
 func pgCondition(ctx context.Context, e *env, refs references, busy bool) []error {
-	var loop *busyLoop
-	if busy {
-		var err error
-		if loop, err = startBusyLoop(); err != nil {
-			return []error{err}
-		}
-		defer loop.stop()
+	var t *turns
+	errs := withBusyLoop(e, busy, "passes", func() (errs []error) {
+		t, errs = runTurns(ctx, e, refs, busy)
+		return errs
+	})
+	if t != nil {
+		t.addFigures(e, refs)
 	}
-	t, errs := runTurns(ctx, e, refs, busy)
-	if loop != nil {
-		cpu, wall := loop.stop()
-		e.rep.Rawf(secThroughput, "Busy loop (`/bin/sh -c '%s'`, pid %d): %.1f CPU s over %s (%.2f cores) while the "+
-			"passes with one core busy ran", busyLoopScript, loop.pid(), cpu.Seconds(), wall.Round(time.Second),
-			cpu.Seconds()/wall.Seconds())
+	return errs
+}
+
+// withBusyLoop runs passes, with the busy loop on one core when busy, and
+// writes the CPU the loop got; what names the passes in that line.
+func withBusyLoop(e *env, busy bool, what string, passes func() []error) []error {
+	if !busy {
+		return passes()
 	}
-	t.addFigures(e, refs)
+	loop, err := startBusyLoop()
+	if err != nil {
+		return []error{err}
+	}
+	defer loop.stop()
+	errs := passes()
+	cpu, wall := loop.stop()
+	e.rep.Rawf(secThroughput, "Busy loop (`/bin/sh -c '%s'`, pid %d): %.1f CPU s over %s (%.2f cores) while the "+
+		"%s with one core busy ran", busyLoopScript, loop.pid(), cpu.Seconds(), wall.Round(time.Second),
+		cpu.Seconds()/wall.Seconds(), what)
 	return errs
 }
 

@@ -122,44 +122,32 @@ const sqliteThroughputTarget = 15000
 // host, or one core kept busy), the engine's burn-down and the bare loop
 // taking turns, and adds their figures.
 func sqliteCondition(ctx context.Context, e *env, sp burnSpec, busy bool) []error {
-	var loop *busyLoop
-	if busy {
-		var err error
-		if loop, err = startBusyLoop(); err != nil {
-			return []error{err}
-		}
-		defer loop.stop()
-	}
 	sp.busy = busy
 	passes := e.opts.sizes.throughputPasses
 	var (
-		errs         []error
 		results      []burnResult
 		engine, bare passRates
 	)
-	for pass := 1; pass <= passes && ctx.Err() == nil; pass++ {
-		sp.pass, sp.passes = pass, passes
-		label := passLabel(pass, passes) + busyLabel(busy)
-		res, err := burnDown(ctx, e, sp)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("SQLite%s: %w", label, err))
-			engine = append(engine, math.NaN())
-		} else {
-			results = append(results, res)
-			engine = append(engine, res.rate)
+	errs := withBusyLoop(e, busy, "SQLite passes", func() (errs []error) {
+		for pass := 1; pass <= passes && ctx.Err() == nil; pass++ {
+			sp.pass, sp.passes = pass, passes
+			label := passLabel(pass, passes) + busyLabel(busy)
+			res, err := burnDown(ctx, e, sp)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("SQLite%s: %w", label, err))
+				engine = append(engine, math.NaN())
+			} else {
+				results = append(results, res)
+				engine = append(engine, res.rate)
+			}
+			r, err := sqliteBare(ctx, e, label, sp.runs)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("SQLite, bare loop%s: %w", label, err))
+			}
+			bare = append(bare, r)
 		}
-		r, err := sqliteBare(ctx, e, label, sp.runs)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("SQLite, bare loop%s: %w", label, err))
-		}
-		bare = append(bare, r)
-	}
-	if loop != nil {
-		cpu, wall := loop.stop()
-		e.rep.Rawf(secThroughput, "Busy loop (`/bin/sh -c '%s'`, pid %d): %.1f CPU s over %s (%.2f cores) while the "+
-			"SQLite passes with one core busy ran", busyLoopScript, loop.pid(), cpu.Seconds(), wall.Round(time.Second),
-			cpu.Seconds()/wall.Seconds())
-	}
+		return errs
+	})
 	if len(results) > 0 {
 		addBurnFigure(e, sp, results, "")
 	}
