@@ -1,7 +1,8 @@
 // Command bench measures schedulerd on SQLite and on PostgreSQL: throughput,
 // firing lag, idle cost, recovery time, scale and memory, the database's
-// own ceiling for the minimal claim-and-complete (pgbench), and the
-// dashboard's pages with many jobs. It
+// own ceiling for the minimal claim-and-complete (pgbench), the
+// dashboard's pages with many jobs, and a burst of many schedules due at
+// the same second. It
 // checks correctness while it measures (a fast wrong answer is a failure),
 // prints a table as results come, and writes BENCHMARKS.md with the command,
 // the machine and the raw numbers. `make bench` runs it with the full sizes.
@@ -55,6 +56,7 @@ type sizes struct {
 	memory           []int // schedules
 	pgbenchClients   int
 	pgbenchRuns      int // per client count, per run (batched: throughputRuns, the burn-down's)
+	burstJobs        int // schedules due at the same second (burst.go)
 }
 
 var fullSizes = sizes{
@@ -66,6 +68,7 @@ var fullSizes = sizes{
 	scaleSmall:     10_000, scaleLarge: 1_000_000, scaleDue: 20_000, scaleClaims: 1_000, scaleCap: 30 * time.Second,
 	memory:         []int{10_000, 100_000},
 	pgbenchClients: 4, pgbenchRuns: 100_000,
+	burstJobs: 100_000,
 }
 
 var quickSizes = sizes{
@@ -77,6 +80,7 @@ var quickSizes = sizes{
 	scaleSmall:     2_000, scaleLarge: 50_000, scaleDue: 3_000, scaleClaims: 300, scaleCap: 10 * time.Second,
 	memory:         []int{1_000, 10_000},
 	pgbenchClients: 4, pgbenchRuns: 20_000,
+	burstJobs: 3_000,
 }
 
 // options are the parsed flags.
@@ -96,7 +100,12 @@ type options struct {
 	profile     bool
 	cpuProfile  string
 	command     string
-	sizes       sizes
+	// burstLead is how long after the burst's nodes are started their
+	// schedules are due; 0: from the number of schedules (burstLead).
+	burstLead time.Duration
+	// burstProfile is a directory for CPU profiles of the burst's nodes.
+	burstProfile string
+	sizes        sizes
 }
 
 // section is one figure of the issue.
@@ -113,9 +122,13 @@ var sections = []section{
 	{"scale", runScale},
 	{"pgbench", runPgbench},
 	{"dashboard", runDashboard},
+	{"burst", runBurst},
 }
 
 func main() {
+	if cfg := os.Getenv(burstNodeEnv); cfg != "" {
+		os.Exit(runBurstNode(cfg)) // a node of the burst (burst.go)
+	}
 	os.Exit(run(os.Args[1:]))
 }
 
@@ -197,7 +210,7 @@ func run(args []string) int {
 func parseOptions(args []string) (options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var o options
-	only := fs.String("only", "", "run only these sections, comma-separated: throughput, lag, idle, recovery, scale, pgbench, dashboard")
+	only := fs.String("only", "", "run only these sections, comma-separated: throughput, lag, idle, recovery, scale, pgbench, dashboard, burst")
 	stores := fs.String("stores", "sqlite,postgres", "the stores to measure, comma-separated")
 	fs.BoolVar(&o.quick, "quick", false, "small sizes (a few minutes): checks that the program works")
 	fs.StringVar(&o.out, "out", "", "write the report to this file (default: BENCHMARKS.md for a full run, none with -quick or -only)")
@@ -210,6 +223,8 @@ func parseOptions(args []string) (options, error) {
 	passes := fs.Int("passes", 0, "passes of each burn-down with a target, taken in turns; its figure is the median (default 3, 1 with -quick)")
 	lag := fs.Duration("lag-window", 0, "firing-lag window per engine variant (default 2m, 20s with -quick)")
 	robfig := fs.Duration("robfig-window", 0, "firing-lag window per robfig/cron variant (default 1m, 20s with -quick)")
+	fs.DurationVar(&o.burstLead, "burst-lead", 0, "how long after the burst's nodes are started their schedules are due (default 15s plus 0.2 ms per schedule)")
+	fs.StringVar(&o.burstProfile, "burst-profile", "", "write CPU profiles of the burst's nodes into this directory, and report their top")
 	fs.StringVar(&o.command, "command", "", "the command to name in the report (default: go run ./bench and the flags)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
