@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -52,6 +53,11 @@ type burstNodeConfig struct {
 	// CPUProfile, when set, is where the node writes a CPU profile of the
 	// time from its Start returning to its Stop.
 	CPUProfile string `json:"cpu_profile,omitempty"`
+	// HeapProfile, when set, is where the node writes a heap profile
+	// (in use), and beside it its goroutines, each time its VmRSS is the
+	// largest yet, at most once a second: the last ones are of about the
+	// peak.
+	HeapProfile string `json:"heap_profile,omitempty"`
 }
 
 // burstReady is the first line a child prints: its node has started.
@@ -74,7 +80,12 @@ type burstNodeResult struct {
 	MaxRSS  int64    `json:"max_rss"` // largest VmRSS sampled every 100 ms, Start to Stop
 	HWM     int64    `json:"hwm"`     // VmHWM at the end: the peak since exec
 	Samples int      `json:"samples"`
-	Error   string   `json:"error,omitempty"`
+	// At the largest VmRSS sample: the Go runtime's goroutine stacks, its
+	// heap objects (bytes) and the goroutines (runtime/metrics).
+	Stacks     uint64 `json:"stacks"`
+	Heap       uint64 `json:"heap"`
+	Goroutines uint64 `json:"goroutines"`
+	Error      string `json:"error,omitempty"`
 }
 
 // burstRecord is one handler start in a child.
@@ -112,11 +123,10 @@ func runBurst(ctx context.Context, e *env) error {
 		"nodes' CPU profile (`-burst-profile DIR`) shows where a node's time goes.")
 	var errs []error
 	for _, kind := range o.stores {
-		counts := []int{1}
-		if kind == kindPostgres {
-			counts = append(counts, 3)
-		}
-		for _, nodes := range counts {
+		for _, nodes := range o.burstNodes {
+			if nodes > 1 && kind != kindPostgres {
+				continue
+			}
 			if err := burstCase(ctx, e, kind, nodes); err != nil {
 				errs = append(errs, fmt.Errorf("%s, %d node(s): %w", storeName(kind), nodes, err))
 			}
@@ -273,6 +283,7 @@ func burstCase(ctx context.Context, e *env, kind string, nodes int) error {
 			Jobs: n, Spec: spec, Concurrency: n}
 		if o.burstProfile != "" {
 			cfg.CPUProfile = filepath.Join(o.burstProfile, fmt.Sprintf("burst-%s-%dnodes-%s.pprof", kind, nodes, cfg.NodeID))
+			cfg.HeapProfile = filepath.Join(o.burstProfile, fmt.Sprintf("burst-%s-%dnodes-%s.heap", kind, nodes, cfg.NodeID))
 		}
 		c, err := startBurstChild(cfg)
 		if err != nil {
@@ -297,6 +308,11 @@ func burstCase(ctx context.Context, e *env, kind string, nodes int) error {
 		rep.Rawf(secBurst, "%s: %s", label, late)
 	}
 
+	// Where the server's time goes (figure 1's sampler, with the waits).
+	var sampler *activitySampler
+	if kind == kindPostgres {
+		sampler = startWaitSampler(ctx, b, 50*time.Millisecond)
+	}
 	// Wait for the store to show every run of the burst completed.
 	done := int64(-1)
 	for deadline := tick.Add(burstDrain); time.Now().Before(deadline); {
@@ -314,6 +330,11 @@ func burstCase(ctx context.Context, e *env, kind string, nodes int) error {
 		}
 	}
 	settled := time.Now()
+	if sampler != nil {
+		for _, l := range sampler.report(8) {
+			rep.Rawf(secBurst, "%s: server: %s", label, l)
+		}
+	}
 	for _, c := range children {
 		_ = c.stdin.Close() // the child stops its node and reports
 	}
@@ -355,8 +376,9 @@ func burstCase(ctx context.Context, e *env, kind string, nodes int) error {
 			}
 		}
 		maxRSS, maxHWM = max(maxRSS, r.MaxRSS), max(maxHWM, r.HWM)
-		rep.Rawf(secBurst, "%s: %s ran %s ticks, lag %s; VmRSS at most %s (%d samples), VmHWM %s", label, c.id,
-			thousands(int64(len(r.Job))), own.summary(), mib(r.MaxRSS), r.Samples, mib(r.HWM))
+		rep.Rawf(secBurst, "%s: %s ran %s ticks, lag %s; VmRSS at most %s (%d samples; then goroutine stacks %s, "+
+			"heap objects %s, %s goroutines), VmHWM %s", label, c.id, thousands(int64(len(r.Job))), own.summary(),
+			mib(r.MaxRSS), r.Samples, mib(int64(r.Stacks)), mib(int64(r.Heap)), thousands(int64(r.Goroutines)), mib(r.HWM))
 	}
 	rep.Rawf(secBurst, "%s: burst at %s of %s jobs; the store showed %s completed %s after the tick; lag %s",
 		label, tick.Format("15:04:05"), thousands(int64(n)), thousands(done), settled.Sub(tick).Round(time.Millisecond), lags.summary())
@@ -517,13 +539,24 @@ func burstNode(cfg burstNodeConfig) (burstNodeResult, error) {
 	// VmRSS every 100 ms until the node stops.
 	stopSampling := make(chan struct{})
 	sampled := make(chan struct{})
+	ms := []metrics.Sample{{Name: "/memory/classes/heap/stacks:bytes"}, {Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/sched/goroutines:goroutines"}}
+	var heapAt time.Time
 	go func() {
 		defer close(sampled)
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		for {
 			if rss, _, err := memory(os.Getpid()); err == nil {
-				res.MaxRSS = max(res.MaxRSS, rss)
+				if rss > res.MaxRSS {
+					metrics.Read(ms)
+					res.MaxRSS, res.Stacks, res.Heap, res.Goroutines = rss, ms[0].Value.Uint64(), ms[1].Value.Uint64(), ms[2].Value.Uint64()
+					if cfg.HeapProfile != "" && time.Since(heapAt) >= time.Second {
+						heapAt = time.Now()
+						writeProfile("heap", 0, cfg.HeapProfile)
+						writeProfile("goroutine", 1, strings.TrimSuffix(cfg.HeapProfile, ".heap")+".goroutines.txt")
+					}
+				}
 				res.Samples++
 			}
 			select {
@@ -572,6 +605,23 @@ func burstNode(cfg burstNodeConfig) (burstNodeResult, error) {
 		res.RunID = append(res.RunID, r.id.String())
 	}
 	return res, nil
+}
+
+// writeProfile writes the named profile into path, replacing it; a
+// failure leaves the last one.
+func writeProfile(name string, debug int, path string) {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return
+	}
+	if err := pprof.Lookup(name).WriteTo(f, debug); err != nil {
+		f.Close()
+		return
+	}
+	if f.Close() == nil {
+		_ = os.Rename(tmp, path)
+	}
 }
 
 // settleHeap is what `schedulerd run` does once its jobs are in force

@@ -24,6 +24,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -105,7 +106,10 @@ type options struct {
 	burstLead time.Duration
 	// burstProfile is a directory for CPU profiles of the burst's nodes.
 	burstProfile string
-	sizes        sizes
+	// burstNodes are the cluster sizes of the burst (1, 3); SQLite
+	// has one node only.
+	burstNodes []int
+	sizes      sizes
 }
 
 // section is one figure of the issue.
@@ -225,6 +229,7 @@ func parseOptions(args []string) (options, error) {
 	robfig := fs.Duration("robfig-window", 0, "firing-lag window per robfig/cron variant (default 1m, 20s with -quick)")
 	fs.DurationVar(&o.burstLead, "burst-lead", 0, "how long after the burst's nodes are started their schedules are due (default 15s plus 0.2 ms per schedule)")
 	fs.StringVar(&o.burstProfile, "burst-profile", "", "write CPU profiles of the burst's nodes into this directory, and report their top")
+	burstNodes := fs.String("burst-nodes", "1,3", "the burst's cluster sizes, comma-separated (PostgreSQL; SQLite has one node)")
 	fs.StringVar(&o.command, "command", "", "the command to name in the report (default: go run ./bench and the flags)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -272,6 +277,13 @@ func parseOptions(args []string) (options, error) {
 		if !slices.Contains(o.lagVariants, v) {
 			o.lagVariants = append(o.lagVariants, v)
 		}
+	}
+	for _, v := range strings.Split(*burstNodes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("-burst-nodes: %q is not a number of nodes", v)
+		}
+		o.burstNodes = append(o.burstNodes, n)
 	}
 	if o.concurrency < 1 || o.throughputConcurrency < 1 {
 		return o, errors.New("-concurrency and -throughput-concurrency must be at least 1")
