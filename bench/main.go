@@ -1,7 +1,8 @@
 // Command bench measures schedulerd on SQLite and on PostgreSQL: throughput,
 // firing lag, idle cost, recovery time, scale and memory, the database's
-// own ceiling for the minimal claim-and-complete (pgbench), and the
-// dashboard's pages with many jobs. It
+// own ceiling for the minimal claim-and-complete (pgbench), the
+// dashboard's pages with many jobs, and a burst of many schedules due at
+// the same second. It
 // checks correctness while it measures (a fast wrong answer is a failure),
 // prints a table as results come, and writes BENCHMARKS.md with the command,
 // the machine and the raw numbers. `make bench` runs it with the full sizes.
@@ -23,6 +24,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -55,6 +57,7 @@ type sizes struct {
 	memory           []int // schedules
 	pgbenchClients   int
 	pgbenchRuns      int // per client count, per run (batched: throughputRuns, the burn-down's)
+	burstJobs        int // schedules due at the same second (burst.go)
 }
 
 var fullSizes = sizes{
@@ -66,6 +69,7 @@ var fullSizes = sizes{
 	scaleSmall:     10_000, scaleLarge: 1_000_000, scaleDue: 20_000, scaleClaims: 1_000, scaleCap: 30 * time.Second,
 	memory:         []int{10_000, 100_000},
 	pgbenchClients: 4, pgbenchRuns: 100_000,
+	burstJobs: 100_000,
 }
 
 var quickSizes = sizes{
@@ -77,6 +81,7 @@ var quickSizes = sizes{
 	scaleSmall:     2_000, scaleLarge: 50_000, scaleDue: 3_000, scaleClaims: 300, scaleCap: 10 * time.Second,
 	memory:         []int{1_000, 10_000},
 	pgbenchClients: 4, pgbenchRuns: 20_000,
+	burstJobs: 3_000,
 }
 
 // options are the parsed flags.
@@ -96,7 +101,15 @@ type options struct {
 	profile     bool
 	cpuProfile  string
 	command     string
-	sizes       sizes
+	// burstLead is how long after the burst's nodes are started their
+	// schedules are due; 0: from the number of schedules (burstLead).
+	burstLead time.Duration
+	// burstProfile is a directory for CPU profiles of the burst's nodes.
+	burstProfile string
+	// burstNodes are the cluster sizes of the burst (1, 3); SQLite
+	// has one node only.
+	burstNodes []int
+	sizes      sizes
 	// baseline is the commit whose code figure 8 measures beside today's.
 	baseline string
 }
@@ -116,9 +129,13 @@ var sections = []section{
 	{"scale", runScale},
 	{"pgbench", runPgbench},
 	{"dashboard", runDashboard},
+	{"burst", runBurst},
 }
 
 func main() {
+	if cfg := os.Getenv(burstNodeEnv); cfg != "" {
+		os.Exit(runBurstNode(cfg)) // a node of the burst (burst.go)
+	}
 	os.Exit(run(os.Args[1:]))
 }
 
@@ -200,7 +217,7 @@ func run(args []string) int {
 func parseOptions(args []string) (options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var o options
-	only := fs.String("only", "", "run only these sections, comma-separated: throughput, cost, lag, idle, recovery, scale, pgbench, dashboard")
+	only := fs.String("only", "", "run only these sections, comma-separated: throughput, cost, lag, idle, recovery, scale, pgbench, dashboard, burst")
 	stores := fs.String("stores", "sqlite,postgres", "the stores to measure, comma-separated")
 	fs.BoolVar(&o.quick, "quick", false, "small sizes (a few minutes): checks that the program works")
 	fs.StringVar(&o.out, "out", "", "write the report to this file (default: BENCHMARKS.md for a full run, none with -quick or -only)")
@@ -214,6 +231,9 @@ func parseOptions(args []string) (options, error) {
 	passes := fs.Int("passes", 0, "passes of each burn-down with a target, taken in turns; its figure is the median (default 3, 1 with -quick)")
 	lag := fs.Duration("lag-window", 0, "firing-lag window per engine variant (default 2m, 20s with -quick)")
 	robfig := fs.Duration("robfig-window", 0, "firing-lag window per robfig/cron variant (default 1m, 20s with -quick)")
+	fs.DurationVar(&o.burstLead, "burst-lead", 0, "how long after the burst's nodes are started their schedules are due (default 15s plus 0.2 ms per schedule)")
+	fs.StringVar(&o.burstProfile, "burst-profile", "", "write CPU profiles of the burst's nodes into this directory, and report their top")
+	burstNodes := fs.String("burst-nodes", "1,3", "the burst's cluster sizes, comma-separated (PostgreSQL; SQLite has one node)")
 	fs.StringVar(&o.command, "command", "", "the command to name in the report (default: go run ./bench and the flags)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -261,6 +281,13 @@ func parseOptions(args []string) (options, error) {
 		if !slices.Contains(o.lagVariants, v) {
 			o.lagVariants = append(o.lagVariants, v)
 		}
+	}
+	for _, v := range strings.Split(*burstNodes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("-burst-nodes: %q is not a number of nodes", v)
+		}
+		o.burstNodes = append(o.burstNodes, n)
 	}
 	if o.concurrency < 1 || o.throughputConcurrency < 1 {
 		return o, errors.New("-concurrency and -throughput-concurrency must be at least 1")

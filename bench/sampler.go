@@ -20,14 +20,26 @@ type activitySampler struct {
 	mu      sync.Mutex
 	counts  map[string]int
 	samples int
-	stop    context.CancelFunc
-	done    chan struct{}
+	// waits: each statement's key starts with what its backend waited
+	// for when sampled ("CPU" when nothing).
+	waits bool
+	stop  context.CancelFunc
+	done  chan struct{}
 }
 
 // startSampler starts sampling the database of b.
 func startSampler(ctx context.Context, b *backend, period time.Duration) *activitySampler {
+	return newSampler(ctx, b, period, false)
+}
+
+// startWaitSampler is startSampler with the waits in the keys.
+func startWaitSampler(ctx context.Context, b *backend, period time.Duration) *activitySampler {
+	return newSampler(ctx, b, period, true)
+}
+
+func newSampler(ctx context.Context, b *backend, period time.Duration, waits bool) *activitySampler {
 	ctx, cancel := context.WithCancel(ctx)
-	s := &activitySampler{b: b, period: period, counts: map[string]int{}, stop: cancel, done: make(chan struct{})}
+	s := &activitySampler{b: b, period: period, counts: map[string]int{}, waits: waits, stop: cancel, done: make(chan struct{})}
 	go s.loop(ctx)
 	return s
 }
@@ -43,10 +55,14 @@ func (s *activitySampler) loop(ctx context.Context) {
 		case <-t.C:
 		}
 		var queries []string
-		err := s.b.db.rows(ctx, `SELECT query FROM pg_stat_activity
+		err := s.b.db.rows(ctx, `SELECT query, coalesce(wait_event_type || ':' || wait_event, 'CPU') FROM pg_stat_activity
 			WHERE datname = current_database() AND state = 'active' AND pid <> pg_backend_pid()`, nil, func(c []any) error {
 			if q, ok := c[0].(string); ok {
-				queries = append(queries, statementKey(q))
+				k := statementKey(q)
+				if w, _ := c[1].(string); s.waits {
+					k = "[" + w + "] " + k
+				}
+				queries = append(queries, k)
 			}
 			return nil
 		})
