@@ -118,10 +118,12 @@ func runBurst(ctx context.Context, e *env) error {
 		"so it has no 3-node figure. The three PostgreSQL nodes start at once on an empty database and share the "+
 		"burst: each claims what it can.")
 	rep.Note(secBurst, "Checks: every tick ran exactly once in the cluster (%s handler starts, each job once, at "+
-		"attempt 1 and at the burst's tick, no run id twice) and the store shows %s runs, all completed at attempt 1.",
-		thousands(int64(n)), thousands(int64(n)))
-	rep.Note(secBurst, "The machine is shared: a lag of a second here is as much the host's as the engine's; the "+
-		"nodes' CPU profile (`-burst-profile DIR`) shows where a node's time goes.")
+		"attempt 1 and at the burst's tick, no run id twice) and the store shows %s runs, all completed at attempt 1. "+
+		"The nodes are stopped once the store shows every run completed, or %s after the tick: runs not completed by "+
+		"then are late, not lost (pending, or running when a node's stop gave up waiting for its results), and are "+
+		"counted in a figure of their own, whose target is none.",
+		thousands(int64(n)), thousands(int64(n)), burstDrain)
+	rep.Note(secBurst, "The nodes' CPU profiles (`-burst-profile DIR`) show where a node's time goes.")
 	var errs []error
 	for _, kind := range o.stores {
 		for _, nodes := range o.burstNodes {
@@ -419,7 +421,18 @@ func burstCase(ctx context.Context, e *env, kind string, nodes int) error {
 	fail := func(format string, args ...any) {
 		rep.Failf(secBurst, "%s: "+format, append([]any{label}, args...)...)
 	}
-	if missing > 0 || badJob > 0 {
+	// A burst that the nodes did not finish within burstDrain leaves runs
+	// pending (or running, when a node's stop gave up waiting for its
+	// results): late, not lost, and another node or a restart runs them.
+	// That is a figure with its target, not a failed check; a tick run
+	// twice, or at another attempt or tick, is one.
+	drained := done >= int64(n)
+	if !drained {
+		rep.Add(Figure{Section: secBurst, Name: fmt.Sprintf("%s daily schedules due at once, %d node(s): runs not "+
+			"completed %s after the tick", thousands(int64(n)), nodes, burstDrain), Store: b.name,
+			Value: float64(int64(n) - max(done, 0)), Unit: "runs", Target: atMost(0), Note: fmt.Sprintf("statuses %v", counts)})
+	}
+	if badJob > 0 || (drained && missing > 0) {
 		fail("%d of %d ticks without a handler start", missing+badJob, n)
 	}
 	if twice > 0 || dupIDs > 0 {
@@ -428,13 +441,13 @@ func burstCase(ctx context.Context, e *env, kind string, nodes int) error {
 	if notFirst > 0 || wrongTick > 0 {
 		fail("%d handler starts at attempt > 1, %d at another tick", notFirst, wrongTick)
 	}
-	if total != int64(n) || good != int64(n) {
+	if total != int64(n) || (drained && good != int64(n)) {
 		fail("the store shows %d runs, %d completed at attempt 1 at the tick; want %d and %d", total, good, n, n)
 	}
 
 	note := late
 	if missing > 0 {
-		note = strings.Trim(note+"; "+fmt.Sprintf("%d of %d ticks never ran", missing, n), "; ")
+		note = strings.Trim(note+"; "+fmt.Sprintf("%d of %d ticks had not run when the nodes stopped", missing, n), "; ")
 	}
 	name := fmt.Sprintf("%s daily schedules due at once, %d node", thousands(int64(n)), nodes)
 	if nodes > 1 {
