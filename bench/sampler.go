@@ -55,12 +55,24 @@ func (s *activitySampler) loop(ctx context.Context) {
 		case <-t.C:
 		}
 		var queries []string
-		err := s.b.db.rows(ctx, `SELECT query, coalesce(wait_event_type || ':' || wait_event, 'CPU') FROM pg_stat_activity
-			WHERE datname = current_database() AND state = 'active' AND pid <> pg_backend_pid()`, nil, func(c []any) error {
+		q := `SELECT query, coalesce(wait_event_type || ':' || wait_event, 'CPU'), '' FROM pg_stat_activity
+			WHERE datname = current_database() AND state = 'active' AND pid <> pg_backend_pid()`
+		if s.waits {
+			// A backend waiting for a lock: whom for, what that one runs.
+			q = `SELECT a.query, coalesce(a.wait_event_type || ':' || a.wait_event, 'CPU'),
+				CASE WHEN a.wait_event_type = 'Lock' THEN coalesce((SELECT b.state || ': ' || b.query
+					FROM pg_stat_activity b WHERE b.pid = (pg_blocking_pids(a.pid))[1]), '') ELSE '' END
+				FROM pg_stat_activity a
+				WHERE a.datname = current_database() AND a.state = 'active' AND a.pid <> pg_backend_pid()`
+		}
+		err := s.b.db.rows(ctx, q, nil, func(c []any) error {
 			if q, ok := c[0].(string); ok {
 				k := statementKey(q)
 				if w, _ := c[1].(string); s.waits {
 					k = "[" + w + "] " + k
+				}
+				if by, _ := c[2].(string); by != "" {
+					k += " <- held by " + statementKey(by)
 				}
 				queries = append(queries, k)
 			}
