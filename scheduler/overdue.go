@@ -29,15 +29,21 @@ type overdueAsk struct {
 // from since), and not before a minute after it was last asked (asked;
 // noTick: never).
 func dueAt(succeeded, since int64, within time.Duration, asked int64) int64 {
-	ref := succeeded
-	if ref == noTick {
-		ref = since
-	}
-	due := ref + within.Microseconds()
+	due := windowEnd(succeeded, since, within)
 	if asked != noTick {
 		due = max(due, asked+overdueRecheck.Microseconds())
 	}
 	return due
+}
+
+// windowEnd is the end of a job's window within from its newest success
+// succeeded or, with none, from since.
+func windowEnd(succeeded, since int64, within time.Duration) int64 {
+	ref := succeeded
+	if ref == noTick {
+		ref = since
+	}
+	return ref + within.Microseconds()
 }
 
 // checkOverdue is the dead man's switch: each job with
@@ -73,9 +79,17 @@ func (s *Scheduler) checkOverdue(it *iteration) time.Time {
 		if j.expectSince == noTick {
 			j.expectSince = now
 		}
-		asked, ok := s.overdueAsked[j]
-		if !ok {
-			asked = noTick
+		// A window that ends more than overdueRecheck from now is its
+		// job's due time, whenever the job was asked (by now): the map of
+		// the few jobs asked is not looked at for each of many jobs at
+		// every check. (After a step of the clock back, an ask made
+		// later than now may be missed here: the loop wakes early for
+		// the job, and looks again.)
+		asked := int64(noTick)
+		if windowEnd(j.succeeded, j.expectSince, within) <= now+overdueRecheck.Microseconds() {
+			if a, ok := s.overdueAsked[j]; ok {
+				asked = a
+			}
 		}
 		if due := dueAt(j.succeeded, j.expectSince, within, asked); due > now {
 			next = earliest(next, due)
