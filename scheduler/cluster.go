@@ -227,16 +227,21 @@ func (s *Scheduler) rejoin(ctx context.Context, now time.Time) error {
 // inactive_threshold through the retry flow (reason node_lost, counting
 // toward max_attempts), then prunes the node. Each write is fenced by the
 // dead attempt, so when several nodes race, exactly one recovers each run.
+// It wakes the scheduling loop when it judged a silent node (their runs
+// may be due here now), and only then: an idle node's loop is not woken
+// at every heartbeat round.
 func (s *Scheduler) recoverDead(ctx context.Context, now time.Time) {
 	nodes, err := s.st.NodesList(ctx, false)
 	if err != nil {
 		return
 	}
+	judged := false
 	for _, n := range nodes {
 		age := s.age(n)
 		if n.ID == s.cfg.NodeID || age < s.cfg.InactiveThreshold {
 			continue
 		}
+		judged = true
 		// Mark the node lost first, by compare-and-set on the heartbeat it
 		// was judged by: from then on its heartbeats are refused, so a node
 		// that wakes up fences itself instead of starting what is being
@@ -283,7 +288,7 @@ func (s *Scheduler) recoverDead(ctx context.Context, now time.Time) {
 				"silent_for", age.Round(time.Second).String(), "recovered_runs", recovered)
 		}
 	}
-	if len(nodes) > 0 {
+	if judged {
 		s.Wake()
 	}
 }

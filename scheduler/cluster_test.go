@@ -103,6 +103,38 @@ func TestRecoverSilentNode(t *testing.T) {
 	}
 }
 
+// TestHeartbeatWakesTheLoopOnlyForASilentNode: a heartbeat round that
+// judges the other nodes and finds none silent leaves the scheduling loop
+// asleep (an idle node's loop woke at every round for nothing); one that
+// recovers a silent node's runs wakes it, since they may be due here now.
+func TestHeartbeatWakesTheLoopOnlyForASilentNode(t *testing.T) {
+	h := newHarnessWith(t, func(h *harness) {
+		h.cfg.PollInterval = time.Hour // no iteration but those woken
+		h.cfg.InactiveThreshold = 2 * time.Minute
+	}, func(h *harness) []*jobs.Definition { return []*jobs.Definition{job("work", h.blockUntil(nil))} })
+	gate := make(chan struct{})
+	h.gate.Store(&gate)
+	t.Cleanup(func() { close(gate) }) // before the harness stops
+	// The loop is held at the end of this iteration from now on.
+	h.loop()
+	// From 2m30s node-a has been connected for the threshold: each round
+	// lists the nodes and judges the others. There are none.
+	for i := 1; i <= 6; i++ {
+		h.heartbeatAt(t0.Add(time.Duration(i) * 30 * time.Second))
+	}
+	if len(h.s.wake) != 0 {
+		t.Fatal("a heartbeat round that found no silent node woke the scheduling loop")
+	}
+	r := otherNodeRunning(t, h.st, "work", t0.Add(-10*time.Minute))
+	h.heartbeatAt(t0.Add(210 * time.Second))
+	if got := h.run(r.ID); got.Status != jobs.StatusRetrying || got.Reason != jobs.ReasonNodeLost {
+		t.Fatalf("run of the silent node: %s (%s), want retrying (node_lost)", got.Status, got.Reason)
+	}
+	if len(h.s.wake) != 1 {
+		t.Fatal("the heartbeat round that recovered a silent node's run did not wake the scheduling loop")
+	}
+}
+
 // wakesDuringList is a store on which node-b heartbeats (wake) just after
 // a NodesList has read it: a node that was silent wakes up while another
 // node judges it.

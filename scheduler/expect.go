@@ -123,6 +123,7 @@ func (s *Scheduler) syncExpectations(ctx context.Context, now time.Time) error {
 		names = append(names, e.Job)
 	}
 	s.retired = retired
+	s.overdueChanged = true
 	s.mu.Unlock()
 	// Read after the set is in place, so that a result the feed brings
 	// meanwhile is not lost: applyResults keeps the newer of both.
@@ -163,6 +164,7 @@ func (s *Scheduler) rereadRetired(ctx context.Context) error {
 		}
 	}
 	s.retired = retired
+	s.overdueChanged = true
 	return nil
 }
 
@@ -243,6 +245,7 @@ func (s *Scheduler) Forget(ctx context.Context, job, actor string) error {
 	}
 	s.mu.Lock()
 	s.retired = s.retired.without(job)
+	s.overdueChanged = true
 	s.mu.Unlock()
 	s.log.InfoContext(ctx, "expectation forgotten: the job is no longer expected to succeed", "job", job, "actor", actor)
 	return nil

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,6 +42,10 @@ type harness struct {
 	wrap func(store.Store) store.Store
 	// logged keeps what the engine logged, across restarts.
 	logged *logLines
+	// gate, when set, holds each loop iteration after it has signalled
+	// its end until the channel is closed: wakeups meanwhile stay in
+	// Scheduler.wake, where the test can see them.
+	gate atomic.Pointer[chan struct{}]
 }
 
 // iterTracker records the newest finished loop iteration, or heartbeat
@@ -174,7 +179,12 @@ func (h *harness) start(defs []*jobs.Definition) {
 		h.t.Fatal(err)
 	}
 	h.iters = newIterTracker("scheduling loop iteration")
-	s.testSignals.iterDone = h.iters.done
+	s.testSignals.iterDone = func(seq int64) {
+		h.iters.done(seq)
+		if g := h.gate.Load(); g != nil {
+			<-*g
+		}
+	}
 	h.beats = newIterTracker("heartbeat round")
 	s.testSignals.hbDone = h.beats.done
 	s.testSignals.attemptDone = make(chan int64, 10000)

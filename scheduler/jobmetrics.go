@@ -209,6 +209,7 @@ func (s *Scheduler) applyResults(rs []store.JobResult) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.overdueChanged = true
 	for _, r := range rs {
 		j := s.declared.job(r.Job)
 		if j == nil {

@@ -111,6 +111,55 @@ func TestOverdue(t *testing.T) {
 	h.attemptsDone(1)
 	h.resultsUntil("the second success", func() bool { return !h.s.Overdue("nightly") })
 	wantJobNotifications(t, h, "nightly", "ops overdue", "ops resolved")
+	// The second success's window: overdue again when it ends, not before.
+	second := h.s.lastSuccess("nightly")
+	h.advanceTo(second.Add(time.Hour - time.Second))
+	if h.s.Overdue("nightly") {
+		t.Fatal("overdue again before the second success's window ended")
+	}
+	h.advanceTo(second.Add(time.Hour))
+	h.advanceTo(second.Add(time.Hour + time.Second))
+	if !h.s.Overdue("nightly") {
+		t.Fatal("not overdue again after the second success's window")
+	}
+	wantJobNotifications(t, h, "nightly", "ops overdue", "ops resolved", "ops overdue")
+}
+
+// TestOverdueCheckIdle: the dead man's switch goes over the jobs again
+// only when something it reads changed (a result) or a job's window may
+// have ended, not at every iteration of an idle loop; and it still finds
+// the job overdue at the end of its window.
+func TestOverdueCheckIdle(t *testing.T) {
+	h := newHarness(t, func(h *harness) []*jobs.Definition {
+		return []*jobs.Definition{job("nightly", h.succeed, func(d *jobs.Definition) { d.ExpectSuccessWithin = time.Hour })}
+	})
+	passes := h.s.testSignals.overduePasses.Load()
+	for i := 1; i <= 5; i++ {
+		h.advanceTo(t0.Add(time.Duration(i) * time.Minute))
+	}
+	if n := h.s.testSignals.overduePasses.Load() - passes; n != 0 {
+		t.Fatalf("%d passes over the jobs in 5 idle iterations; want none", n)
+	}
+	if _, err := h.s.Trigger(context.Background(), "nightly", TriggerParams{}); err != nil {
+		t.Fatal(err)
+	}
+	h.loop()
+	h.attemptsDone(1)
+	h.resultsUntil("the success", func() bool { return !h.s.lastSuccess("nightly").IsZero() })
+	success := h.s.lastSuccess("nightly")
+	passes = h.s.testSignals.overduePasses.Load()
+	h.advanceTo(success.Add(2 * time.Second)) // the result changed what the check reads
+	if n := h.s.testSignals.overduePasses.Load() - passes; n != 1 {
+		t.Fatalf("%d passes over the jobs after a result; want 1", n)
+	}
+	h.advanceTo(success.Add(time.Hour - time.Second))
+	if h.s.Overdue("nightly") {
+		t.Fatal("overdue before the window ended")
+	}
+	h.advanceTo(success.Add(time.Hour))
+	if !h.s.Overdue("nightly") {
+		t.Fatal("not overdue at the end of its window")
+	}
 }
 
 func wantJobNotifications(t *testing.T, h *harness, job string, want ...string) {

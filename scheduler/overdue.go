@@ -29,15 +29,21 @@ type overdueAsk struct {
 // from since), and not before a minute after it was last asked (asked;
 // noTick: never).
 func dueAt(succeeded, since int64, within time.Duration, asked int64) int64 {
-	ref := succeeded
-	if ref == noTick {
-		ref = since
-	}
-	due := ref + within.Microseconds()
+	due := windowEnd(succeeded, since, within)
 	if asked != noTick {
 		due = max(due, asked+overdueRecheck.Microseconds())
 	}
 	return due
+}
+
+// windowEnd is the end of a job's window within from its newest success
+// succeeded or, with none, from since.
+func windowEnd(succeeded, since int64, within time.Duration) int64 {
+	ref := succeeded
+	if ref == noTick {
+		ref = since
+	}
+	return ref + within.Microseconds()
 }
 
 // checkOverdue is the dead man's switch: each job with
@@ -46,8 +52,10 @@ func dueAt(succeeded, since int64, within time.Duration, asked int64) int64 {
 // older than the window, and that this node does not know to be overdue,
 // is made overdue in the store, once in the cluster (store.JobOverdue).
 // It reads memory only until a job is due, at most once a second (and,
-// with retired jobs, their expectations once a minute), and returns the
-// next time a job may become due (zero: none).
+// with retired jobs, their expectations once a minute), goes over the jobs
+// only when something it reads changed (Scheduler.overdueChanged) or a
+// job's window may have ended, and returns the next time a job may become
+// due (zero: none).
 func (s *Scheduler) checkOverdue(it *iteration) time.Time {
 	if it.now.Sub(s.loop.overdueAt) < time.Second && !it.now.Before(s.loop.overdueAt) {
 		return s.loop.overdueNext
@@ -65,6 +73,15 @@ func (s *Scheduler) checkOverdue(it *iteration) time.Time {
 		next int64 = noTick
 	)
 	s.mu.Lock()
+	if !s.overdueChanged && (s.loop.overdueNext.IsZero() || it.now.Before(s.loop.overdueNext)) {
+		// Nothing changed since the last pass, and no job's window has
+		// ended since: the answer is the last one (an idle node's loop
+		// does not go over many jobs at every iteration).
+		s.mu.Unlock()
+		return s.loop.overdueNext
+	}
+	s.overdueChanged = false
+	s.testSignals.overduePasses.Add(1)
 	for _, j := range s.declared.all {
 		within := j.def.ExpectSuccessWithin
 		if within <= 0 || j.overdue {
@@ -73,9 +90,17 @@ func (s *Scheduler) checkOverdue(it *iteration) time.Time {
 		if j.expectSince == noTick {
 			j.expectSince = now
 		}
-		asked, ok := s.overdueAsked[j]
-		if !ok {
-			asked = noTick
+		// A window that ends more than overdueRecheck from now is its
+		// job's due time, whenever the job was asked (by now): the map of
+		// the few jobs asked is not looked at for each of many jobs at
+		// every check. (After a step of the clock back, an ask made
+		// later than now may be missed here: the loop wakes early for
+		// the job, and looks again.)
+		asked := int64(noTick)
+		if windowEnd(j.succeeded, j.expectSince, within) <= now+overdueRecheck.Microseconds() {
+			if a, ok := s.overdueAsked[j]; ok {
+				asked = a
+			}
 		}
 		if due := dueAt(j.succeeded, j.expectSince, within, asked); due > now {
 			next = earliest(next, due)
@@ -96,6 +121,9 @@ func (s *Scheduler) checkOverdue(it *iteration) time.Time {
 		asks = append(asks, overdueAsk{job: r.exp.Job, within: r.exp.Within, since: r.exp.Since,
 			notify: s.targetsOf(r.exp.Notify), retired: true})
 	}
+	// The asks change what the next pass finds (the time each was asked,
+	// overdue states), whatever their answers: it looks again.
+	s.overdueChanged = s.overdueChanged || len(asks) > 0
 	s.mu.Unlock()
 	for _, a := range asks {
 		st, made, err := s.st.JobOverdue(it.ctx, store.JobOverdueParams{
@@ -105,6 +133,7 @@ func (s *Scheduler) checkOverdue(it *iteration) time.Time {
 		if a.retired && errors.Is(err, store.ErrNotFound) {
 			s.mu.Lock()
 			s.retired = s.retired.without(a.job)
+			s.overdueChanged = true
 			s.mu.Unlock()
 			s.log.InfoContext(it.ctx, "expectation of a retired job forgotten by another node", "job", a.job)
 			continue

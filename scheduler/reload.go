@@ -30,6 +30,7 @@ func (s *Scheduler) setJobs(defs []*jobs.Definition) error {
 	s.declared = set
 	s.ticks.forget()
 	clear(s.overdueAsked)
+	s.overdueChanged = true
 	s.ticks.requeue(s.declared.cron)
 	s.mu.Unlock()
 	return nil

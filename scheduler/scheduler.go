@@ -55,6 +55,12 @@ type Scheduler struct {
 	// does not hold overdue (a success this node has not heard of yet) is
 	// asked again a minute later. setJobs empties it with the states.
 	overdueAsked map[*jobState]int64
+	// overdueChanged says that something the dead man's switch reads
+	// other than the clock (the declared or retired jobs, their windows,
+	// successes, overdue states or the times they were expected since)
+	// may have changed since its last pass over the jobs: until then, and
+	// until the next time a job may become due, it need not look again.
+	overdueChanged bool
 
 	loop    loopState
 	wake    chan struct{}
@@ -98,6 +104,8 @@ type testSignals struct {
 	// recorded what the store's feed brought (and read again what it
 	// missed).
 	resultsDone func()
+	// overduePasses counts the dead man's switch's passes over the jobs.
+	overduePasses atomic.Int64
 }
 
 // iterationDone signals that iteration seq of the loop has finished.

@@ -69,7 +69,12 @@ type Store struct {
 	statements atomic.Int64
 	// commits counts write transactions committed; the checkpointer works
 	// only when it has moved.
-	commits      atomic.Int64
+	commits atomic.Int64
+	// committed receives a value, coalesced, after each commit: the
+	// checkpointer sleeps on it while nothing is written.
+	committed chan struct{}
+	// ckptTurns counts the checkpointer's wakeups (for tests).
+	ckptTurns    atomic.Int64
 	ckptStop     chan struct{}
 	ckptDone     chan struct{}
 	checkpointed chan<- checkpointResult
@@ -130,7 +135,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite store: %w", err)
 	}
 	defer dir.Close()
-	s := &Store{path: opts.Path, logger: opts.Logger, results: store.NewResultFeed()}
+	s := &Store{path: opts.Path, logger: opts.Logger, results: store.NewResultFeed(), committed: make(chan struct{}, 1)}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -190,22 +195,30 @@ type checkpointResult struct {
 	err               error
 }
 
-// checkpointLoop folds the WAL into the database file every interval in
-// which something was committed, on a reader connection: a passive
-// checkpoint never waits for the writer, and the writer goes on while it
-// runs. A WAL past walLimit is truncated, which waits for the writer's
-// current transaction. seen is the commit count when the store opened
-// (its migrations): the loop checkpoints once there are commits past it.
+// checkpointLoop folds the WAL into the database file an interval after
+// a commit, covering the commits of that interval, on a reader connection:
+// a passive checkpoint never waits for the writer, and the writer goes on
+// while it runs. A WAL past walLimit is truncated, which waits for the
+// writer's current transaction. seen is the commit count when the store
+// opened (its migrations): the loop checkpoints once there are commits
+// past it. While nothing is committed the loop sleeps: an idle daemon's
+// process is not woken every interval for nothing.
 func (s *Store) checkpointLoop(interval time.Duration, seen int64) {
 	defer close(s.ckptDone)
-	t := time.NewTicker(interval)
-	defer t.Stop()
 	for {
 		select {
 		case <-s.ckptStop:
 			return
+		case <-s.committed:
+		}
+		t := time.NewTimer(interval)
+		select {
+		case <-s.ckptStop:
+			t.Stop()
+			return
 		case <-t.C:
 		}
+		s.ckptTurns.Add(1)
 		n := s.commits.Load()
 		if n == seen {
 			continue
@@ -412,6 +425,10 @@ func (s *Store) write(ctx context.Context, op string, fn func(c conn) error) (er
 	s.statements.Add(1)
 	if err = tx.Commit(); err == nil {
 		s.commits.Add(1)
+		select {
+		case s.committed <- struct{}{}:
+		default:
+		}
 		s.results.Publish(ended)
 	}
 	return err

@@ -336,8 +336,9 @@ func insertPayloadRuns(t *testing.T, s *Store, batches int) {
 
 // TestCheckpointsOutsideCommits: the writer never checkpoints; the
 // background loop folds every committed frame of the WAL into the database
-// file after commits, and does nothing while nothing is committed. After
-// Close the WAL is gone and the data is in the database file.
+// file after commits, and neither works nor wakes while nothing is
+// committed. After Close the WAL is gone and the data is in the database
+// file.
 func TestCheckpointsOutsideCommits(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "schedulerd.db")
 	s, results := openCheckpointing(t, path, 0)
@@ -351,11 +352,16 @@ func TestCheckpointsOutsideCommits(t *testing.T) {
 	if res := checkpointOf(t, s, results); res.mode != "PASSIVE" || res.copied != res.log {
 		t.Fatalf("checkpoint %+v; want a passive one that copied every frame", res)
 	}
-	// Nothing committed since: the loop has nothing to do.
+	// Nothing committed since: the loop has nothing to do, and sleeps
+	// (50 intervals).
+	turns := s.ckptTurns.Load()
 	select {
 	case res := <-results:
 		t.Fatalf("checkpoint with no commit since the last one: %+v", res)
 	case <-time.After(50 * time.Millisecond):
+	}
+	if n := s.ckptTurns.Load() - turns; n > 1 {
+		t.Fatalf("the checkpoint loop woke %d times in 50 intervals with nothing committed; want at most once", n)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -241,6 +242,47 @@ func testBackfillMaxParallelShared(t *testing.T, s store.Store) {
 		}
 		if n := len(listRuns(t, s, job)); n != 2 {
 			t.Fatalf("round %d: 4 backfills with max parallel 2 advanced at once made %d runs, want 2", round, n)
+		}
+	}
+}
+
+// BackfillsActive returns the unfinished backfills of the named jobs only,
+// oldest first, whatever the order of the names: not those of other jobs,
+// nor finished ones.
+func testBackfillsActiveOfNamedJobs(t *testing.T, s store.Store) {
+	ticks := minutes(3)
+	now := t0.Add(time.Hour)
+	a := mustCreateBackfill(t, s, "a", ticks, 1, now)
+	c := mustCreateBackfill(t, s, "c", ticks, 1, now.Add(time.Second))
+	b := mustCreateBackfill(t, s, "b", ticks, 1, now.Add(2*time.Second))
+	d := mustCreateBackfill(t, s, "d", ticks, 0, now.Add(3*time.Second))
+	if adv := mustAdvance(t, s, d, ticks, now.Add(3*time.Second)); !adv.Backfill.Done() {
+		t.Fatalf("backfill of d not done after its advance: %+v", adv.Backfill)
+	}
+	for _, tc := range []struct {
+		names []string
+		want  []*store.Backfill
+	}{
+		{[]string{"d", "zz", "b", "c"}, []*store.Backfill{c, b}},
+		{[]string{"b", "c", "d"}, []*store.Backfill{c, b}},
+		{[]string{"a"}, []*store.Backfill{a}},
+		{[]string{"c", "a", "b"}, []*store.Backfill{a, c, b}},
+		{[]string{"d", "zz"}, nil},
+		{nil, nil},
+	} {
+		active, err := s.BackfillsActive(t.Context(), tc.names)
+		if err != nil {
+			t.Fatalf("BackfillsActive(%q): %v", tc.names, err)
+		}
+		var got, want []string
+		for _, x := range active {
+			got = append(got, x.Job)
+		}
+		for _, x := range tc.want {
+			want = append(want, x.Job)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("BackfillsActive(%q) = the backfills of %q; want %q", tc.names, got, want)
 		}
 	}
 }

@@ -109,6 +109,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"BackfillConcurrent", testBackfillConcurrent},
 		{"BackfillMaxParallel", testBackfillMaxParallel},
 		{"BackfillMaxParallelShared", testBackfillMaxParallelShared},
+		{"BackfillsActiveOfNamedJobs", testBackfillsActiveOfNamedJobs},
 	}
 	running := make(chan struct{}, parallelCases)
 	for _, tc := range tests {
