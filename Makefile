@@ -89,7 +89,7 @@ sim: ## the engine against the reference model on seeded timelines, SIM_TIME lon
 sim-ci:
 	$(MAKE) sim SIM_TIME=2m
 
-bench: ## measure throughput, lag, idle cost, recovery, scale (about 35 minutes); writes BENCHMARKS.md
+bench: ## measure throughput, cost per run, lag, idle, recovery, scale, burst (about 50 minutes); writes BENCHMARKS.md
 	$(GO) run ./bench -command 'make bench' -out BENCHMARKS.md
 
 # The driver is built rather than run with go run, which would add a line

@@ -64,7 +64,7 @@ var fullSizes = sizes{
 	throughputRuns: 200_000, throughputCap: 60 * time.Second, throughputPasses: 3,
 	commandRuns: 5_000, commandCap: 20 * time.Second,
 	lagJobs: 10_000, lagWindow: 2 * time.Minute, robfigWindow: time.Minute,
-	idleJobs: 10_000, idleWindow: 60 * time.Second, idleSettle: 10 * time.Second, memorySettle: 15 * time.Second, memoryWindow: time.Minute,
+	idleJobs: 10_000, idleWindow: 2 * time.Minute, idleSettle: 10 * time.Second, memorySettle: 15 * time.Second, memoryWindow: time.Minute,
 	recoveryTrials: 3,
 	scaleSmall:     10_000, scaleLarge: 1_000_000, scaleDue: 20_000, scaleClaims: 1_000, scaleCap: 30 * time.Second,
 	memory:         []int{10_000, 100_000},

@@ -276,7 +276,7 @@ func (r *Report) Markdown(w io.Writer, command string, machine []string, setting
 	}
 	p("## How to reproduce\n\n")
 	p("```sh\n")
-	p("make bench                          # everything, full sizes (about 35 minutes); writes BENCHMARKS.md\n")
+	p("make bench                          # everything, full sizes (about 50 minutes); writes BENCHMARKS.md\n")
 	p("go run ./bench -quick               # small sizes, a few minutes: checks that the program works\n")
 	p("go run ./bench -only lag,idle       # some sections (throughput, cost, lag, idle, recovery, scale, pgbench, dashboard, burst)\n")
 	p("go run ./bench -only throughput -stores postgres  # figure 1 on PostgreSQL alone, River beside it\n")
