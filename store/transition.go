@@ -46,6 +46,32 @@ func CheckTransition(cur *jobs.Run, t jobs.Transition) error {
 	return nil
 }
 
+// LateRetry returns t as a store applies it at at. A retry that the store
+// writes at or after its run's not_after ends the run cancelled (expired)
+// instead, as jobs.FailAttempt decides when the node sees it first: the
+// next attempt can no longer start in the window, since it is due no
+// sooner than the end of this one (NextRun). The node decides on its clock
+// as the attempt ends; the store writes the end at its own, later when the
+// write was retried (a lost answer, a failover). Without this a backend
+// refused the retry (the window's constraint), and the run stayed running.
+func LateRetry(cur *jobs.Run, t jobs.Transition, at time.Time) jobs.Transition {
+	if t.To != jobs.StatusRetrying || cur == nil || cur.NotAfter.IsZero() {
+		return t
+	}
+	due := at
+	if nb := time.UnixMicro(t.NotBefore.UnixMicro()).UTC(); nb.After(due) {
+		due = nb
+	}
+	if due.Before(cur.NotAfter) {
+		return t
+	}
+	t.To, t.Reason, t.NotBefore = jobs.StatusCancelled, jobs.ReasonExpired, time.Time{}
+	if t.Error == "" {
+		t.Error = "the next attempt could not start before not_after"
+	}
+	return t
+}
+
 // NextRun returns the run cur as t changes it at at, as a backend then
 // stores it: the error and exit code of the attempt when it leaves running
 // (else a given error replaces the run's), not_before moved for a retry (to

@@ -60,6 +60,7 @@ func (ch *changes) transition(runs map[string]*jobs.Run, t jobs.Transition, now 
 	if !t.Time.IsZero() {
 		at = t.Time.UTC().Truncate(time.Microsecond)
 	}
+	t = store.LateRetry(cur, t, at)
 	next := nextRun(cur, t, at)
 	// The runs_window constraint, checked here so that a retry that would
 	// break it is refused instead of aborting the transaction.

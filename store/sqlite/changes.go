@@ -38,6 +38,7 @@ type attemptEnd struct {
 // through) and returns the run as it is after it.
 func (ch *changes) add(cur *jobs.Run, t jobs.Transition) *jobs.Run {
 	at := now(t.Time)
+	t = store.LateRetry(cur, t, at)
 	run := store.NextRun(cur, t, at)
 	if i, ok := ch.index[run.ID]; ok {
 		ch.runs[i], ch.updated[i] = run, at

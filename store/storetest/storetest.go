@@ -60,6 +60,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TransitionComplete", testTransitionComplete},
 		{"TransitionFenced", testTransitionFenced},
 		{"RetryDueAfterItsEnd", testRetryDueAfterItsEnd},
+		{"RetryPastItsWindow", testRetryPastItsWindow},
 		{"TransitionInvalid", testTransitionInvalid},
 		{"TransitionRetryAndDeadLetter", testTransitionRetryAndDeadLetter},
 		{"TransitionRace", testTransitionRace},

@@ -458,3 +458,43 @@ func testRetryDueAfterItsEnd(t *testing.T, s store.Store) {
 		t.Fatalf("claim at the store's clock: %+v, want attempt 2 started at or after %s", runs, end)
 	}
 }
+
+// testRetryPastItsWindow: a retry that the store writes at or after its
+// run's not_after (the node decided it before, on its clock; the write
+// came later, retried after a lost answer) ends the run cancelled
+// (expired), with its attempt's row; it is not refused, which left the
+// run running for good.
+func testRetryPastItsWindow(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	p := manual("a", t0)
+	p.NotAfter = t0.Add(time.Minute)
+	mustInsert(t, s, p)
+	r := claimOne(t, s, "a", incA, t0.Add(time.Second))
+	nodeClock := t0.Add(2 * time.Second)
+	tr := jobs.FailAttempt(r, fenceOf(r), nodeA, jobs.Result{Err: errors.New("timed out")}, jobs.ReasonTimeout, nodeClock, nil)
+	if tr.To != jobs.StatusRetrying || !tr.NotBefore.Before(p.NotAfter) {
+		t.Fatalf("the node's decision: %s, not before %s; want a retry within the window", tr.To, tr.NotBefore)
+	}
+	tr.Time = p.NotAfter.Add(10 * time.Second) // written late
+	got := mustTransition(t, s, tr)
+	if got.Status != jobs.StatusCancelled || got.Reason != jobs.ReasonExpired || got.FinishedAt.IsZero() {
+		t.Fatalf("run is %s (%s), finished %s; want cancelled (expired), finished", got.Status, got.Reason, got.FinishedAt)
+	}
+	if got.Error != "timed out" {
+		t.Fatalf("run error %q, want the attempt's", got.Error)
+	}
+	attempts, err := s.RunAttempts(ctx, r.ID)
+	if err != nil || len(attempts) != 1 || attempts[0].Status != jobs.StatusCancelled || attempts[0].FinishedAt.IsZero() {
+		t.Fatalf("attempts: %+v, %v; want one, ended cancelled", attempts, err)
+	}
+	// Within the window the retry is written as the node decided it.
+	q := manual("b", t0)
+	q.NotAfter = t0.Add(time.Hour)
+	mustInsert(t, s, q)
+	r = claimOne(t, s, "b", incA, t0.Add(time.Second))
+	tr = jobs.FailAttempt(r, fenceOf(r), nodeA, jobs.Result{Err: errors.New("timed out")}, jobs.ReasonTimeout, nodeClock, nil)
+	tr.Time = nodeClock
+	if got := mustTransition(t, s, tr); got.Status != jobs.StatusRetrying || !got.NotBefore.Equal(tr.NotBefore) {
+		t.Fatalf("run is %s, not before %s; want retrying, not before %s", got.Status, got.NotBefore, tr.NotBefore)
+	}
+}
