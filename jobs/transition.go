@@ -119,7 +119,7 @@ func FailAttempt(run *Run, f Fence, node string, res Result, reason Reason, now 
 		if !run.NotAfter.IsZero() && !next.Before(run.NotAfter) {
 			t.To, t.Reason = StatusCancelled, ReasonExpired
 			if t.Error == "" {
-				t.Error = "the next attempt could not start before not_after"
+				t.Error = ExpiredRetryError
 			}
 		} else {
 			t.To, t.NotBefore = StatusRetrying, next
@@ -127,6 +127,11 @@ func FailAttempt(run *Run, f Fence, node string, res Result, reason Reason, now 
 	}
 	return t
 }
+
+// ExpiredRetryError is the error of a run whose failed attempt would have
+// been retried, but whose next attempt could not start before not_after,
+// when the attempt gave none.
+const ExpiredRetryError = "the next attempt could not start before not_after"
 
 func later(a, b time.Time) time.Time {
 	if b.After(a) {

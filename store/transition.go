@@ -58,18 +58,23 @@ func LateRetry(cur *jobs.Run, t jobs.Transition, at time.Time) jobs.Transition {
 	if t.To != jobs.StatusRetrying || cur == nil || cur.NotAfter.IsZero() {
 		return t
 	}
-	due := at
-	if nb := time.UnixMicro(t.NotBefore.UnixMicro()).UTC(); nb.After(due) {
-		due = nb
-	}
-	if due.Before(cur.NotAfter) {
+	if retryDue(t, at).Before(cur.NotAfter) {
 		return t
 	}
 	t.To, t.Reason, t.NotBefore = jobs.StatusCancelled, jobs.ReasonExpired, time.Time{}
 	if t.Error == "" {
-		t.Error = "the next attempt could not start before not_after"
+		t.Error = jobs.ExpiredRetryError
 	}
 	return t
+}
+
+// retryDue is when the retry t written at at is due: at its not_before
+// (to the microsecond, as stored), and never before at.
+func retryDue(t jobs.Transition, at time.Time) time.Time {
+	if nb := time.UnixMicro(t.NotBefore.UnixMicro()).UTC(); nb.After(at) {
+		return nb
+	}
+	return at
 }
 
 // NextRun returns the run cur as t changes it at at, as a backend then
@@ -98,10 +103,7 @@ func NextRun(cur *jobs.Run, t jobs.Transition, at time.Time) *jobs.Run {
 		// node's, the end (a zero Time) from the database's at the write;
 		// a claim at a time between them would start the next attempt
 		// before this one ended, as the history tells it.
-		next.NotBefore = at
-		if nb := time.UnixMicro(t.NotBefore.UnixMicro()).UTC(); nb.After(at) {
-			next.NotBefore = nb
-		}
+		next.NotBefore = retryDue(t, at)
 	}
 	next.FinishedAt = time.Time{}
 	if t.To.Terminal() {
