@@ -71,7 +71,7 @@ func (s *Scheduler) claimJobs(ctx context.Context, now time.Time, most int, due 
 // runs it claimed. Their attempts start when start is closed (at once
 // when it is nil), as part of the round rs.
 func (s *Scheduler) claimRuns(ctx context.Context, now time.Time, most int, due bool, only []string,
-	start <-chan struct{}, rs *roundStart) ([]*jobs.Run, bool, error) {
+	start *gate, rs *roundStart) ([]*jobs.Run, bool, error) {
 	s.mu.Lock()
 	free := s.attempts.free(s.cfg.Concurrency)
 	draining := s.attempts.draining || s.lease.fenced.Load()
@@ -168,14 +168,14 @@ func (s *Scheduler) claimAhead(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// startAt returns a channel that is closed when the clock reaches t (at
-// once if it has), or when the node's attempts are stopped for good. When
-// it closes, rs becomes the round that is starting.
-func (s *Scheduler) startAt(t time.Time, rs *roundStart) <-chan struct{} {
-	start := make(chan struct{})
+// startAt returns a gate that opens when the clock reaches t (at once if
+// it has), or when the node's attempts are stopped for good. When it
+// opens, rs becomes the round that is starting.
+func (s *Scheduler) startAt(t time.Time, rs *roundStart) *gate {
+	start := new(gate)
 	open := func() {
 		s.results.starting.Store(rs)
-		close(start)
+		start.open()
 	}
 	if !t.After(s.clock.Now()) {
 		open()
@@ -270,16 +270,16 @@ func (s *Scheduler) adoptLostClaims(it *iteration) {
 	}
 }
 
-// openAt returns a channel that the clock closes at t, or nil (start at
-// once) when t has come.
-func (s *Scheduler) openAt(t time.Time) <-chan struct{} {
+// openAt returns a gate that the clock opens at t, or nil (start at once)
+// when t has come.
+func (s *Scheduler) openAt(t time.Time) *gate {
 	if !t.After(s.clock.Now()) {
 		return nil
 	}
-	start := make(chan struct{})
+	start := new(gate)
 	go func() {
 		s.waitUntil(t)
-		close(start)
+		start.open()
 	}()
 	return start
 }

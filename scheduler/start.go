@@ -60,7 +60,9 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.life.loopCtx, s.life.stopLoop = context.WithCancelCause(context.WithoutCancel(ctx))
 	s.life.runCtx, s.life.stopRuns = context.WithCancelCause(context.WithoutCancel(ctx))
 	s.loop.last.Store(now.UnixNano())
-	s.results.queue = make(chan *completion, s.cfg.Concurrency)
+	// At most 2*Concurrency results wait (attemptSet.free): an attempt
+	// hands its result over without waiting, and its goroutine ends.
+	s.results.queue = make(chan *completion, 2*s.cfg.Concurrency)
 	s.results.done = make(chan struct{})
 	go s.completers()
 	s.life.loops.Add(4)

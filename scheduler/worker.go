@@ -51,7 +51,14 @@ func (as *attemptSet) unwritten() int {
 // registered before startAttempt returns, so the next claim sees the slot
 // taken. The slot is free again when the attempt ends, before its result
 // is written (the completer writes results in batches).
-func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundStart) {
+//
+// A run claimed ahead of its tick waits for start to open with no
+// goroutine of its own: the goroutine begins when start opens, or when the
+// attempt is stopped before that (a cancel, shutdown, fencing), whichever
+// comes first. A burst claimed ahead holds one function per run until its
+// tick, not one stack each. The goroutine ends once the result is handed
+// to the completer, which settles the attempt when the result is written.
+func (s *Scheduler) startAttempt(r *jobs.Run, start *gate, rs *roundStart) {
 	s.mu.Lock()
 	var (
 		d  *jobs.Definition
@@ -74,10 +81,10 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 		rs.waiting.Add(1)
 	}
 
-	go func() {
+	run := func() {
 		defer s.life.workers.Done()
 		var res jobs.Result
-		ok := awaitStart(ctx, start)
+		ok := ctx.Err() == nil
 		if ok && !s.provenAlive(ctx) {
 			cancel(stopCause{jobs.ReasonFenced})
 			ok = false
@@ -113,7 +120,6 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 			t.Notify = s.notifyTargets(r.Job)
 		}
 		t.Chain = s.chainOf(r.Job)
-		c := &completion{run: r, t: t, done: make(chan struct{})}
 		// The attempt no longer runs: its slot is free while its result
 		// is written, so the next claim need not wait for that write.
 		s.mu.Lock()
@@ -129,31 +135,58 @@ func (s *Scheduler) startAttempt(r *jobs.Run, start <-chan struct{}, rs *roundSt
 		if rs == nil || rs.started() {
 			s.Wake() // else the round's last start wakes the loop
 		}
-		s.results.queue <- c
-		<-c.done // the result is written (or given up on)
-		if !c.gaveUp {
-			s.mu.Lock()
-			delete(s.attempts.writing, r.ID)
-			s.mu.Unlock()
-		}
-		s.attempts.finishing.Add(-1)
-		seq := s.testSignals.iterSeq.Load()
-		s.Wake()
-		s.testSignals.attemptEnded(seq)
-	}()
-}
-
-// awaitStart waits until start is closed (claimed ahead of its tick, the
-// attempt starts at the tick) and reports whether the attempt may start:
-// false when it was stopped meanwhile (a cancel, shutdown, fencing).
-func awaitStart(ctx context.Context, start <-chan struct{}) bool {
-	if start != nil {
-		select {
-		case <-start:
-		case <-ctx.Done():
+		// The queue holds as many results as may wait: the send does
+		// not block (see Start).
+		s.results.queue <- &completion{run: r, t: t}
+	}
+	if start == nil {
+		go run()
+		return
+	}
+	var launched atomic.Bool
+	launch := func() {
+		if launched.CompareAndSwap(false, true) {
+			go run()
 		}
 	}
-	return ctx.Err() == nil
+	stop := context.AfterFunc(ctx, launch)
+	start.wait(func() {
+		stop()
+		launch()
+	})
+}
+
+// gate holds the attempts claimed ahead of a time until the clock reaches
+// it (see Scheduler.startAt, openAt): each waits as a function, run when
+// the gate opens.
+type gate struct {
+	mu      sync.Mutex
+	opened  bool
+	waiting []func()
+}
+
+// wait runs f when the gate opens: at once if it has.
+func (g *gate) wait(f func()) {
+	g.mu.Lock()
+	if g.opened {
+		g.mu.Unlock()
+		f()
+		return
+	}
+	g.waiting = append(g.waiting, f)
+	g.mu.Unlock()
+}
+
+// open opens the gate: what waits runs, in the order it began to wait.
+func (g *gate) open() {
+	g.mu.Lock()
+	g.opened = true
+	waiting := g.waiting
+	g.waiting = nil
+	g.mu.Unlock()
+	for _, f := range waiting {
+		f()
+	}
 }
 
 // stoppedBeforeStart is the result of an attempt stopped before it
@@ -201,11 +234,9 @@ type resultQueue struct {
 
 // completion is the result of an attempt waiting to be written.
 type completion struct {
-	run  *jobs.Run
-	t    jobs.Transition
-	done chan struct{}
-	// gaveUp is set, before done closes, when the result could not be
-	// written (see finish).
+	run *jobs.Run
+	t   jobs.Transition
+	// gaveUp is set when the result could not be written (see finish).
 	gaveUp bool
 }
 
@@ -258,9 +289,28 @@ func (s *Scheduler) completer() {
 			}
 		}
 		s.writeCompletions(batch)
-		for _, c := range batch {
-			close(c.done)
+		s.settle(batch)
+	}
+}
+
+// settle ends the attempts whose results the batch wrote (or gave up on):
+// each run leaves writing, unless its result could not be written (it
+// stays then, until the next attempt of the run here ends), and frees its
+// place among the results that wait; the loop wakes, as a claim may now
+// take more.
+func (s *Scheduler) settle(batch []*completion) {
+	s.mu.Lock()
+	for _, c := range batch {
+		if !c.gaveUp {
+			delete(s.attempts.writing, c.run.ID)
 		}
+	}
+	s.mu.Unlock()
+	for range batch {
+		s.attempts.finishing.Add(-1)
+		seq := s.testSignals.iterSeq.Load()
+		s.Wake()
+		s.testSignals.attemptEnded(seq)
 	}
 }
 
