@@ -3,6 +3,7 @@ package scheduler
 import (
 	"math"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -60,7 +61,7 @@ schedulerd_job_duration_seconds_sum{job="a\"b"} 22.751953125
 schedulerd_job_duration_seconds_count{job="a\"b"} 5
 `},
 	} {
-		var h histogram
+		h := histogram{hf: c.family}
 		for _, v := range c.values {
 			h.observe(v)
 		}
@@ -70,37 +71,65 @@ schedulerd_job_duration_seconds_count{job="a\"b"} 5
 	}
 }
 
-// TestHistogramLeBuckets: across the whole range of the metrics
-// library's buckets, each value counts in the le bucket that Prometheus
-// would count it in (the first whose bound is at least the value), for
-// both families: their bounds are bounds of the library's buckets, and
-// its bucket ranges read as they should.
+// TestHistogramLeBuckets: across a range far wider than the bounds, and
+// at each bound and the values next to it, each value counts in the le
+// bucket that Prometheus would count it in (the first whose bound is at
+// least the value), for both families.
 func TestHistogramLeBuckets(t *testing.T) {
 	var values []float64
-	for e := -11.0; e <= 19; e += 1.0 / 54 { // three values in each of the library's buckets
+	for e := -11.0; e <= 19; e += 1.0 / 54 {
 		values = append(values, math.Pow(10, e))
 	}
 	for _, hf := range []*histFamily{&durationFamily, &startLagFamily} {
 		for _, b := range hf.bounds {
-			values = append(values, b, math.Nextafter(b, 0), b*(1+1e-9), b*(1-1e-9))
+			values = append(values, b, math.Nextafter(b, 0), math.Nextafter(b, math.Inf(1)), b*(1+1e-9), b*(1-1e-9))
 		}
 	}
 	for _, hf := range []*histFamily{&durationFamily, &startLagFamily} {
 		for _, v := range values {
 			want := len(hf.bounds)
-			for i, b := range hf.bounds {
-				if v <= b {
-					want = i
-					break
-				}
+			for i := len(hf.bounds) - 1; i >= 0 && v <= hf.bounds[i]; i-- {
+				want = i
 			}
-			var h histogram
+			h := histogram{hf: hf}
 			h.observe(v)
 			got := -1
-			h.counts.VisitNonZeroBuckets(func(vmrange string, n uint64) { got = hf.slot(vmrange) })
+			for i := range hf.le {
+				if h.counts[i].Load() > 0 {
+					got = i
+				}
+			}
 			if got != want {
 				t.Errorf("%s: %g counts in le=%q, want le=%q", hf.name, v, leOf(hf, got), leOf(hf, want))
 			}
+		}
+	}
+}
+
+// TestHistogramConcurrentObservations: observations from many goroutines
+// at once are all counted, and the sum holds every value (each a binary
+// fraction, so that the sum is exact in any order).
+func TestHistogramConcurrentObservations(t *testing.T) {
+	h := histogram{hf: &durationFamily}
+	const workers, each = 8, 2000
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				h.observe(float64((w+i)%4) * 0.25) // 0, 0.25, 0.5, 0.75
+			}
+		})
+	}
+	wg.Wait()
+	got := string(durationFamily.appendSeries(nil, `job="j"`, &h))
+	for _, want := range []string{
+		`schedulerd_job_duration_seconds_bucket{job="j",le="0.1"} 4000` + "\n",
+		`schedulerd_job_duration_seconds_bucket{job="j",le="1"} 16000` + "\n",
+		`schedulerd_job_duration_seconds_sum{job="j"} 6000` + "\n",
+		`schedulerd_job_duration_seconds_count{job="j"} 16000` + "\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in\n%s", want, got)
 		}
 	}
 }

@@ -23,17 +23,17 @@ import (
 // and an idle node asks the store nothing for them.
 //
 // This node's: the runs it ended by status, its attempts' durations and
-// start lags, the ticks it skipped. Counters and histograms of the metrics
-// library (VictoriaMetrics/metrics), made for a job when this node first
-// has something to count of it, so that a node that declares 100,000 jobs
-// and runs few of them holds few; and removed when a reload removes the
-// job. They are in no set of the library: a scrape writes them itself,
+// start lags, the ticks it skipped. Counters of the metrics library
+// (VictoriaMetrics/metrics) and histograms of our own (histogram), made
+// for a job when this node first has something to count of it, so that a
+// node that declares 100,000 jobs and runs few of them holds few; and
+// removed when a reload removes the job. A scrape writes them itself,
 // appending lines to one buffer, because the library's writer formats
-// each line anew (a node that ran 100,000 jobs serves 1.8 million lines) and
-// its help texts are empty, which promtool rejects. The histograms are
-// exposed with le buckets (histogram).
+// each line anew (a node that ran 100,000 jobs serves 1.8 million lines)
+// and its help texts are empty, which promtool rejects. The histograms are
+// exposed with le buckets.
 
-// The histograms' le bounds, in seconds: powers of ten (histFamily). An
+// The histograms' le bounds, in seconds: powers of ten. An
 // attempt runs for anything from milliseconds to hours; a start is late
 // by milliseconds when all is well, and by up to misfire_grace (default
 // 1m) when it is not. Each bucket is a series per job, so they are few.
@@ -129,7 +129,7 @@ func (m *jobMetrics) of(job string) *jobSeries {
 func (js *jobSeries) attempted() *attemptSeries {
 	as := js.attempts.Load()
 	if as == nil {
-		as = new(attemptSeries)
+		as = &attemptSeries{duration: histogram{hf: &durationFamily}, startLag: histogram{hf: &startLagFamily}}
 		js.attempts.Store(as)
 	}
 	return as
