@@ -24,6 +24,13 @@ func untilBeforeSecond(d time.Duration) time.Time {
 	return next
 }
 
+// aimed is how long before a tick to send a command meant to take effect
+// d before it, when the last such command took took to return: d plus
+// took, short of a whole second (the job's period).
+func aimed(d, took time.Duration) time.Duration {
+	return min(d+took, 900*time.Millisecond)
+}
+
 // claimLead is the engine's default ClaimLead: a tick fired ahead is taken
 // back until its run is claimed, this long before the tick.
 const claimLead = 50 * time.Millisecond
@@ -61,16 +68,21 @@ shell = 'echo "$SCHEDULERD_SCHEDULED_AT $(date +%%s.%%N)" >> %s'
 	// tick's claim and one of those met a tick already fired ahead: on a
 	// busy machine a command may land late, so the test goes on trying
 	// (up to 20 times) rather than assume when it lands.
+	// Each is aimed earlier by how long the one before took to return, so
+	// that it returns 110 to 210 ms before the tick however slow the
+	// machine makes the command.
 	var pauses []pause
 	inLead, withdrawnSeen := 0, false
+	var took time.Duration
 	for i := 0; (inLead < 3 || !withdrawnSeen) && i < 20; i++ {
 		var p pause
-		p.tick = untilBeforeSecond(time.Duration(110+20*(i%6)) * time.Millisecond)
+		p.tick = untilBeforeSecond(aimed(time.Duration(110+20*(i%6))*time.Millisecond, took))
 		p.before = time.Now()
 		if out := e.ok("pause", "tick"); !strings.Contains(out, "paused") {
 			t.Fatalf("pause: %s", out)
 		}
 		p.after = time.Now()
+		took = p.after.Sub(p.before)
 		time.Sleep(1300 * time.Millisecond)
 		p.resumeAt = time.Now()
 		e.ok("resume", "tick")
@@ -92,11 +104,14 @@ shell = 'echo "$SCHEDULERD_SCHEDULED_AT $(date +%%s.%%N)" >> %s'
 	var reloadTicks []time.Time
 	withdrawals := strings.Count(d.logText(), "ticks fired ahead withdrawn")
 	reloadsInLead := 0
+	took = 0
 	for i := 0; reloadsInLead < 3 && i < 30; i++ {
-		tk := untilBeforeSecond(time.Duration(150+50*(i%6)) * time.Millisecond)
+		tk := untilBeforeSecond(aimed(time.Duration(150+50*(i%6))*time.Millisecond, took))
+		began := time.Now()
 		if out := e.ok("reload"); !strings.Contains(out, "reload applied") {
 			t.Fatalf("reload: %s", out)
 		}
+		took = time.Since(began)
 		reloadTicks = append(reloadTicks, tk)
 		time.Sleep(500 * time.Millisecond)
 		if n := strings.Count(d.logText(), "ticks fired ahead withdrawn"); n > withdrawals {

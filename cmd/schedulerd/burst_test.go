@@ -160,6 +160,26 @@ func witnessLines(t *testing.T, witness string) int {
 	return bytes.Count(b, []byte("\n"))
 }
 
+// allRuns lists every run in the store, page after page: a busy machine
+// makes the tests that use it run long enough for more rounds than one
+// page of the listing holds (store.MaxListLimit).
+func allRuns(t *testing.T, st store.Store) []*jobs.Run {
+	t.Helper()
+	var all []*jobs.Run
+	f := store.RunFilter{Limit: store.MaxListLimit}
+	for {
+		page, err := st.RunsList(context.Background(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, page...)
+		if len(page) < store.MaxListLimit {
+			return all
+		}
+		f.Before = page[len(page)-1].ID
+	}
+}
+
 type burstTick struct {
 	job  string
 	tick int64
@@ -170,10 +190,7 @@ type burstTick struct {
 func waitBurstTicks(t *testing.T, st store.Store, n int, period time.Duration, start, end time.Time) {
 	t.Helper()
 	waitFor(t, "every tick run to its end", 90*time.Second, func() bool {
-		runs, err := st.RunsList(context.Background(), store.RunFilter{Limit: 10000})
-		if err != nil {
-			t.Fatal(err)
-		}
+		runs := allRuns(t, st)
 		ended := map[burstTick]bool{}
 		for _, r := range runs {
 			if r.Status.Terminal() {
@@ -201,10 +218,7 @@ func waitBurstTicks(t *testing.T, st store.Store, n int, period time.Duration, s
 // needed more than one attempt.
 func checkBurstRuns(t *testing.T, st store.Store, witness string, end time.Time) (runs []*jobs.Run, retried int) {
 	t.Helper()
-	all, err := st.RunsList(context.Background(), store.RunFilter{Limit: 10000})
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := allRuns(t, st)
 	runOf := map[burstTick]string{}
 	for _, r := range all {
 		k := burstTick{r.Job, r.ScheduledAt.Unix()}
