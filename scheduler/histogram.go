@@ -13,9 +13,8 @@ import (
 // attempt is claimed: a node that runs 100,000 jobs holds two per job.
 // (The metrics library's Histogram, used before, counts in buckets of its
 // own, 18 a decade, and allocates an array per decade of values it sees:
-// several times the memory per job.) Counts and
-// sum are atomic; a scrape during an observation may see the one and not
-// yet the other.
+// several times the memory per job.) Counts and sum are atomic; a scrape
+// during an observation may see the one and not yet the other.
 type histogram struct {
 	hf     *histFamily
 	counts [maxBounds + 1]atomic.Uint64
